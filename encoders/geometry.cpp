@@ -1,0 +1,75 @@
+#include "encoders/geometry.hpp"
+
+namespace skt::enc {
+
+namespace {
+int residue_distance(int member, std::uint64_t row, int group_size) noexcept {
+  const int r = static_cast<int>(row % static_cast<std::uint64_t>(group_size));
+  return (member - r + group_size) % group_size;
+}
+}  // namespace
+
+StripeGeometry StripeGeometry::plan(int group_size, int parity, std::size_t chunk_bytes,
+                                    std::uint64_t max_member_chunks) {
+  StripeGeometry g;
+  g.group_size = group_size;
+  g.parity = parity;
+  g.chunk_bytes = chunk_bytes;
+  const auto width = static_cast<std::uint64_t>(group_size - parity);
+  const std::uint64_t periods = (max_member_chunks + width - 1) / width;
+  g.rows = periods * static_cast<std::uint64_t>(group_size);
+  return g;
+}
+
+std::uint64_t StripeGeometry::parity_chunks() const noexcept {
+  return rows / static_cast<std::uint64_t>(group_size) * static_cast<std::uint64_t>(parity);
+}
+
+int StripeGeometry::parity_slot(int member, std::uint64_t row) const noexcept {
+  const int d = residue_distance(member, row, group_size);
+  return d < parity ? d : -1;
+}
+
+int StripeGeometry::data_position(int member, std::uint64_t row) const noexcept {
+  const int d = residue_distance(member, row, group_size);
+  return d < parity ? -1 : d - parity;
+}
+
+int StripeGeometry::holder(std::uint64_t row, int slot) const noexcept {
+  return static_cast<int>((row + static_cast<std::uint64_t>(slot)) %
+                          static_cast<std::uint64_t>(group_size));
+}
+
+std::uint64_t StripeGeometry::row_of_chunk(int member, std::uint64_t chunk) const noexcept {
+  const auto width = static_cast<std::uint64_t>(data_width());
+  const std::uint64_t period = chunk / width;
+  const int position = static_cast<int>(chunk % width);
+  const int residue = ((member - position - parity) % group_size + group_size) % group_size;
+  return period * static_cast<std::uint64_t>(group_size) + static_cast<std::uint64_t>(residue);
+}
+
+std::optional<std::uint64_t> StripeGeometry::chunk_of_row(int member,
+                                                          std::uint64_t row) const noexcept {
+  const int position = data_position(member, row);
+  if (position < 0) return std::nullopt;
+  return row / static_cast<std::uint64_t>(group_size) * static_cast<std::uint64_t>(data_width()) +
+         static_cast<std::uint64_t>(position);
+}
+
+std::uint64_t StripeGeometry::parity_row(int member, std::uint64_t index) const noexcept {
+  const auto m = static_cast<std::uint64_t>(parity);
+  const std::uint64_t period = index / m;
+  const int slot = static_cast<int>(index % m);
+  const int residue = ((member - slot) % group_size + group_size) % group_size;
+  return period * static_cast<std::uint64_t>(group_size) + static_cast<std::uint64_t>(residue);
+}
+
+std::optional<std::uint64_t> StripeGeometry::parity_index(int member,
+                                                          std::uint64_t row) const noexcept {
+  const int slot = parity_slot(member, row);
+  if (slot < 0) return std::nullopt;
+  return row / static_cast<std::uint64_t>(group_size) * static_cast<std::uint64_t>(parity) +
+         static_cast<std::uint64_t>(slot);
+}
+
+}  // namespace skt::enc

@@ -1,0 +1,54 @@
+// Group encoding and rebuilding over MPI. The encoders know streams of chunks and parity buffers,
+// nothing of where they live.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "encoders/codec.hpp"
+#include "encoders/geometry.hpp"
+
+namespace skt::enc {
+
+// One member's data stream. Chunk i starts at data[i] and holds bytes[i] valid bytes (at most
+// chunk_bytes); the rest of a short chunk reads as zero. Pointers should be 32-byte aligned for the
+// fast kernels.
+struct ChunkList {
+  std::vector<std::byte*> data;
+  std::vector<std::uint32_t> bytes;
+
+  std::uint64_t size() const noexcept { return data.size(); }
+  void add(std::byte* start, std::uint32_t valid) {
+    data.push_back(start);
+    bytes.push_back(valid);
+  }
+};
+
+struct PipelineOptions {
+  // Chunks in flight per direction; the transfers of one chunk overlap the combining of another.
+  int depth = 4;
+  // Called after each chunk this member has handled, with (handled, total). Fault injection uses
+  // it to stop a member in the middle of an operation.
+  std::function<void(std::uint64_t, std::uint64_t)> progress;
+};
+
+// Collective over `group` (its ranks are the member indices): every member computes its parity
+// chunks of the group's data into `parity` (geometry.parity_bytes() bytes). A ring reduce-scatter
+// pipelined chunk by chunk: each member sends and receives about its own stream's size once.
+void encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
+                  const ChunkList& mine, std::byte* parity, const PipelineOptions& options);
+
+// Collective over `group`: the members in `lost` (sorted) get back their data chunks (written
+// through `mine`, whose pointers say where) and their parity chunks (into `parity`) from the
+// survivors' data and parity. `member_chunks[i]` is the length of member i's stream in chunks.
+// Each lost member is rebuilt by a pipelined chain through the survivors.
+void rebuild_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
+                   std::span<const std::uint64_t> member_chunks, std::span<const int> lost,
+                   const ChunkList& mine, std::byte* parity, const PipelineOptions& options);
+
+}  // namespace skt::enc

@@ -1,0 +1,65 @@
+#include "encoders/mpi_util.hpp"
+
+#include <utility>
+
+namespace skt {
+
+namespace {
+std::string describe(int code, const char* call, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
+  return std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+         std::string(text, static_cast<std::size_t>(length));
+}
+}  // namespace
+
+MpiError::MpiError(int code, const char* call, const char* file, int line)
+    : std::runtime_error(describe(code, call, file, line)), code_(code) {}
+
+Comm& Comm::operator=(Comm&& other) noexcept {
+  if (this != &other) {
+    reset();
+    comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
+  }
+  return *this;
+}
+
+Comm Comm::duplicate(MPI_Comm comm) {
+  MPI_Comm copy = MPI_COMM_NULL;
+  SKT_MPI(MPI_Comm_dup(comm, &copy));
+  Comm owned(copy);
+  SKT_MPI(MPI_Comm_set_errhandler(copy, MPI_ERRORS_RETURN));
+  return owned;
+}
+
+Comm Comm::split(MPI_Comm comm, int color, int key) {
+  MPI_Comm part = MPI_COMM_NULL;
+  SKT_MPI(MPI_Comm_split(comm, color, key, &part));
+  Comm owned(part);
+  if (part != MPI_COMM_NULL) SKT_MPI(MPI_Comm_set_errhandler(part, MPI_ERRORS_RETURN));
+  return owned;
+}
+
+int Comm::rank() const {
+  int r = 0;
+  SKT_MPI(MPI_Comm_rank(comm_, &r));
+  return r;
+}
+
+int Comm::size() const {
+  int n = 0;
+  SKT_MPI(MPI_Comm_size(comm_, &n));
+  return n;
+}
+
+void Comm::reset() noexcept {
+  if (comm_ != MPI_COMM_NULL) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+    comm_ = MPI_COMM_NULL;
+  }
+}
+
+}  // namespace skt

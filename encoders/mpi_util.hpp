@@ -1,0 +1,54 @@
+// MPI helpers shared by the encoders and the library: one checked-call macro that throws with file
+// and line, and owning handles for communicators.
+#pragma once
+
+#include <mpi.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace skt {
+
+class MpiError : public std::runtime_error {
+ public:
+  MpiError(int code, const char* call, const char* file, int line);
+  int mpi_code() const noexcept { return code_; }
+
+ private:
+  int code_;
+};
+
+#define SKT_MPI(call)                                                             \
+  do {                                                                            \
+    const int skt_mpi_rc_ = (call);                                               \
+    if (skt_mpi_rc_ != MPI_SUCCESS) {                                             \
+      throw ::skt::MpiError(skt_mpi_rc_, #call, __FILE__, __LINE__);              \
+    }                                                                             \
+  } while (0)
+
+// An owned communicator, freed on destruction. Errors on it are returned, not fatal, so that
+// SKT_MPI can turn them into exceptions.
+class Comm {
+ public:
+  Comm() = default;
+  ~Comm() { reset(); }
+  Comm(Comm&& other) noexcept : comm_(other.comm_) { other.comm_ = MPI_COMM_NULL; }
+  Comm& operator=(Comm&& other) noexcept;
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  static Comm duplicate(MPI_Comm comm);
+  static Comm split(MPI_Comm comm, int color, int key);
+
+  MPI_Comm get() const noexcept { return comm_; }
+  int rank() const;
+  int size() const;
+  explicit operator bool() const noexcept { return comm_ != MPI_COMM_NULL; }
+
+ private:
+  explicit Comm(MPI_Comm comm) : comm_(comm) {}
+  void reset() noexcept;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+}  // namespace skt

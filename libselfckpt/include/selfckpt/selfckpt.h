@@ -1,0 +1,119 @@
+/*
+ * selfckpt: diskless in-memory self-checkpointing for MPI programs.
+ *
+ * A program keeps its large data in workspace regions (skt_alloc / skt_malloc), which live in
+ * SysV shared memory and outlive the process. skt_checkpoint commits the workspace together with
+ * group checksums kept twice (of the workspace and of the committed copy), so that after any
+ * single failure per group, even in the middle of a checkpoint, a relaunched job gets its data
+ * back bit for bit from skt_recover.
+ *
+ * Typical use:
+ *
+ *   skt_context *ctx;
+ *   skt_init(MPI_COMM_WORLD, NULL, &ctx);
+ *   skt_alloc(ctx, "grid", bytes, (void **)&grid);     // every region, same order and sizes
+ *   skt_protect(ctx, "step", &step, sizeof step);      // small private state
+ *   uint64_t epoch;
+ *   skt_recover(ctx, &epoch);                          // 0: fresh start; else data restored
+ *   if (epoch == 0) initialise(grid), step = 0;
+ *   for (; step < steps; ++step) { compute(grid); if (step % k == 0) skt_checkpoint(ctx); }
+ *   skt_finalize(ctx, 1);                              // done: remove the job's segments
+ *
+ * Every call returns 0 or a negative SKT_ERR_* code; skt_strerror names the code and
+ * skt_last_error gives the full message of the calling thread's last failure. The library never
+ * exits or aborts the process.
+ */
+#ifndef SELFCKPT_SELFCKPT_H
+#define SELFCKPT_SELFCKPT_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SKT_VERSION_MAJOR 0
+#define SKT_VERSION_MINOR 1
+
+enum skt_error {
+  SKT_OK = 0,
+  SKT_ERR_ARG = -1,           /* a bad argument to a call */
+  SKT_ERR_CONFIG = -2,        /* the configuration (file or SKT_* variables) is invalid */
+  SKT_ERR_SHM = -3,           /* shared memory could not be created or attached */
+  SKT_ERR_MPI = -4,           /* an MPI call failed */
+  SKT_ERR_UNRECOVERABLE = -5, /* a group lost more members than its scheme tolerates */
+  SKT_ERR_MISMATCH = -6,      /* the relaunch differs from the checkpoint (regions, settings) */
+  SKT_ERR_STATE = -7,         /* a call out of order (e.g. skt_alloc after skt_recover) */
+  SKT_ERR_NOMEM = -8,         /* out of memory */
+  SKT_ERR_STALE = -9,         /* segments of this job left over from an earlier run */
+  SKT_ERR_INTERNAL = -10      /* a bug in selfckpt: please report it */
+};
+
+typedef struct skt_context skt_context;
+
+/* Collective over comm. config_path may be NULL: defaults, then the file named by SKT_CONFIG if
+ * set, then SKT_* environment variables. The first context initialised becomes the default one
+ * used by skt_malloc. */
+int skt_init(MPI_Comm comm, const char *config_path, skt_context **ctx);
+
+/* A workspace region of `bytes` bytes in shared memory, page aligned. Must be called before
+ * skt_recover. On a relaunch the same name and size give back the same region. */
+int skt_alloc(skt_context *ctx, const char *name, size_t bytes, void **ptr);
+
+/* A small private region (a loop counter, a few scalars) that is staged into the workspace at each
+ * checkpoint and written back by skt_recover. Must be called before skt_recover; the memory must
+ * stay valid until skt_finalize. */
+int skt_protect(skt_context *ctx, const char *name, void *ptr, size_t bytes);
+
+/* Collective. Call once, after declaring every region. Sets *epoch to the restored epoch (the
+ * number of checkpoints committed), or 0 on a fresh start, in which case regions hold no useful
+ * data and protected memory is left as it is. */
+int skt_recover(skt_context *ctx, uint64_t *epoch);
+
+/* Collective. Commits the workspace and the protected regions as the next epoch. */
+int skt_checkpoint(skt_context *ctx);
+
+/* Collective. discard = 1 removes this job's segments (the run is complete); 0 keeps them so that a
+ * relaunch can recover. Frees ctx in both cases. */
+int skt_finalize(skt_context *ctx, int discard);
+
+/* The drop-in allocator, on the default context: allocation number k is the region "malloc.k", so
+ * a program that allocates in the same order on relaunch gets its regions back. Returns NULL on
+ * error (the message is in skt_last_error). skt_free of a pointer that skt_malloc did not return
+ * is ignored; after skt_recover, freed regions stay allocated until skt_finalize. */
+void *skt_malloc(size_t bytes);
+void skt_free(void *ptr);
+
+/* Sizes and state of a context. */
+typedef struct skt_stats {
+  uint64_t epoch;           /* epoch committed or restored last */
+  int group;                /* this rank's group */
+  int group_size;           /* members of that group */
+  int member;               /* this rank's index in it */
+  size_t workspace_bytes;   /* |W|: regions plus the staged private regions */
+  size_t checkpoint_bytes;  /* |B|: the committed copy */
+  size_t checksum_bytes;    /* |C| (= |D|): this rank's share of its group's checksum */
+  size_t shm_bytes;         /* every shared-memory segment of this rank, headers included */
+  double last_checkpoint_seconds;
+  double last_recover_seconds;
+} skt_stats;
+
+int skt_get_stats(const skt_context *ctx, skt_stats *stats);
+
+/* A short fixed description of an error code. */
+const char *skt_strerror(int code);
+
+/* The full message of the calling thread's last failed call ("" if none). */
+const char *skt_last_error(void);
+
+/* The process exit code that the restart daemon expects for an error code (DESIGN section 9):
+ * 0 for SKT_OK, 2 for usage and configuration errors, 3 for SKT_ERR_UNRECOVERABLE, 1 otherwise. */
+int skt_exit_code(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SELFCKPT_SELFCKPT_H */

@@ -1,0 +1,125 @@
+// C++ interface of selfckpt: RAII over the C API, typed regions, exceptions.
+//
+//   skt::Context ctx(MPI_COMM_WORLD);
+//   auto grid = ctx.alloc<double>("grid", n);      // a span-like view into shared memory
+//   int step = 0;
+//   ctx.protect("step", step);
+//   if (ctx.recover() == 0) initialise(grid);
+//   for (; step < steps; ++step) { compute(grid); ctx.checkpoint(); }
+//   ctx.finalize(true);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "selfckpt/selfckpt.h"
+
+namespace skt {
+
+// An error from selfckpt: code() is one of the SKT_ERR_* values.
+class Error : public std::runtime_error {
+ public:
+  Error(int code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  int code() const noexcept { return code_; }
+  // The exit code the restart daemon expects for this error.
+  int exit_code() const noexcept { return skt_exit_code(code_); }
+
+ private:
+  int code_;
+};
+
+namespace detail {
+inline void check(int code) {
+  if (code != SKT_OK) {
+    const char* message = skt_last_error();
+    throw Error(code, message != nullptr && *message != '\0' ? message : skt_strerror(code));
+  }
+}
+}  // namespace detail
+
+// A typed view of a workspace region.
+template <class T>
+class Region {
+ public:
+  static_assert(std::is_trivially_copyable_v<T>, "workspace regions hold trivially copyable data");
+  Region() = default;
+  Region(T* data, std::size_t size) : data_(data), size_(size) {}
+
+  T* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
+  bool empty() const noexcept { return size_ == 0; }
+  T& operator[](std::size_t i) const noexcept { return data_[i]; }
+  T* begin() const noexcept { return data_; }
+  T* end() const noexcept { return data_ + size_; }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+class Context {
+ public:
+  // Collective. config_path may be null (defaults, SKT_CONFIG, SKT_* variables).
+  explicit Context(MPI_Comm comm, const char* config_path = nullptr) {
+    detail::check(skt_init(comm, config_path, &ctx_));
+  }
+  // A context that was not finalized keeps its segments, so that a relaunch can recover.
+  ~Context() {
+    if (ctx_ != nullptr) skt_finalize(ctx_, 0);
+  }
+  Context(Context&& other) noexcept : ctx_(std::exchange(other.ctx_, nullptr)) {}
+  Context& operator=(Context&& other) noexcept {
+    if (this != &other) {
+      if (ctx_ != nullptr) skt_finalize(ctx_, 0);
+      ctx_ = std::exchange(other.ctx_, nullptr);
+    }
+    return *this;
+  }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  template <class T>
+  Region<T> alloc(const std::string& name, std::size_t count) {
+    void* p = nullptr;
+    detail::check(skt_alloc(ctx_, name.c_str(), count * sizeof(T), &p));
+    return Region<T>(static_cast<T*>(p), count);
+  }
+
+  template <class T>
+  void protect(const std::string& name, T& object) {
+    static_assert(std::is_trivially_copyable_v<T>, "protected objects must be trivially copyable");
+    detail::check(skt_protect(ctx_, name.c_str(), &object, sizeof(T)));
+  }
+
+  std::uint64_t recover() {
+    std::uint64_t epoch = 0;
+    detail::check(skt_recover(ctx_, &epoch));
+    return epoch;
+  }
+
+  void checkpoint() { detail::check(skt_checkpoint(ctx_)); }
+
+  skt_stats stats() const {
+    skt_stats s{};
+    detail::check(skt_get_stats(ctx_, &s));
+    return s;
+  }
+
+  // Collective; discard = true removes the job's segments (the run is complete).
+  void finalize(bool discard) {
+    skt_context* ctx = std::exchange(ctx_, nullptr);
+    detail::check(skt_finalize(ctx, discard ? 1 : 0));
+  }
+
+  skt_context* get() const noexcept { return ctx_; }
+
+ private:
+  skt_context* ctx_ = nullptr;
+};
+
+}  // namespace skt

@@ -1,0 +1,159 @@
+// The C interface: every call catches, records the message for skt_last_error, and returns a code.
+#include <new>
+#include <string>
+
+#include "encoders/mpi_util.hpp"
+#include "libselfckpt/src/session.hpp"
+#include "selfckpt/selfckpt.h"
+#include "selfckpt/selfckpt.hpp"
+
+struct skt_context {
+  std::unique_ptr<skt::Session> impl;
+};
+
+namespace {
+
+thread_local std::string last_error;
+skt_context* default_context = nullptr;
+
+template <class F>
+int guarded(F&& body) {
+  try {
+    body();
+    last_error.clear();
+    return SKT_OK;
+  } catch (const skt::Error& e) {
+    last_error = e.what();
+    return e.code();
+  } catch (const skt::MpiError& e) {
+    last_error = e.what();
+    return SKT_ERR_MPI;
+  } catch (const std::bad_alloc&) {
+    last_error = "out of memory";
+    return SKT_ERR_NOMEM;
+  } catch (const std::exception& e) {
+    last_error = std::string("internal error: ") + e.what();
+    return SKT_ERR_INTERNAL;
+  }
+}
+
+int bad_argument(const char* what) {
+  last_error = what;
+  return SKT_ERR_ARG;
+}
+
+}  // namespace
+
+extern "C" {
+
+int skt_init(MPI_Comm comm, const char* config_path, skt_context** ctx) {
+  if (ctx == nullptr) return bad_argument("skt_init: ctx is NULL");
+  *ctx = nullptr;
+  return guarded([&] {
+    auto owner = std::make_unique<skt_context>();
+    owner->impl = std::make_unique<skt::Session>(comm, config_path == nullptr ? "" : config_path);
+    *ctx = owner.release();
+    if (default_context == nullptr) default_context = *ctx;
+  });
+}
+
+int skt_alloc(skt_context* ctx, const char* name, size_t bytes, void** ptr) {
+  if (ctx == nullptr || name == nullptr || ptr == nullptr) {
+    return bad_argument("skt_alloc: ctx, name and ptr must not be NULL");
+  }
+  return guarded([&] { *ptr = ctx->impl->alloc(name, bytes); });
+}
+
+int skt_protect(skt_context* ctx, const char* name, void* ptr, size_t bytes) {
+  if (ctx == nullptr || name == nullptr) return bad_argument("skt_protect: ctx and name must not be NULL");
+  return guarded([&] { ctx->impl->protect(name, ptr, bytes); });
+}
+
+int skt_recover(skt_context* ctx, uint64_t* epoch) {
+  if (ctx == nullptr || epoch == nullptr) return bad_argument("skt_recover: ctx and epoch must not be NULL");
+  return guarded([&] { *epoch = ctx->impl->recover(); });
+}
+
+int skt_checkpoint(skt_context* ctx) {
+  if (ctx == nullptr) return bad_argument("skt_checkpoint: ctx is NULL");
+  return guarded([&] { ctx->impl->checkpoint(); });
+}
+
+int skt_finalize(skt_context* ctx, int discard) {
+  if (ctx == nullptr) return bad_argument("skt_finalize: ctx is NULL");
+  const int code = guarded([&] { ctx->impl->finalize(discard != 0); });
+  if (default_context == ctx) default_context = nullptr;
+  delete ctx;
+  return code;
+}
+
+void* skt_malloc(size_t bytes) {
+  if (default_context == nullptr) {
+    last_error = "skt_malloc: no context; call skt_init first";
+    return nullptr;
+  }
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  guarded([&] { p = default_context->impl->allocate_next(bytes); });
+  return p;
+}
+
+void skt_free(void* ptr) {
+  if (ptr == nullptr || default_context == nullptr) return;
+  guarded([&] { default_context->impl->release(ptr); });
+}
+
+int skt_get_stats(const skt_context* ctx, skt_stats* stats) {
+  if (ctx == nullptr || stats == nullptr) return bad_argument("skt_get_stats: ctx and stats must not be NULL");
+  return guarded([&] { *stats = ctx->impl->stats(); });
+}
+
+const char* skt_strerror(int code) {
+  switch (code) {
+    case SKT_OK:
+      return "success";
+    case SKT_ERR_ARG:
+      return "bad argument";
+    case SKT_ERR_CONFIG:
+      return "invalid configuration";
+    case SKT_ERR_SHM:
+      return "shared memory error";
+    case SKT_ERR_MPI:
+      return "MPI error";
+    case SKT_ERR_UNRECOVERABLE:
+      return "unrecoverable: a group lost more members than its scheme tolerates";
+    case SKT_ERR_MISMATCH:
+      return "the relaunch differs from the checkpoint";
+    case SKT_ERR_STATE:
+      return "call out of order";
+    case SKT_ERR_NOMEM:
+      return "out of memory";
+    case SKT_ERR_STALE:
+      return "segments left over from an earlier run";
+    case SKT_ERR_INTERNAL:
+      return "internal error";
+    default:
+      return "unknown error code";
+  }
+}
+
+const char* skt_last_error(void) { return last_error.c_str(); }
+
+int skt_exit_code(int code) {
+  switch (code) {
+    case SKT_OK:
+      return 0;
+    case SKT_ERR_ARG:
+    case SKT_ERR_CONFIG:
+    case SKT_ERR_MISMATCH:
+    case SKT_ERR_STATE:
+    case SKT_ERR_STALE:
+      return 2;
+    case SKT_ERR_UNRECOVERABLE:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,334 @@
+#include "libselfckpt/src/config.hpp"
+
+#include <fmt/format.h>
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <functional>
+#include <string_view>
+
+#include "selfckpt/selfckpt.hpp"
+
+extern char** environ;
+
+namespace skt {
+
+namespace {
+
+constexpr std::array<std::pair<FaultStep, std::string_view>, 7> kFaultSteps{{
+    {FaultStep::stage, "stage"},
+    {FaultStep::encode, "encode"},
+    {FaultStep::encoded, "encoded"},
+    {FaultStep::agreed, "agreed"},
+    {FaultStep::flush, "flush"},
+    {FaultStep::committed, "committed"},
+    {FaultStep::recover, "recover"},
+}};
+
+constexpr std::array<std::pair<LogLevel, std::string_view>, 6> kLogLevels{{
+    {LogLevel::trace, "trace"},
+    {LogLevel::debug, "debug"},
+    {LogLevel::info, "info"},
+    {LogLevel::warn, "warn"},
+    {LogLevel::error, "error"},
+    {LogLevel::off, "off"},
+}};
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+template <class T>
+std::optional<T> parse_integer(std::string_view text) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+[[noreturn]] void bad(const std::string& origin, const std::string& what) {
+  throw Error(SKT_ERR_CONFIG, fmt::format("configuration: {}: {}", origin, what));
+}
+
+int integer_in(const std::string& origin, const std::string& value, int low, int high) {
+  const auto v = parse_integer<int>(value);
+  if (!v || *v < low || *v > high) {
+    bad(origin, fmt::format("'{}' is not an integer from {} to {}", value, low, high));
+  }
+  return *v;
+}
+
+bool boolean(const std::string& origin, const std::string& value) {
+  const std::string v = lower(value);
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  bad(origin, fmt::format("'{}' is not a boolean (true/false, 1/0)", value));
+}
+
+struct Option {
+  std::string_view key;  // in the file
+  std::string_view env;  // in the environment
+  std::string_view help;
+  std::function<void(Config&, const std::string& origin, const std::string& value)> set;
+};
+
+const std::vector<Option>& options() {
+  static const std::vector<Option> table = {
+      {"job", "SKT_JOB", "job tag, stable across relaunches",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         if (!valid_name(v)) {
+           bad(origin, fmt::format("'{}' is not a valid job tag (1 to 63 of A-Z a-z 0-9 . _ -, "
+                                   "starting with a letter or digit)",
+                                   v));
+         }
+         c.job = v;
+       }},
+      {"node", "SKT_NODE", "failure domain of this rank",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         if (!valid_name(v)) {
+           bad(origin, fmt::format("'{}' is not a valid node name (1 to 63 of A-Z a-z 0-9 . _ -)",
+                                   v));
+         }
+         c.node = v;
+       }},
+      {"group_size", "SKT_GROUP_SIZE", "ranks per group (1 = no protection)",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         c.group_size = integer_in(origin, v, 1, 64);
+       }},
+      {"scheme", "SKT_SCHEME", "checksum scheme",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         const auto scheme = enc::parse_scheme(lower(v));
+         if (!scheme) bad(origin, fmt::format("unknown scheme '{}' (xor, sum or rs)", v));
+         if (!enc::scheme_available(*scheme)) {
+           bad(origin, fmt::format("scheme '{}' is not available in this build (use xor)", v));
+         }
+         c.scheme = *scheme;
+       }},
+      {"parity", "SKT_PARITY", "parity chunks per row (rs)",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         c.parity = integer_in(origin, v, 1, 63);
+       }},
+      {"chunk_size", "SKT_CHUNK_SIZE", "stripe chunk in bytes (K/M suffixes)",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         const auto bytes = parse_size(v);
+         if (!bytes || *bytes < 4096 || *bytes > (std::size_t{1} << 30) || *bytes % 64 != 0) {
+           bad(origin, fmt::format("'{}' is not a chunk size: use a multiple of 64 bytes from 4K "
+                                   "to 1G, such as 256K",
+                                   v));
+         }
+         c.chunk_bytes = *bytes;
+       }},
+      {"pipeline_depth", "SKT_PIPELINE_DEPTH", "chunks in flight per direction",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         c.pipeline_depth = integer_in(origin, v, 1, 64);
+       }},
+      {"huge_pages", "SKT_HUGE_PAGES", "back segments with huge pages",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         c.huge_pages = boolean(origin, v);
+       }},
+      {"log", "SKT_LOG", "log level",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         const auto level = parse_log_level(v);
+         if (!level) {
+           bad(origin, fmt::format("unknown log level '{}' (trace, debug, info, warn, error, off)",
+                                   v));
+         }
+         c.log_level = *level;
+       }},
+      {"fault", "SKT_FAULT", "kill this process at a protocol step (testing)",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         if (v.empty()) {
+           c.fault.reset();
+           return;
+         }
+         const auto fault = parse_fault(v);
+         if (!fault) {
+           bad(origin, fmt::format("'{}' is not <step>:<rank>[:<epoch>] with step one of stage, "
+                                   "encode, encoded, agreed, flush, committed, recover",
+                                   v));
+         }
+         c.fault = fault;
+       }},
+      {"restart", "SKT_RESTART", "relaunch count (0 = first launch)",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         c.restart = integer_in(origin, v, 0, 1 << 30);
+       }},
+  };
+  return table;
+}
+
+std::string known_variables() {
+  std::string out = "SKT_CONFIG";
+  for (const auto& option : options()) out += fmt::format(", {}", option.env);
+  return out;
+}
+
+std::string toml_value(const toml::node& node) {
+  if (const auto* s = node.as_string()) return s->get();
+  if (const auto* i = node.as_integer()) return std::to_string(i->get());
+  if (const auto* b = node.as_boolean()) return b->get() ? "true" : "false";
+  return {};
+}
+
+void apply_file(Config& config, const std::string& path) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    throw Error(SKT_ERR_CONFIG, fmt::format("configuration file {}:{}:{}: {}", path, where.line,
+                                            where.column, e.description()));
+  } catch (const std::exception& e) {
+    throw Error(SKT_ERR_CONFIG, fmt::format("configuration file {}: {}", path, e.what()));
+  }
+  for (const auto& [key, node] : table) {
+    const std::string origin =
+        fmt::format("{}:{}: {}", path, node.source().begin.line, std::string_view(key));
+    const auto option = std::find_if(options().begin(), options().end(),
+                                     [&](const Option& o) { return o.key == key.str(); });
+    if (option == options().end()) {
+      std::string keys;
+      for (const auto& o : options()) keys += fmt::format("{}{}", keys.empty() ? "" : ", ", o.key);
+      bad(origin, fmt::format("unknown key (known keys: {})", keys));
+    }
+    const std::string value = toml_value(node);
+    if (value.empty() && !node.is_string()) {
+      bad(origin, "expected a string, an integer or a boolean");
+    }
+    option->set(config, origin, value);
+  }
+}
+
+void validate(const Config& c) {
+  if (c.scheme == enc::Scheme::xor_parity && c.parity != 1) {
+    bad("parity", fmt::format("xor keeps exactly one parity chunk per row, not {}; set "
+                              "SKT_SCHEME=rs for more",
+                              c.parity));
+  }
+  if (c.group_size > 1 && c.parity >= c.group_size) {
+    bad("parity", fmt::format("{} parity chunks need a group of at least {} ranks, not {}",
+                              c.parity, c.parity + 1, c.group_size));
+  }
+}
+
+}  // namespace
+
+std::string_view fault_step_name(FaultStep step) noexcept {
+  for (const auto& [s, name] : kFaultSteps) {
+    if (s == step) return name;
+  }
+  return "?";
+}
+
+bool valid_name(const std::string& text) {
+  if (text.empty() || text.size() > 63) return false;
+  if (!std::isalnum(static_cast<unsigned char>(text.front()))) return false;
+  return std::all_of(text.begin(), text.end(), [](unsigned char ch) {
+    return std::isalnum(ch) || ch == '.' || ch == '_' || ch == '-';
+  });
+}
+
+std::optional<std::size_t> parse_size(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0) return std::nullopt;
+  const auto number = parse_integer<std::size_t>(std::string_view(text).substr(0, digits));
+  if (!number) return std::nullopt;
+  const std::string suffix = lower(std::string_view(text).substr(digits));
+  std::size_t scale = 1;
+  if (suffix.empty() || suffix == "b") {
+    scale = 1;
+  } else if (suffix == "k" || suffix == "kb" || suffix == "kib") {
+    scale = std::size_t{1} << 10;
+  } else if (suffix == "m" || suffix == "mb" || suffix == "mib") {
+    scale = std::size_t{1} << 20;
+  } else if (suffix == "g" || suffix == "gb" || suffix == "gib") {
+    scale = std::size_t{1} << 30;
+  } else {
+    return std::nullopt;
+  }
+  if (*number > SIZE_MAX / scale) return std::nullopt;
+  return *number * scale;
+}
+
+std::optional<LogLevel> parse_log_level(const std::string& text) {
+  const std::string v = lower(text);
+  for (const auto& [level, name] : kLogLevels) {
+    if (v == name) return level;
+  }
+  if (v == "warning") return LogLevel::warn;
+  return std::nullopt;
+}
+
+std::optional<FaultSpec> parse_fault(const std::string& text) {
+  const auto first = text.find(':');
+  if (first == std::string::npos) return std::nullopt;
+  const auto second = text.find(':', first + 1);
+  const std::string step = lower(std::string_view(text).substr(0, first));
+  const std::string_view rank = std::string_view(text).substr(
+      first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
+  FaultSpec spec;
+  const auto named = std::find_if(kFaultSteps.begin(), kFaultSteps.end(),
+                                  [&](const auto& entry) { return entry.second == step; });
+  if (named == kFaultSteps.end()) return std::nullopt;
+  spec.step = named->first;
+  const auto r = parse_integer<int>(rank);
+  if (!r || *r < 0) return std::nullopt;
+  spec.rank = *r;
+  if (second != std::string::npos) {
+    const auto epoch = parse_integer<std::uint64_t>(std::string_view(text).substr(second + 1));
+    if (!epoch) return std::nullopt;
+    spec.epoch = *epoch;
+  }
+  return spec;
+}
+
+std::string Config::shared_settings() const {
+  return fmt::format("job={} group_size={} scheme={} parity={} chunk_size={} pipeline_depth={} "
+                     "huge_pages={} restart={}",
+                     job, group_size, enc::scheme_name(scheme), parity, chunk_bytes,
+                     pipeline_depth, huge_pages, restart ? std::to_string(*restart) : "unset");
+}
+
+Environment skt_environment() {
+  Environment env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    if (text.rfind("SKT_", 0) != 0) continue;
+    const auto eq = text.find('=');
+    if (eq == std::string_view::npos) continue;
+    env.emplace_back(std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)));
+  }
+  return env;
+}
+
+Config load_config(const std::string& path, const Environment& env) {
+  Config config;
+  std::string file = path;
+  if (file.empty()) {
+    for (const auto& [name, value] : env) {
+      if (name == "SKT_CONFIG") file = value;
+    }
+  }
+  if (!file.empty()) apply_file(config, file);
+  for (const auto& [name, value] : env) {
+    if (name == "SKT_CONFIG") continue;
+    const auto option = std::find_if(options().begin(), options().end(),
+                                     [&](const Option& o) { return o.env == name; });
+    if (option == options().end()) {
+      bad(name, fmt::format("unknown variable (known: {})", known_variables()));
+    }
+    option->set(config, name, value);
+  }
+  validate(config);
+  return config;
+}
+
+}  // namespace skt

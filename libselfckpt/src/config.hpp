@@ -1,0 +1,60 @@
+// One typed configuration: defaults, then a TOML file, then SKT_* environment variables. Parsing is
+// a pure function of the file and the variables, validated once, with errors that name the
+// setting and what to change.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "encoders/codec.hpp"
+
+namespace skt {
+
+enum class LogLevel { trace, debug, info, warn, error, off };
+
+// Protocol steps at which SKT_FAULT can kill the process (see fault.hpp for their meaning).
+enum class FaultStep { stage, encode, encoded, agreed, flush, committed, recover };
+
+struct FaultSpec {
+  FaultStep step = FaultStep::stage;
+  int rank = 0;
+  std::optional<std::uint64_t> epoch;
+};
+
+struct Config {
+  std::string job;   // empty: derived (Slurm job id, else ephemeral)
+  std::string node;  // empty: derived (SLURMD_NODENAME, else the host name)
+  int group_size = 4;
+  enc::Scheme scheme = enc::Scheme::xor_parity;
+  int parity = 1;
+  std::size_t chunk_bytes = 256 * 1024;
+  int pipeline_depth = 4;
+  bool huge_pages = false;
+  LogLevel log_level = LogLevel::warn;
+  std::optional<FaultSpec> fault;
+  std::optional<int> restart;  // relaunch count given by the launcher; 0 = first launch
+
+  // The settings that every rank of a job must share, in one comparable string.
+  std::string shared_settings() const;
+};
+
+// SKT_* variables of the process environment.
+using Environment = std::vector<std::pair<std::string, std::string>>;
+Environment skt_environment();
+
+// Throws skt::Error(SKT_ERR_CONFIG) with a message naming the setting, its origin and the fix.
+// `path` may be empty: then SKT_CONFIG names the file, if set.
+Config load_config(const std::string& path, const Environment& env);
+
+// Parsers shared with the tools.
+std::optional<FaultSpec> parse_fault(const std::string& text);
+std::optional<std::size_t> parse_size(const std::string& text);
+std::optional<LogLevel> parse_log_level(const std::string& text);
+bool valid_name(const std::string& text);
+std::string_view fault_step_name(FaultStep step) noexcept;
+
+}  // namespace skt

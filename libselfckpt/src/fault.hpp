@@ -1,0 +1,42 @@
+// SKT_FAULT=<step>:<rank>[:<epoch>] kills the named rank with SIGKILL, with no clean-up, at a
+// protocol step of the checkpoint to <epoch> (or of the recovery restoring <epoch>), or at the
+// first occurrence when no epoch is given:
+//   stage      in the middle of staging the private regions into the workspace
+//   encode     in the middle of computing D, the checksum of the workspace
+//   encoded    right after D is complete, before the job-wide agreement
+//   agreed     right after recording that every rank encoded, before the flush
+//   flush      in the middle of copying W into B (and D into C)
+//   committed  right after marking B and C committed, before the final agreement
+//   recover    in the middle of a recovery, after the decision is recorded
+// It exists for tests; the library never stops a process otherwise.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "libselfckpt/src/config.hpp"
+
+namespace skt {
+
+class Logger;
+
+class FaultInjector {
+ public:
+  FaultInjector(std::optional<FaultSpec> spec, int rank, Logger* log)
+      : spec_(spec), rank_(rank), log_(log) {}
+
+  bool armed(FaultStep step, std::uint64_t epoch) const noexcept;
+  // Kills the process now if armed.
+  void at(FaultStep step, std::uint64_t epoch) const;
+  // A progress callback that kills the process half way through, if armed.
+  std::function<void(std::uint64_t, std::uint64_t)> midway(FaultStep step,
+                                                           std::uint64_t epoch) const;
+
+ private:
+  std::optional<FaultSpec> spec_;
+  int rank_;
+  Logger* log_;
+};
+
+}  // namespace skt

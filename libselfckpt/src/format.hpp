@@ -1,0 +1,87 @@
+// On-segment formats: the header at the start of every segment, the checkpoint segment's static
+// description, and its double-buffered control block. Pure functions over bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace skt {
+
+inline constexpr std::size_t kHeaderBytes = 4096;  // data starts one page into a segment
+inline constexpr int kMaxGroupSize = 64;
+inline constexpr std::uint32_t kFormatVersion = 1;
+
+enum class SegmentKind : std::uint32_t { region = 1, stage = 2, checkpoint = 3 };
+const char* kind_name(SegmentKind kind) noexcept;
+
+// Who a segment belongs to. Keys are derived from it, and a segment is only ever attached when its
+// header says exactly this.
+struct SegmentIdentity {
+  std::uint32_t uid = 0;
+  std::string job;
+  std::string domain;
+  int rank = 0;
+  SegmentKind kind = SegmentKind::region;
+  std::string name;  // region name; "stage" or "checkpoint" for the other kinds
+};
+
+struct SegmentHeader {
+  SegmentIdentity identity;
+  int nranks = 0;
+  std::uint64_t data_bytes = 0;
+  std::uint64_t segment_bytes = 0;
+};
+
+enum class HeaderStatus { ok, truncated, bad_magic, bad_version, bad_crc };
+const char* header_status_text(HeaderStatus status) noexcept;
+
+void encode_header(std::byte* page, const SegmentHeader& header);
+// Decodes and checks magic, version and CRC; `available` is how many bytes `page` has.
+HeaderStatus decode_header(const std::byte* page, std::size_t available, SegmentHeader* out);
+bool same_identity(const SegmentIdentity& a, const SegmentIdentity& b) noexcept;
+
+// What a checkpoint segment records about its rank's place in the job: written once when the
+// segment is created, protected by its own CRC.
+struct CheckpointInfo {
+  std::uint32_t scheme = 0;
+  std::uint32_t parity = 0;
+  std::uint32_t requested_group_size = 0;
+  std::uint32_t groups = 0;
+  std::uint32_t group = 0;
+  std::uint32_t member = 0;
+  std::uint32_t group_size = 0;
+  std::uint64_t chunk_bytes = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t workspace_bytes = 0;
+  std::uint64_t layout_hash = 0;
+  std::int32_t members[kMaxGroupSize] = {};          // ranks of the group, by member index
+  std::uint64_t member_chunks[kMaxGroupSize] = {};   // their stream lengths in chunks
+  std::uint64_t member_layouts[kMaxGroupSize] = {};  // their layout hashes
+};
+
+void encode_checkpoint_info(std::byte* page, const CheckpointInfo& info);
+bool decode_checkpoint_info(const std::byte* page, CheckpointInfo* out);
+
+// The protocol state of one rank. -1 means "none".
+struct ControlState {
+  std::int64_t committed = -1;  // B and C hold this epoch
+  std::int64_t encoded = -1;    // D is the complete checksum of W for this epoch
+  std::int64_t agreed = -1;     // this rank saw every rank encode this epoch
+  std::int64_t resumed = -1;    // this rank returned to the application after this epoch
+
+  bool operator==(const ControlState&) const = default;
+};
+
+// Two slots, each with a sequence number and a CRC: a write goes to the older slot, so a process
+// killed in the middle of one leaves the previous state readable.
+std::optional<ControlState> read_control(const std::byte* page);
+void write_control(std::byte* page, const ControlState& state);
+// Zeroes both slots: no valid state.
+void clear_control(std::byte* page);
+
+std::uint32_t crc32(const void* data, std::size_t bytes) noexcept;
+std::uint64_t crc64(const void* data, std::size_t bytes, std::uint64_t seed = 0) noexcept;
+
+}  // namespace skt

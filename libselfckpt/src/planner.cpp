@@ -1,0 +1,86 @@
+#include "libselfckpt/src/planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "selfckpt/selfckpt.hpp"
+
+namespace skt {
+
+GroupPlan plan_groups(const std::vector<std::string>& domain_of_rank, int group_size,
+                      int min_members) {
+  const int n = static_cast<int>(domain_of_rank.size());
+  GroupPlan plan;
+  plan.group_of.assign(static_cast<std::size_t>(n), 0);
+  plan.index_of.assign(static_cast<std::size_t>(n), 0);
+  if (n == 0) return plan;
+  if (group_size <= 1) {
+    for (int r = 0; r < n; ++r) {
+      plan.group_of[static_cast<std::size_t>(r)] = r;
+      plan.members.push_back({r});
+    }
+    return plan;
+  }
+
+  // Domains in order of first appearance, with their ranks.
+  std::vector<std::vector<int>> domains;
+  std::map<std::string, std::size_t> position;
+  for (int r = 0; r < n; ++r) {
+    const auto [it, inserted] =
+        position.emplace(domain_of_rank[static_cast<std::size_t>(r)], domains.size());
+    if (inserted) domains.emplace_back();
+    domains[it->second].push_back(r);
+  }
+  std::stable_sort(domains.begin(), domains.end(),
+                   [](const auto& a, const auto& b) { return a.size() > b.size(); });
+
+  if (n < min_members) {
+    throw Error(SKT_ERR_CONFIG,
+                fmt::format("a job of {} rank{} cannot protect itself: the scheme needs groups of "
+                            "at least {} ranks on distinct nodes; run more ranks, or set "
+                            "SKT_GROUP_SIZE=1 to run without protection",
+                            n, n == 1 ? "" : "s", min_members));
+  }
+  const int groups = (n + group_size - 1) / group_size;
+  const auto widest = static_cast<int>(domains.front().size());
+  if (widest > groups) {
+    const std::string& name = domain_of_rank[static_cast<std::size_t>(domains.front().front())];
+    throw Error(
+        SKT_ERR_CONFIG,
+        fmt::format("cannot form groups of {} ranks on distinct nodes: node '{}' holds {} of the {} "
+                    "ranks but there are only {} groups, so two of its ranks would share a group. "
+                    "Use more nodes or a smaller group size (SKT_GROUP_SIZE); to test on one host, "
+                    "give each rank its own SKT_NODE; SKT_GROUP_SIZE=1 runs without protection",
+                    group_size, name, widest, n, groups));
+  }
+  const int smallest = n / groups;
+  if (smallest < min_members) {
+    throw Error(SKT_ERR_CONFIG,
+                fmt::format("{} ranks in groups of at most {} give groups of {} ranks, but the "
+                            "scheme needs at least {} per group; use a larger SKT_GROUP_SIZE or "
+                            "fewer parity chunks",
+                            n, group_size, smallest, min_members));
+  }
+
+  plan.members.assign(static_cast<std::size_t>(groups), {});
+  int dealt = 0;
+  for (const auto& ranks : domains) {
+    for (const int r : ranks) {
+      plan.members[static_cast<std::size_t>(dealt % groups)].push_back(r);
+      ++dealt;
+    }
+  }
+  for (int g = 0; g < groups; ++g) {
+    auto& members = plan.members[static_cast<std::size_t>(g)];
+    std::sort(members.begin(), members.end());
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      plan.group_of[static_cast<std::size_t>(members[i])] = g;
+      plan.index_of[static_cast<std::size_t>(members[i])] = static_cast<int>(i);
+    }
+  }
+  return plan;
+}
+
+}  // namespace skt

@@ -1,0 +1,204 @@
+#include "libselfckpt/src/segment.hpp"
+
+#include <fmt/format.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+#include "selfckpt/selfckpt.hpp"
+
+namespace skt {
+
+namespace {
+
+constexpr std::size_t kHugePage = 2u << 20;
+
+std::string read_sysctl(const char* path) {
+  std::ifstream in(path);
+  std::string value;
+  in >> value;
+  return value.empty() ? "?" : value;
+}
+
+[[noreturn]] void shm_failure(int err, std::size_t bytes, bool huge_pages) {
+  std::string advice;
+  switch (err) {
+    case EINVAL:
+      advice = fmt::format("the kernel's largest segment is kernel.shmmax = {} bytes; raise it "
+                           "(sysctl -w kernel.shmmax=...)",
+                           read_sysctl("/proc/sys/kernel/shmmax"));
+      break;
+    case ENOSPC:
+      advice = fmt::format("the kernel's segment limits are reached: kernel.shmmni = {} segments, "
+                           "kernel.shmall = {} pages; raise them with sysctl or remove old "
+                           "segments (skt-shm list, skt-shm clean --job TAG)",
+                           read_sysctl("/proc/sys/kernel/shmmni"),
+                           read_sysctl("/proc/sys/kernel/shmall"));
+      break;
+    case ENOMEM:
+      advice = huge_pages ? "not enough huge pages are reserved (vm.nr_hugepages)"
+                          : "the node is out of memory for this segment";
+      break;
+    case EPERM:
+      advice = "huge pages need the CAP_IPC_LOCK capability or vm.hugetlb_shm_group";
+      break;
+    default:
+      break;
+  }
+  throw Error(SKT_ERR_SHM, fmt::format("shmget of {} bytes failed: {}{}{}", bytes,
+                                       std::strerror(err), advice.empty() ? "" : "; ", advice));
+}
+
+bool owned_by_caller(const shmid_ds& ds) {
+  const uid_t me = geteuid();
+  return ds.shm_perm.uid == me && ds.shm_perm.cuid == me && (ds.shm_perm.mode & 0777) == 0600;
+}
+
+}  // namespace
+
+key_t segment_key(const SegmentIdentity& identity, int probe) noexcept {
+  const std::string text =
+      fmt::format("{}|{}|{}|{}|{}|{}|{}", identity.uid, identity.job, identity.domain,
+                  identity.rank, static_cast<unsigned>(identity.kind), identity.name, probe);
+  const std::uint64_t h = crc64(text.data(), text.size());
+  auto key = static_cast<key_t>((h ^ (h >> 31) ^ (h >> 62)) & 0x7fffffffu);
+  if (key == IPC_PRIVATE) key = 1;
+  return key;
+}
+
+std::size_t segment_size(std::size_t data_bytes, bool huge_pages) noexcept {
+  const std::size_t unit = huge_pages ? kHugePage : static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t bytes = kHeaderBytes + data_bytes;
+  return (bytes + unit - 1) / unit * unit;
+}
+
+Segment::Segment(Segment&& other) noexcept
+    : id_(std::exchange(other.id_, -1)),
+      base_(std::exchange(other.base_, nullptr)),
+      header_(std::move(other.header_)) {}
+
+Segment& Segment::operator=(Segment&& other) noexcept {
+  if (this != &other) {
+    detach();
+    id_ = std::exchange(other.id_, -1);
+    base_ = std::exchange(other.base_, nullptr);
+    header_ = std::move(other.header_);
+  }
+  return *this;
+}
+
+void Segment::detach() noexcept {
+  if (base_ != nullptr) shmdt(base_);
+  base_ = nullptr;
+}
+
+void Segment::remove() {
+  if (id_ >= 0 && shmctl(id_, IPC_RMID, nullptr) != 0 && errno != EINVAL && errno != EIDRM) {
+    throw Error(SKT_ERR_SHM, fmt::format("cannot remove segment {}: {}", id_, std::strerror(errno)));
+  }
+}
+
+Segment Segment::create(SegmentHeader header, bool huge_pages) {
+  const std::size_t bytes = segment_size(header.data_bytes, huge_pages);
+  header.segment_bytes = bytes;
+  int flags = IPC_CREAT | IPC_EXCL | 0600;
+  if (huge_pages) flags |= SHM_HUGETLB;
+  for (int probe = 0; probe < kKeyProbes; ++probe) {
+    const key_t key = segment_key(header.identity, probe);
+    const int id = shmget(key, bytes, flags);
+    if (id < 0) {
+      if (errno == EEXIST) continue;  // a collision, or an old segment we must not touch
+      shm_failure(errno, bytes, huge_pages);
+    }
+    void* p = shmat(id, nullptr, 0);
+    if (p == reinterpret_cast<void*>(-1)) {
+      const int err = errno;
+      shmctl(id, IPC_RMID, nullptr);
+      throw Error(SKT_ERR_SHM, fmt::format("shmat of a new segment failed: {}", std::strerror(err)));
+    }
+    Segment s;
+    s.id_ = id;
+    s.base_ = static_cast<std::byte*>(p);
+    s.header_ = header;
+    encode_header(s.base_, header);
+    return s;
+  }
+  throw Error(SKT_ERR_SHM,
+              fmt::format("all {} keys of {} segment '{}' of rank {} are taken by other segments; "
+                          "list them with skt-shm list and remove stale ones",
+                          kKeyProbes, kind_name(header.identity.kind), header.identity.name,
+                          header.identity.rank));
+}
+
+std::optional<Segment> Segment::attach(int shmid, bool read_only) {
+  shmid_ds ds{};
+  if (shmctl(shmid, IPC_STAT, &ds) != 0 || !owned_by_caller(ds) || ds.shm_segsz < kHeaderBytes) {
+    return std::nullopt;
+  }
+  void* p = shmat(shmid, nullptr, read_only ? SHM_RDONLY : 0);
+  if (p == reinterpret_cast<void*>(-1)) return std::nullopt;
+  Segment s;
+  s.id_ = shmid;
+  s.base_ = static_cast<std::byte*>(p);
+  if (decode_header(s.base_, ds.shm_segsz, &s.header_) != HeaderStatus::ok ||
+      s.header_.segment_bytes != ds.shm_segsz || s.header_.identity.uid != geteuid()) {
+    return std::nullopt;
+  }
+  return s;
+}
+
+FindResult find_segment(const SegmentIdentity& identity) {
+  FindResult result;
+  for (int probe = 0; probe < kKeyProbes; ++probe) {
+    const key_t key = segment_key(identity, probe);
+    const int id = shmget(key, 0, 0);
+    if (id < 0) continue;
+    shmid_ds ds{};
+    if (shmctl(id, IPC_STAT, &ds) != 0) continue;
+    if (!owned_by_caller(ds)) {
+      result.skipped.push_back(fmt::format("key {:#x} belongs to uid {} with mode {:o}", key,
+                                           ds.shm_perm.uid, ds.shm_perm.mode & 0777));
+      continue;
+    }
+    // Look before touching: a read-only attach shows the header, and only a segment whose header
+    // names exactly this identity is attached for writing.
+    auto look = Segment::attach(id, true);
+    if (!look) {
+      result.skipped.push_back(fmt::format("key {:#x} holds no valid selfckpt header", key));
+      continue;
+    }
+    if (!same_identity(look->header().identity, identity)) {
+      result.skipped.push_back(fmt::format("key {:#x} belongs to job '{}' rank {} ({})", key,
+                                           look->header().identity.job,
+                                           look->header().identity.rank,
+                                           kind_name(look->header().identity.kind)));
+      continue;
+    }
+    look->detach();
+    result.segment = Segment::attach(id, false);
+    if (result.segment) return result;
+  }
+  return result;
+}
+
+std::vector<SegmentListing> list_own_segments() {
+  std::vector<SegmentListing> out;
+  shm_info info{};
+  const int highest = shmctl(0, SHM_INFO, reinterpret_cast<shmid_ds*>(&info));
+  for (int index = 0; index <= highest; ++index) {
+    shmid_ds ds{};
+    const int id = shmctl(index, SHM_STAT, &ds);
+    if (id < 0 || !owned_by_caller(ds)) continue;
+    auto look = Segment::attach(id, true);
+    if (!look) continue;
+    out.push_back({id, ds.shm_perm.__key, look->header(), ds.shm_nattch});
+  }
+  return out;
+}
+
+}  // namespace skt

@@ -1,0 +1,77 @@
+// SysV shared-memory segments: created 0600, keyed by their identity, attached only when the
+// kernel's owner record and the header both say they are ours.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "libselfckpt/src/format.hpp"
+
+namespace skt {
+
+inline constexpr int kKeyProbes = 16;
+
+// The SysV key of an identity at a probe position; never IPC_PRIVATE.
+key_t segment_key(const SegmentIdentity& identity, int probe) noexcept;
+
+// An attached segment; detached on destruction. remove() marks it for deletion (it disappears
+// when the last process detaches).
+class Segment {
+ public:
+  Segment() = default;
+  ~Segment() { detach(); }
+  Segment(Segment&& other) noexcept;
+  Segment& operator=(Segment&& other) noexcept;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  // Creates a segment for `header.identity` with room for header.data_bytes after the header page.
+  // Throws skt::Error(SKT_ERR_SHM) naming the kernel limit to raise when the kernel refuses.
+  static Segment create(SegmentHeader header, bool huge_pages);
+
+  // Attaches an existing segment by id after checking it; nothing is written. Returns nothing if
+  // it is not a valid segment of the calling user.
+  static std::optional<Segment> attach(int shmid, bool read_only);
+
+  std::byte* base() const noexcept { return base_; }
+  std::byte* data() const noexcept { return base_ + kHeaderBytes; }
+  const SegmentHeader& header() const noexcept { return header_; }
+  int id() const noexcept { return id_; }
+  explicit operator bool() const noexcept { return base_ != nullptr; }
+
+  void remove();
+  void detach() noexcept;
+
+ private:
+  int id_ = -1;
+  std::byte* base_ = nullptr;
+  SegmentHeader header_;
+};
+
+struct FindResult {
+  std::optional<Segment> segment;  // ours, attached read-write
+  std::vector<std::string> skipped;  // why other segments at our keys were left alone
+};
+
+// Probes our keys for a segment whose owner is the caller and whose header carries exactly this
+// identity; others are never attached read-write nor modified.
+FindResult find_segment(const SegmentIdentity& identity);
+
+// Every segment the calling user owns that carries a valid selfckpt header.
+struct SegmentListing {
+  int shmid;
+  key_t key;
+  SegmentHeader header;
+  std::uint64_t attached;  // processes attached
+};
+std::vector<SegmentListing> list_own_segments();
+
+// Rounded-up size of a segment holding `data_bytes` after its header.
+std::size_t segment_size(std::size_t data_bytes, bool huge_pages) noexcept;
+
+}  // namespace skt

@@ -1,0 +1,33 @@
+// GoogleTest under mpirun: every rank runs every test, only rank 0 prints, and a test fails on all
+// ranks if it failed on any.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+namespace {
+
+class AgreeOnFailure : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    int failed = info.result()->Failed() ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (failed != 0 && !info.result()->Failed()) {
+      ADD_FAILURE() << "failed on another rank";
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+  if (rank != 0) delete listeners.Release(listeners.default_result_printer());
+  listeners.Append(new AgreeOnFailure);
+  const int failed = RUN_ALL_TESTS();
+  int any = failed;
+  MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any == 0 ? 0 : 1;
+}
