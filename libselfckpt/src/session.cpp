@@ -54,7 +54,7 @@ std::string describe_source(RecoverySource source) {
 
 // What every rank tells every other rank before recovery decides anything.
 struct Record {
-  std::int64_t valid, committed, encoded, agreed, resumed;
+  std::int64_t valid, committed, encoded, agreed, resumed, groups;
 };
 
 }  // namespace
@@ -390,7 +390,7 @@ Session::Finding Session::inspect_local_state() {
   return f;
 }
 
-GroupPlan Session::recorded_plan(const Finding& mine) {
+GroupPlan Session::recorded_plan(const Finding& mine, int groups) {
   // Every surviving rank vouches for its group's member list. One MAX reduction carries both the
   // largest and (negated) the smallest vote for each rank, so disagreements show.
   const auto n = static_cast<std::size_t>(nranks_);
@@ -410,8 +410,8 @@ GroupPlan Session::recorded_plan(const Finding& mine) {
   GroupPlan plan;
   plan.group_of.assign(n, -1);
   plan.index_of.assign(n, -1);
-  long long groups = 0;
   std::vector<int> orphans;
+  std::vector<bool> group_seen(static_cast<std::size_t>(groups), false);
   for (std::size_t r = 0; r < n; ++r) {
     if (votes[r] == LLONG_MIN) {
       orphans.push_back(static_cast<int>(r));
@@ -423,21 +423,33 @@ GroupPlan Session::recorded_plan(const Finding& mine) {
                               "remove the job's segments (skt-shm clean --job {})",
                               r, config_.job));
     }
+    if (votes[r] > groups) {
+      throw Error(SKT_ERR_MISMATCH,
+                  fmt::format("the surviving checkpoints disagree about the number of groups; "
+                              "remove the job's segments (skt-shm clean --job {})",
+                              config_.job));
+    }
     plan.group_of[r] = static_cast<int>(votes[r] - 1);
     plan.index_of[r] = static_cast<int>(votes[n + r] - 1);
-    groups = std::max(groups, votes[r]);
+    group_seen[static_cast<std::size_t>(votes[r] - 1)] = true;
   }
   if (!orphans.empty()) {
-    std::string list;
+    // Nobody is left to say which group each orphan belonged to, only which groups vanished.
+    std::string missing, list;
+    for (int g = 0; g < groups; ++g) {
+      if (!group_seen[static_cast<std::size_t>(g)]) {
+        missing += fmt::format("{}{}", missing.empty() ? "" : ", ", g);
+      }
+    }
     for (const int r : orphans) {
-      list += fmt::format("{}{} (node {})", list.empty() ? "" : ", ", r,
+      list += fmt::format("{}rank {} on node {}", list.empty() ? "" : ", ", r,
                           nodes_[static_cast<std::size_t>(r)]);
     }
     throw Error(SKT_ERR_UNRECOVERABLE,
-                fmt::format("every member of the group of rank(s) {} was lost, so their data "
-                            "cannot be rebuilt; start the job again from the beginning (skt-shm "
-                            "clean --job {})",
-                            list, config_.job));
+                fmt::format("group {} lost all of its members ({}), so their data cannot be "
+                            "rebuilt; start the job again from the beginning (skt-shm clean "
+                            "--job {})",
+                            missing, list, config_.job));
   }
   plan.members.assign(static_cast<std::size_t>(groups), {});
   for (std::size_t r = 0; r < n; ++r) {
@@ -647,7 +659,8 @@ std::uint64_t Session::recover() {
                 mine.state.committed,
                 mine.state.encoded,
                 mine.state.agreed,
-                mine.state.resumed};
+                mine.state.resumed,
+                mine.valid ? static_cast<std::int64_t>(mine.info.groups) : 0};
   constexpr int kFields = sizeof(Record) / sizeof(std::int64_t);
   std::vector<Record> records(static_cast<std::size_t>(nranks_));
   SKT_MPI(MPI_Allgather(&record, kFields, MPI_INT64_T, records.data(), kFields, MPI_INT64_T,
@@ -669,8 +682,12 @@ std::uint64_t Session::recover() {
     }
     // A group that lost every member leaves no record of who it was; that only matters if there
     // is something to restore.
+    std::int64_t groups = 0;
+    for (const auto& r : records) {
+      if (r.valid != 0) groups = std::max(groups, r.groups);
+    }
     try {
-      plan = recorded_plan(mine);
+      plan = recorded_plan(mine, static_cast<int>(groups));
       decision = decide_recovery(findings, plan, tolerance, nodes_);
     } catch (const Error& e) {
       if (e.code() != SKT_ERR_UNRECOVERABLE || newest > 0) throw;

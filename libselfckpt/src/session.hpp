@@ -69,7 +69,7 @@ class Session {
   Segment open_region(const std::string& name, std::size_t bytes, SegmentKind kind, bool* found);
 
   Finding inspect_local_state();
-  GroupPlan recorded_plan(const Finding& mine);
+  GroupPlan recorded_plan(const Finding& mine, int groups);
   void join_group(const GroupPlan& plan, const RecoveryDecision& decision, const Finding& mine);
   void ensure_checkpoint_segment(bool keep_existing);
   void write_state();

@@ -1,0 +1,126 @@
+"""Launching MPI jobs on virtual nodes of one host, for selfckpt's end-to-end tests.
+
+A virtual node is a value of SKT_NODE: each rank gets its own through an MPMD launch line. A node
+is lost by removing its segments (its memory) with skt-shm and relaunching its ranks under a new
+node name, as a spare would take them.
+"""
+
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+
+MPI_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_rmaps_base_oversubscribe": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+}
+
+
+@dataclasses.dataclass
+class Run:
+    code: int  # exit code; -1 when the run hung and was killed
+    out: str
+    err: str
+
+    @property
+    def hung(self):
+        return self.code == -1
+
+    @property
+    def result(self):
+        m = re.search(r"^RESULT (\w+)", self.out, re.M)
+        return m.group(1) if m else None
+
+    @property
+    def epoch(self):
+        m = re.search(r"^recovered epoch (\d+)", self.out, re.M)
+        return int(m.group(1)) if m else 0
+
+    def describe(self):
+        return f"exit {self.code}\n--- stdout\n{self.out[-3000:]}\n--- stderr\n{self.err[-3000:]}"
+
+
+class Cluster:
+    def __init__(self, app, shm, mpirun="mpirun", timeout=120):
+        self.app = app
+        self.shm = shm
+        self.mpirun = mpirun
+        self.timeout = timeout
+
+    @staticmethod
+    def new_job(prefix):
+        return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+    def launch(self, nodes, args=(), env=None, rank_env=None):
+        """Runs the app with one rank per entry of `nodes`; rank_env adds variables to some ranks."""
+        command = [self.mpirun]
+        for rank, node in enumerate(nodes):
+            extra = [f"{k}={v}" for k, v in (rank_env or {}).get(rank, {}).items()]
+            command += ["-n", "1", "env", f"SKT_NODE={node}", *extra, self.app, *args, ":"]
+        command.pop()
+        full_env = dict(os.environ)
+        full_env.update(MPI_ENV)
+        full_env.update(env or {})
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=full_env, start_new_session=True)
+        try:
+            out, err = process.communicate(timeout=self.timeout)
+            return Run(process.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            return Run(-1, out, err)
+
+    def shm_tool(self, *args):
+        done = subprocess.run([self.shm, *args], capture_output=True, text=True, check=True)
+        return done.stdout
+
+    def lose_node(self, job, node):
+        """Destroys a node's memory: every segment of the job on it."""
+        self.shm_tool("clean", "--job", job, "--node", node)
+
+    def clean(self, job):
+        self.shm_tool("clean", "--job", job)
+
+    def segment_count(self, job):
+        text = self.shm_tool("list", "--job", job)
+        return sum(1 for line in text.splitlines() if re.match(r"^\s*\d+\s", line))
+
+    def digests(self, job):
+        """rank, kind, name → data digest, for every segment of a job."""
+        text = self.shm_tool("inspect", "--job", job)
+        found = {}
+        current = None
+        for line in text.splitlines():
+            m = re.match(r"segment \d+ .*job '([^']*)' rank (\d+)/\d+ node '([^']*)' (\w+) '([^']*)'",
+                         line)
+            if m:
+                current = (int(m.group(2)), m.group(4), m.group(5))
+                continue
+            m = re.search(r"data digest (\w+)", line)
+            if m and current:
+                found[current] = m.group(1)
+        return found
+
+
+def arguments(argv):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--app", required=True, help="the test program")
+    parser.add_argument("--shm", required=True, help="the skt-shm tool")
+    parser.add_argument("--mpirun", default="mpirun")
+    parser.add_argument("--timeout", type=int, default=120, help="seconds before a run counts as hung")
+    parser.add_argument("--quick", action="store_true", help="a reduced set of cases")
+    return parser.parse_args(argv)
+
+
+def report_failures(failures):
+    for f in failures:
+        print(f"FAILED: {f}", file=sys.stderr)
+    return 1 if failures else 0

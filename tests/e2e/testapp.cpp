@@ -1,0 +1,207 @@
+// skt-testapp: a small MPI program that keeps its state in selfckpt regions, for end-to-end tests.
+//
+// Each rank owns a few regions of odd, rank-dependent sizes and a protected private state (the
+// iteration and an accumulator). Every iteration scrambles the data deterministically and folds a
+// job-wide checksum into the accumulator, so the final RESULT line depends on every byte of every
+// rank at every iteration: a relaunched run prints the same RESULT as an uninterrupted one only if
+// recovery gave back exactly the checkpointed state. With --verify-recovery, a relaunched rank also
+// replays the computation from scratch up to the restored iteration and compares its regions byte
+// for byte.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "selfckpt/selfckpt.hpp"
+
+namespace {
+
+struct Options {
+  int iterations = 12;
+  int checkpoint_every = 3;
+  std::size_t bytes = 100000;
+  int regions = 2;
+  int crash_at = -1;
+  int crash_rank = -1;
+  bool verify_recovery = false;
+  bool report_memory = false;
+  std::uint64_t seed = 20181001;
+};
+
+struct State {
+  std::uint64_t iteration;
+  std::uint64_t accumulator;
+};
+
+std::uint64_t splitmix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::size_t region_bytes(const Options& o, int rank, int region) {
+  return o.bytes + 4099u * static_cast<std::size_t>(rank) + 777u * static_cast<std::size_t>(region);
+}
+
+void initialise(std::uint8_t* data, std::size_t bytes, const Options& o, int rank, int region) {
+  for (std::size_t i = 0; i < bytes; ++i) {
+    data[i] = static_cast<std::uint8_t>(
+        splitmix(o.seed ^ (static_cast<std::uint64_t>(rank) << 40) ^
+                 (static_cast<std::uint64_t>(region) << 32) ^ i));
+  }
+}
+
+// One iteration of "computation" on one region; returns a checksum of the result.
+std::uint64_t step(std::uint8_t* data, std::size_t bytes, std::uint64_t iteration, int rank) {
+  std::uint64_t key = splitmix(iteration * 1315423911u + static_cast<std::uint64_t>(rank));
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    key = splitmix(key + data[i]);
+    data[i] = static_cast<std::uint8_t>(data[i] ^ key);
+    sum = sum * 131 + data[i];
+  }
+  return sum;
+}
+
+std::uint64_t iterate(std::vector<skt::Region<std::uint8_t>>& regions, State& state, int rank,
+                      MPI_Comm comm) {
+  std::uint64_t local = 0;
+  for (auto& r : regions) local ^= step(r.data(), r.size(), state.iteration, rank);
+  std::uint64_t global = 0;
+  MPI_Allreduce(&local, &global, 1, MPI_UINT64_T, MPI_BXOR, comm);
+  state.accumulator = splitmix(state.accumulator ^ global);
+  ++state.iteration;
+  return global;
+}
+
+// Recomputes what the regions held after `iterations` iterations and compares byte for byte.
+bool verify_replay(const std::vector<skt::Region<std::uint8_t>>& regions, const Options& o,
+                   int rank, std::uint64_t iterations) {
+  bool same = true;
+  for (std::size_t k = 0; k < regions.size(); ++k) {
+    std::vector<std::uint8_t> expected(regions[k].size());
+    initialise(expected.data(), expected.size(), o, rank, static_cast<int>(k));
+    for (std::uint64_t it = 0; it < iterations; ++it) {
+      step(expected.data(), expected.size(), it, rank);
+    }
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      if (expected[i] != regions[k][i]) {
+        fmt::print(stderr, "RECOVERY MISMATCH rank {} region {} byte {}: {} != {}\n", rank, k, i,
+                   regions[k][i], expected[i]);
+        same = false;
+        break;
+      }
+    }
+  }
+  return same;
+}
+
+int run(const Options& o) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  skt::Context ctx(MPI_COMM_WORLD);
+  std::vector<skt::Region<std::uint8_t>> regions;
+  for (int k = 0; k < o.regions; ++k) {
+    regions.push_back(
+        ctx.alloc<std::uint8_t>(fmt::format("data{}", k), region_bytes(o, rank, k)));
+  }
+  State state{0, 0};
+  ctx.protect("state", state);
+  const std::uint64_t epoch = ctx.recover();
+  if (epoch == 0) {
+    for (int k = 0; k < o.regions; ++k) {
+      initialise(regions[static_cast<std::size_t>(k)].data(), regions[static_cast<std::size_t>(k)].size(), o, rank, k);
+    }
+    state = State{0, 0};
+  } else {
+    if (rank == 0) {
+      fmt::print("recovered epoch {} at iteration {}\n", epoch, state.iteration);
+    }
+    if (o.verify_recovery) {
+      int ok = verify_replay(regions, o, rank, state.iteration) ? 1 : 0;
+      MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      if (ok == 0) return 4;
+      if (rank == 0) fmt::print("recovered data verified by replay on every rank\n");
+    }
+  }
+  std::fflush(stdout);
+
+  while (state.iteration < static_cast<std::uint64_t>(o.iterations)) {
+    iterate(regions, state, rank, MPI_COMM_WORLD);
+    if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank) {
+      fmt::print(stderr, "testapp: rank {} crashing at iteration {}\n", rank, state.iteration);
+      kill(getpid(), SIGKILL);
+    }
+    if (o.checkpoint_every > 0 && state.iteration % static_cast<std::uint64_t>(o.checkpoint_every) == 0) {
+      ctx.checkpoint();
+    }
+  }
+
+  if (o.report_memory) {
+    const skt_stats s = ctx.stats();
+    const double w = static_cast<double>(s.workspace_bytes);
+    const double g = s.group_size;
+    const double formula = g > 1 ? 2.0 * w * g / (g - 1.0) : 2.0 * w;
+    const double measured = static_cast<double>(s.workspace_bytes + s.checkpoint_bytes + 2 * s.checksum_bytes);
+    fmt::print("MEMORY rank {} group_size {} W {} B {} C {} D {} W+B+C+D {} formula_2WG/(G-1) {:.0f} "
+               "ratio {:.4f} shm_segments {}\n",
+               rank, s.group_size, s.workspace_bytes, s.checkpoint_bytes, s.checksum_bytes,
+               s.checksum_bytes, static_cast<std::uint64_t>(measured), formula, measured / formula,
+               s.shm_bytes);
+  }
+
+  std::uint64_t digest = state.accumulator;
+  for (const auto& r : regions) {
+    for (std::size_t i = 0; i < r.size(); ++i) digest = digest * 1099511628211ull + r[i];
+  }
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(size));
+  MPI_Gather(&digest, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    std::uint64_t result = 0;
+    for (const auto d : all) result = splitmix(result ^ d);
+    fmt::print("RESULT {:016x} after {} iterations\n", result, state.iteration);
+  }
+  ctx.finalize(true);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"skt-testapp: an MPI program for selfckpt's end-to-end tests"};
+  Options o;
+  app.add_option("--iterations", o.iterations, "iterations to run")->check(CLI::PositiveNumber);
+  app.add_option("--checkpoint-every", o.checkpoint_every, "iterations between checkpoints (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--bytes", o.bytes, "base size of each region in bytes")->check(CLI::PositiveNumber);
+  app.add_option("--regions", o.regions, "workspace regions per rank")->check(CLI::Range(1, 16));
+  app.add_option("--crash-at", o.crash_at, "iteration after which --crash-rank kills itself");
+  app.add_option("--crash-rank", o.crash_rank, "rank that crashes at --crash-at");
+  app.add_flag("--verify-recovery", o.verify_recovery, "replay and compare restored data");
+  app.add_flag("--report-memory", o.report_memory, "print the shared memory of every rank");
+  app.add_option("--seed", o.seed, "data seed");
+  CLI11_PARSE(app, argc, argv);
+
+  MPI_Init(&argc, &argv);
+  int code = 0;
+  try {
+    code = run(o);
+  } catch (const skt::Error& e) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fmt::print(stderr, "testapp rank {}: selfckpt error: {}\n", rank, e.what());
+    std::fflush(stderr);
+    // Errors of collective calls are the same on every rank, so every rank leaves with this code;
+    // a rank alone with a local error ends the job, and mpirun reports its code.
+    std::exit(e.exit_code());
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,79 @@
+/* The C interface from C: the calls, their error codes, and the allocator, under mpirun. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "selfckpt/selfckpt.h"
+
+static int failures = 0;
+
+#define CHECK(cond)                                                           \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, \
+              __LINE__, #cond, skt_last_error());                             \
+      ++failures;                                                             \
+    }                                                                         \
+  } while (0)
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  char node[32];
+  snprintf(node, sizeof node, "c%d", rank);
+  setenv("SKT_NODE", node, 1);
+  setenv("SKT_GROUP_SIZE", "2", 1);
+
+  CHECK(skt_init(MPI_COMM_WORLD, NULL, NULL) == SKT_ERR_ARG);
+  skt_context *ctx = NULL;
+  CHECK(skt_init(MPI_COMM_WORLD, NULL, &ctx) == SKT_OK);
+  CHECK(skt_malloc(0) == NULL);
+  double *a = (double *)skt_malloc(1000 * sizeof(double));
+  CHECK(a != NULL);
+  int *scratch = (int *)skt_malloc(64);
+  CHECK(scratch != NULL);
+  skt_free(scratch); /* before recovery: gone for good */
+  void *grid = NULL;
+  CHECK(skt_alloc(ctx, "grid", 4096 + 17 * (size_t)rank, &grid) == SKT_OK);
+  CHECK(skt_alloc(ctx, "grid", 100, &grid) == SKT_ERR_ARG);
+  CHECK(strstr(skt_last_error(), "already allocated") != NULL);
+  CHECK(skt_alloc(ctx, "bad name!", 100, &grid) == SKT_ERR_ARG);
+  CHECK(skt_alloc(ctx, "empty", 0, &grid) == SKT_ERR_ARG);
+  int counter = 7;
+  CHECK(skt_protect(ctx, "counter", &counter, sizeof counter) == SKT_OK);
+  CHECK(skt_checkpoint(ctx) == SKT_ERR_STATE);
+
+  uint64_t epoch = 99;
+  CHECK(skt_recover(ctx, &epoch) == SKT_OK);
+  CHECK(epoch == 0);
+  CHECK(skt_recover(ctx, &epoch) == SKT_ERR_STATE);
+  void *late = NULL;
+  CHECK(skt_alloc(ctx, "late", 100, &late) == SKT_ERR_STATE);
+  CHECK(strstr(skt_last_error(), "before recovering") != NULL);
+  for (int i = 0; i < 1000; ++i) a[i] = i * 0.5 + rank;
+  CHECK(skt_checkpoint(ctx) == SKT_OK);
+  CHECK(skt_checkpoint(ctx) == SKT_OK);
+
+  skt_stats stats;
+  CHECK(skt_get_stats(ctx, &stats) == SKT_OK);
+  CHECK(stats.epoch == 2);
+  CHECK(stats.group_size == 2);
+  CHECK(stats.workspace_bytes == 8000 + 4096 + 17 * (size_t)rank + 64);
+  CHECK(stats.checksum_bytes > 0);
+
+  CHECK(strcmp(skt_strerror(SKT_ERR_UNRECOVERABLE), skt_strerror(SKT_ERR_MISMATCH)) != 0);
+  CHECK(skt_exit_code(SKT_OK) == 0);
+  CHECK(skt_exit_code(SKT_ERR_CONFIG) == 2);
+  CHECK(skt_exit_code(SKT_ERR_UNRECOVERABLE) == 3);
+  CHECK(skt_exit_code(SKT_ERR_MPI) == 1);
+  CHECK(skt_finalize(ctx, 1) == SKT_OK);
+  CHECK(skt_malloc(8) == NULL); /* no default context any more */
+
+  int all = failures;
+  MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) printf("C API test: %d failure(s)\n", all);
+  MPI_Finalize();
+  return all == 0 ? 0 : 1;
+}

@@ -1,0 +1,129 @@
+#include "libselfckpt/src/config.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "selfckpt/selfckpt.hpp"
+
+namespace skt {
+namespace {
+
+std::string config_error(const std::string& path, const Environment& env) {
+  try {
+    load_config(path, env);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), SKT_ERR_CONFIG);
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a configuration error";
+  return {};
+}
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    char name[] = "/tmp/skt-config-XXXXXX";
+    const int fd = mkstemp(name);
+    close(fd);
+    path_ = name;
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(Config, Defaults) {
+  const Config c = load_config("", {});
+  EXPECT_EQ(c.group_size, 4);
+  EXPECT_EQ(c.scheme, enc::Scheme::xor_parity);
+  EXPECT_EQ(c.parity, 1);
+  EXPECT_EQ(c.chunk_bytes, 256u * 1024u);
+  EXPECT_FALSE(c.fault.has_value());
+  EXPECT_FALSE(c.restart.has_value());
+}
+
+TEST(Config, EnvironmentOverridesTheFile) {
+  TempFile file("group_size = 8\nchunk_size = \"64K\"\njob = \"from-file\"\nlog = \"info\"\n");
+  const Config c = load_config(file.path(), {{"SKT_GROUP_SIZE", "2"}, {"SKT_NODE", "n7"}});
+  EXPECT_EQ(c.group_size, 2);
+  EXPECT_EQ(c.chunk_bytes, 65536u);
+  EXPECT_EQ(c.job, "from-file");
+  EXPECT_EQ(c.node, "n7");
+  EXPECT_EQ(c.log_level, LogLevel::info);
+}
+
+TEST(Config, FileNamedBySktConfig) {
+  TempFile file("restart = 3\n");
+  const Config c = load_config("", {{"SKT_CONFIG", file.path()}});
+  EXPECT_EQ(c.restart, 3);
+}
+
+TEST(Config, UnknownKeysAreErrorsThatListTheKnownOnes) {
+  TempFile file("group_size = 4\ngroup_szie = 8\n");
+  const std::string m = config_error(file.path(), {});
+  EXPECT_NE(m.find(":2: group_szie: unknown key"), std::string::npos) << m;
+  EXPECT_NE(m.find("group_size"), std::string::npos) << m;
+  const std::string v = config_error("", {{"SKT_GROUPSIZE", "4"}});
+  EXPECT_NE(v.find("SKT_GROUPSIZE: unknown variable"), std::string::npos) << v;
+  EXPECT_NE(v.find("SKT_GROUP_SIZE"), std::string::npos) << v;
+}
+
+TEST(Config, ImpossibleValuesSayWhatToChange) {
+  EXPECT_NE(config_error("", {{"SKT_GROUP_SIZE", "0"}}).find("from 1 to 64"), std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_GROUP_SIZE", "65"}}).find("from 1 to 64"), std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_GROUP_SIZE", "four"}}).find("'four'"), std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_CHUNK_SIZE", "1000"}}).find("multiple of 64"),
+            std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_SCHEME", "raid6"}}).find("unknown scheme"), std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_PARITY", "2"}}).find("xor keeps exactly one"),
+            std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_JOB", "bad tag!"}}).find("not a valid job tag"),
+            std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_FAULT", "flush"}}).find("<step>:<rank>"), std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_LOG", "loud"}}).find("unknown log level"), std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_HUGE_PAGES", "maybe"}}).find("boolean"), std::string::npos);
+  EXPECT_NE(config_error("/nonexistent/skt.toml", {}).find("/nonexistent/skt.toml"),
+            std::string::npos);
+  TempFile broken("group_size = [\n");
+  EXPECT_NE(config_error(broken.path(), {}).find(broken.path() + ":"), std::string::npos);
+}
+
+TEST(Config, FaultSpecs) {
+  const auto f = parse_fault("flush:3:2");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->step, FaultStep::flush);
+  EXPECT_EQ(f->rank, 3);
+  EXPECT_EQ(f->epoch, 2u);
+  const auto g = parse_fault("recover:0");
+  ASSERT_TRUE(g.has_value());
+  EXPECT_FALSE(g->epoch.has_value());
+  EXPECT_FALSE(parse_fault("nowhere:1").has_value());
+  EXPECT_FALSE(parse_fault("flush:-1").has_value());
+  EXPECT_FALSE(parse_fault("flush:1:x").has_value());
+}
+
+TEST(Config, Sizes) {
+  EXPECT_EQ(parse_size("4096"), 4096u);
+  EXPECT_EQ(parse_size("64K"), 65536u);
+  EXPECT_EQ(parse_size("1MiB"), 1048576u);
+  EXPECT_EQ(parse_size("2g"), 2147483648u);
+  EXPECT_FALSE(parse_size("12Q").has_value());
+  EXPECT_FALSE(parse_size("").has_value());
+}
+
+TEST(Config, SharedSettingsIgnoreTheNode) {
+  Config a = load_config("", {{"SKT_NODE", "n1"}});
+  Config b = load_config("", {{"SKT_NODE", "n2"}});
+  EXPECT_EQ(a.shared_settings(), b.shared_settings());
+  Config c = load_config("", {{"SKT_GROUP_SIZE", "2"}});
+  EXPECT_NE(a.shared_settings(), c.shared_settings());
+}
+
+}  // namespace
+}  // namespace skt

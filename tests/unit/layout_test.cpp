@@ -1,0 +1,41 @@
+#include "libselfckpt/src/layout.hpp"
+
+#include <gtest/gtest.h>
+
+namespace skt {
+namespace {
+
+TEST(Layout, RegionsStartOnChunkBoundariesOfTheStream) {
+  const auto l = WorkspaceLayout::plan({{"a", 10000}, {"b", 4096}, {"c", 1}}, 4096);
+  EXPECT_EQ(l.chunks, 3u + 1u + 1u);
+  EXPECT_EQ(l.first_chunk, (std::vector<std::uint64_t>{0, 3, 4}));
+  EXPECT_EQ(l.workspace_bytes, 14097u);
+  EXPECT_EQ(l.copy_offset, (std::vector<std::size_t>{0, 10048, 14144}));
+  EXPECT_EQ(l.copy_bytes, 14208u);
+
+  std::vector<std::byte> a(10000), b(4096), c(1);
+  std::vector<std::byte*> starts{a.data(), b.data(), c.data()};
+  const auto chunks = l.chunks_at(starts);
+  ASSERT_EQ(chunks.size(), 5u);
+  EXPECT_EQ(chunks.data[2], a.data() + 8192);
+  EXPECT_EQ(chunks.bytes[2], 10000u - 8192u);
+  EXPECT_EQ(chunks.data[3], b.data());
+  EXPECT_EQ(chunks.bytes[3], 4096u);
+  EXPECT_EQ(chunks.bytes[4], 1u);
+
+  std::vector<std::byte> copy(l.copy_bytes);
+  const auto copies = l.copy_chunks(copy.data());
+  EXPECT_EQ(copies.data[3], copy.data() + 10048);
+  EXPECT_EQ(copies.bytes, chunks.bytes);
+}
+
+TEST(Layout, HashChangesWithNamesAndSizes) {
+  const auto base = WorkspaceLayout::plan({{"a", 100}, {"b", 200}}, 4096).hash;
+  EXPECT_EQ(base, WorkspaceLayout::plan({{"a", 100}, {"b", 200}}, 4096).hash);
+  EXPECT_NE(base, WorkspaceLayout::plan({{"a", 100}, {"b", 201}}, 4096).hash);
+  EXPECT_NE(base, WorkspaceLayout::plan({{"a", 100}, {"c", 200}}, 4096).hash);
+  EXPECT_NE(base, WorkspaceLayout::plan({{"b", 200}, {"a", 100}}, 4096).hash);
+}
+
+}  // namespace
+}  // namespace skt

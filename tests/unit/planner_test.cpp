@@ -1,0 +1,117 @@
+#include "libselfckpt/src/planner.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "selfckpt/selfckpt.hpp"
+
+namespace skt {
+namespace {
+
+void expect_valid(const GroupPlan& plan, const std::vector<std::string>& domains) {
+  const int n = static_cast<int>(domains.size());
+  std::set<int> seen;
+  std::size_t smallest = SIZE_MAX, largest = 0;
+  for (int g = 0; g < plan.groups(); ++g) {
+    const auto& members = plan.members[static_cast<std::size_t>(g)];
+    smallest = std::min(smallest, members.size());
+    largest = std::max(largest, members.size());
+    std::set<std::string> used;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      const int r = members[i];
+      EXPECT_TRUE(seen.insert(r).second) << "rank " << r << " in two groups";
+      EXPECT_TRUE(used.insert(domains[static_cast<std::size_t>(r)]).second)
+          << "group " << g << " has two members on " << domains[static_cast<std::size_t>(r)];
+      EXPECT_EQ(plan.group_of[static_cast<std::size_t>(r)], g);
+      EXPECT_EQ(plan.index_of[static_cast<std::size_t>(r)], static_cast<int>(i));
+    }
+  }
+  EXPECT_EQ(static_cast<int>(seen.size()), n);
+  EXPECT_LE(largest - smallest, 1u);
+}
+
+TEST(Planner, BalancedOneRankPerNode) {
+  std::vector<std::string> d;
+  for (int r = 0; r < 8; ++r) d.push_back(fmt::format("n{}", r));
+  const auto plan = plan_groups(d, 4, 2);
+  EXPECT_EQ(plan.groups(), 2);
+  expect_valid(plan, d);
+}
+
+TEST(Planner, SeveralRanksPerNodeGoToDifferentGroups) {
+  std::vector<std::string> d;
+  for (int node = 0; node < 4; ++node) {
+    for (int k = 0; k < 4; ++k) d.push_back(fmt::format("node{}", node));
+  }
+  const auto plan = plan_groups(d, 4, 2);
+  EXPECT_EQ(plan.groups(), 4);
+  for (const auto& members : plan.members) EXPECT_EQ(members.size(), 4u);
+  expect_valid(plan, d);
+}
+
+TEST(Planner, UnbalancedDomainsAndUnevenCounts) {
+  const std::vector<std::string> d{"a", "a", "a", "b", "b", "c", "d", "e", "a", "f"};
+  const auto plan = plan_groups(d, 3, 2);  // 10 ranks → 4 groups of 3,3,2,2
+  EXPECT_EQ(plan.groups(), 4);
+  expect_valid(plan, d);
+}
+
+TEST(Planner, ImpossibleRequestNamesTheFix) {
+  const std::vector<std::string> one_host(4, "host");
+  try {
+    plan_groups(one_host, 2, 2);
+    FAIL() << "a single host cannot hold groups on distinct nodes";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), SKT_ERR_CONFIG);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("node 'host' holds 4"), std::string::npos) << m;
+    EXPECT_NE(m.find("SKT_NODE"), std::string::npos) << m;
+    EXPECT_NE(m.find("SKT_GROUP_SIZE=1"), std::string::npos) << m;
+  }
+  EXPECT_THROW(plan_groups({"a", "b", "c", "a", "a"}, 3, 2), Error);  // 'a' has 3 > 2 groups
+  EXPECT_THROW(plan_groups({"a"}, 4, 2), Error);                      // one rank cannot protect
+}
+
+TEST(Planner, GroupSizeOneProtectsNothing) {
+  const std::vector<std::string> d(3, "host");
+  const auto plan = plan_groups(d, 1, 1);
+  EXPECT_EQ(plan.groups(), 3);
+  expect_valid(plan, d);
+}
+
+TEST(Planner, RandomAssignmentsAreValidWheneverPossible) {
+  std::mt19937 rng(42);
+  for (int trial = 0; trial < 500; ++trial) {
+    const int n = 2 + static_cast<int>(rng() % 40);
+    const int nodes = 1 + static_cast<int>(rng() % 12);
+    const int g = 2 + static_cast<int>(rng() % 7);
+    std::vector<std::string> d;
+    std::map<std::string, int> count;
+    for (int r = 0; r < n; ++r) {
+      d.push_back(fmt::format("n{}", rng() % static_cast<unsigned>(nodes)));
+      ++count[d.back()];
+    }
+    int widest = 0;
+    for (const auto& [_, c] : count) widest = std::max(widest, c);
+    const int groups = (n + g - 1) / g;
+    if (widest <= groups && n / groups >= 2) {
+      expect_valid(plan_groups(d, g, 2), d);
+    } else {
+      EXPECT_THROW(plan_groups(d, g, 2), Error) << "n=" << n << " g=" << g;
+    }
+  }
+}
+
+TEST(Planner, IsDeterministic) {
+  const std::vector<std::string> d{"x", "y", "x", "z", "y", "w", "z", "x"};
+  const auto a = plan_groups(d, 3, 2);
+  const auto b = plan_groups(d, 3, 2);
+  EXPECT_EQ(a.members, b.members);
+}
+
+}  // namespace
+}  // namespace skt

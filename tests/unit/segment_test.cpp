@@ -1,0 +1,151 @@
+// SysV segments of the calling user: created 0600, found again by identity, and never attached
+// for writing nor modified when the key belongs to someone else.
+#include "libselfckpt/src/segment.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "selfckpt/selfckpt.hpp"
+
+namespace skt {
+namespace {
+
+SegmentIdentity identity_for(const std::string& job, int rank, const std::string& name = "grid") {
+  return SegmentIdentity{static_cast<std::uint32_t>(geteuid()),
+                         job + "-" + std::to_string(getpid()), "n1", rank, SegmentKind::region,
+                         name};
+}
+
+Segment make(const SegmentIdentity& id, std::size_t bytes) {
+  SegmentHeader h;
+  h.identity = id;
+  h.nranks = 4;
+  h.data_bytes = bytes;
+  return Segment::create(h, false);
+}
+
+// Removes a segment by key at the end of a test, whatever happened.
+struct KeyGuard {
+  key_t key;
+  ~KeyGuard() {
+    const int id = shmget(key, 0, 0);
+    if (id >= 0) shmctl(id, IPC_RMID, nullptr);
+  }
+};
+
+TEST(Segment, CreatedPrivateAndFoundAgain) {
+  const auto id = identity_for("seg-a", 2);
+  Segment s = make(id, 10000);
+  std::memset(s.data(), 0x3c, 10000);
+  shmid_ds ds{};
+  ASSERT_EQ(shmctl(s.id(), IPC_STAT, &ds), 0);
+  EXPECT_EQ(ds.shm_perm.mode & 0777, 0600u);
+  EXPECT_EQ(ds.shm_perm.uid, geteuid());
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(s.data()) % 4096, 0u);
+
+  FindResult found = find_segment(id);
+  ASSERT_TRUE(found.segment.has_value());
+  EXPECT_EQ(found.segment->id(), s.id());
+  EXPECT_EQ(found.segment->header().data_bytes, 10000u);
+  EXPECT_EQ(static_cast<unsigned char>(found.segment->data()[9999]), 0x3cu);
+
+  auto other_rank = id;
+  other_rank.rank = 3;
+  EXPECT_FALSE(find_segment(other_rank).segment.has_value());
+  auto other_job = id;
+  other_job.job += "x";
+  EXPECT_FALSE(find_segment(other_job).segment.has_value());
+  s.remove();
+}
+
+TEST(Segment, KeyCollisionProbesOnAndLeavesTheOtherSegmentAlone) {
+  const auto mine = identity_for("seg-b", 0);
+  // Someone else's segment (another job) sits at our first key.
+  const key_t first = segment_key(mine, 0);
+  KeyGuard guard{first};
+  const int foreign = shmget(first, 8192, IPC_CREAT | IPC_EXCL | 0600);
+  ASSERT_GE(foreign, 0) << "key already in use: " << std::strerror(errno);
+  {
+    void* p = shmat(foreign, nullptr, 0);
+    SegmentHeader h;
+    h.identity = identity_for("another-job", 0);
+    h.nranks = 4;
+    h.data_bytes = 8192 - kHeaderBytes;
+    h.segment_bytes = 8192;
+    encode_header(static_cast<std::byte*>(p), h);
+    std::memset(static_cast<char*>(p) + kHeaderBytes, 0x11, 4096);
+    shmdt(p);
+  }
+  Segment s = make(mine, 5000);
+  EXPECT_NE(s.id(), foreign);
+  FindResult found = find_segment(mine);
+  ASSERT_TRUE(found.segment.has_value());
+  EXPECT_EQ(found.segment->id(), s.id());
+  ASSERT_FALSE(found.skipped.empty());
+  EXPECT_NE(found.skipped[0].find("another-job"), std::string::npos) << found.skipped[0];
+  // The other segment is untouched.
+  void* p = shmat(foreign, nullptr, SHM_RDONLY);
+  EXPECT_EQ(static_cast<unsigned char*>(p)[kHeaderBytes + 4095], 0x11u);
+  shmdt(p);
+  s.remove();
+}
+
+TEST(Segment, ForeignModeOrGarbageIsNeverAttached) {
+  const auto mine = identity_for("seg-c", 1);
+  const key_t first = segment_key(mine, 0);
+  KeyGuard guard{first};
+  const int loose = shmget(first, 8192, IPC_CREAT | IPC_EXCL | 0644);
+  ASSERT_GE(loose, 0);
+  FindResult found = find_segment(mine);
+  EXPECT_FALSE(found.segment.has_value());
+  ASSERT_EQ(found.skipped.size(), 1u);
+  EXPECT_NE(found.skipped[0].find("mode 644"), std::string::npos) << found.skipped[0];
+
+  shmctl(loose, IPC_RMID, nullptr);
+  const int garbage = shmget(first, 8192, IPC_CREAT | IPC_EXCL | 0600);
+  ASSERT_GE(garbage, 0);
+  found = find_segment(mine);
+  EXPECT_FALSE(found.segment.has_value());
+  ASSERT_EQ(found.skipped.size(), 1u);
+  EXPECT_NE(found.skipped[0].find("no valid selfckpt header"), std::string::npos);
+}
+
+TEST(Segment, ListedWithItsHeaderAndRemoved) {
+  const auto id = identity_for("seg-d", 5, "listed");
+  Segment s = make(id, 100);
+  bool listed = false;
+  for (const auto& entry : list_own_segments()) {
+    if (entry.shmid == s.id()) {
+      listed = true;
+      EXPECT_EQ(entry.header.identity.name, "listed");
+      EXPECT_EQ(entry.header.identity.rank, 5);
+    }
+  }
+  EXPECT_TRUE(listed);
+  s.remove();
+  s.detach();
+  EXPECT_FALSE(find_segment(id).segment.has_value());
+}
+
+TEST(Segment, KernelRefusalNamesTheLimit) {
+  SegmentHeader h;
+  h.identity = identity_for("seg-e", 0);
+  h.nranks = 1;
+  h.data_bytes = std::size_t{1} << 62;
+  try {
+    Segment::create(h, false);
+    FAIL() << "a 4 EiB segment cannot exist";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), SKT_ERR_SHM);
+    const std::string m = e.what();
+    EXPECT_TRUE(m.find("kernel.shm") != std::string::npos || m.find("out of memory") != std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace skt

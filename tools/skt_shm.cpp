@@ -1,0 +1,159 @@
+// skt-shm: look at and remove the calling user's selfckpt segments.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "libselfckpt/src/config.hpp"
+#include "libselfckpt/src/format.hpp"
+#include "libselfckpt/src/segment.hpp"
+
+namespace {
+
+struct Filter {
+  std::string job;
+  std::string node;
+  std::optional<int> rank;
+
+  bool matches(const skt::SegmentHeader& h) const {
+    return (job.empty() || h.identity.job == job) && (node.empty() || h.identity.domain == node) &&
+           (!rank || h.identity.rank == *rank);
+  }
+};
+
+std::vector<skt::SegmentListing> selected(const Filter& filter) {
+  auto all = skt::list_own_segments();
+  std::vector<skt::SegmentListing> out;
+  std::copy_if(all.begin(), all.end(), std::back_inserter(out),
+               [&](const skt::SegmentListing& s) { return filter.matches(s.header); });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    const auto& x = a.header.identity;
+    const auto& y = b.header.identity;
+    return std::tie(x.job, x.rank, x.kind, x.name) < std::tie(y.job, y.rank, y.kind, y.name);
+  });
+  return out;
+}
+
+std::string epoch_text(std::int64_t e) { return e < 0 ? "-" : std::to_string(e); }
+
+std::string state_text(const skt::SegmentListing& s) {
+  if (s.header.identity.kind != skt::SegmentKind::checkpoint) return "";
+  auto segment = skt::Segment::attach(s.shmid, true);
+  if (!segment) return "unreadable";
+  const auto state = skt::read_control(segment->base());
+  if (!state) return "no valid control block";
+  return fmt::format("committed {} encoded {} agreed {} resumed {}", epoch_text(state->committed),
+                     epoch_text(state->encoded), epoch_text(state->agreed),
+                     epoch_text(state->resumed));
+}
+
+int list(const Filter& filter) {
+  const auto segments = selected(filter);
+  if (segments.empty()) {
+    fmt::print("no selfckpt segments{}\n",
+               filter.job.empty() ? std::string() : fmt::format(" of job '{}'", filter.job));
+    return 0;
+  }
+  fmt::print("{:>8} {:>10} {:<20} {:>5} {:<12} {:<10} {:<16} {:>12} {:>4}  {}\n", "shmid", "key",
+             "job", "rank", "node", "kind", "name", "bytes", "att", "state");
+  for (const auto& s : segments) {
+    const auto& id = s.header.identity;
+    fmt::print("{:>8} {:#10x} {:<20} {:>5} {:<12} {:<10} {:<16} {:>12} {:>4}  {}\n", s.shmid, s.key,
+               id.job, id.rank, id.domain, skt::kind_name(id.kind), id.name, s.header.data_bytes,
+               s.attached, state_text(s));
+  }
+  return 0;
+}
+
+int inspect(const Filter& filter) {
+  const auto segments = selected(filter);
+  if (segments.empty()) {
+    fmt::print("no matching selfckpt segments\n");
+    return 1;
+  }
+  for (const auto& s : segments) {
+    auto segment = skt::Segment::attach(s.shmid, true);
+    if (!segment) continue;
+    const auto& h = segment->header();
+    fmt::print("segment {} (key {:#x}): job '{}' rank {}/{} node '{}' {} '{}'\n", s.shmid, s.key,
+               h.identity.job, h.identity.rank, h.nranks, h.identity.domain,
+               skt::kind_name(h.identity.kind), h.identity.name);
+    fmt::print("  data {} bytes, segment {} bytes, {} attached, data digest {:016x}\n",
+               h.data_bytes, h.segment_bytes, s.attached,
+               skt::crc64(segment->data(), h.data_bytes));
+    if (h.identity.kind != skt::SegmentKind::checkpoint) continue;
+    skt::CheckpointInfo info;
+    if (!skt::decode_checkpoint_info(segment->base(), &info)) {
+      fmt::print("  checkpoint description: corrupted (CRC mismatch)\n");
+      continue;
+    }
+    std::string members;
+    for (std::uint32_t i = 0; i < info.group_size; ++i) {
+      members += fmt::format("{}{}", i == 0 ? "" : " ", info.members[i]);
+    }
+    fmt::print("  group {} of {}, member {} of {} (ranks {}), scheme {} parity {}, chunk {} bytes, "
+               "{} rows\n",
+               info.group, info.groups, info.member, info.group_size, members,
+               skt::enc::scheme_name(static_cast<skt::enc::Scheme>(info.scheme)), info.parity,
+               info.chunk_bytes, info.rows);
+    fmt::print("  workspace {} bytes, layout {:016x}; {}\n", info.workspace_bytes, info.layout_hash,
+               state_text(s));
+  }
+  return 0;
+}
+
+int clean(const Filter& filter) {
+  int removed = 0;
+  for (const auto& s : selected(filter)) {
+    auto segment = skt::Segment::attach(s.shmid, true);
+    if (!segment) continue;
+    segment->remove();
+    ++removed;
+    fmt::print("removed {} segment '{}' of job '{}' rank {} on node '{}' ({} bytes)\n",
+               skt::kind_name(s.header.identity.kind), s.header.identity.name,
+               s.header.identity.job, s.header.identity.rank, s.header.identity.domain,
+               s.header.data_bytes);
+  }
+  fmt::print("{} segment{} removed\n", removed, removed == 1 ? "" : "s");
+  return 0;
+}
+
+void add_filter(CLI::App* command, Filter& filter, bool job_required) {
+  auto* job = command->add_option("--job", filter.job, "job tag (SKT_JOB)");
+  if (job_required) job->required();
+  job->check([](const std::string& v) {
+    return skt::valid_name(v) ? std::string() : "not a valid job tag: " + v;
+  });
+  command->add_option("--node", filter.node, "only segments of this node (failure domain)");
+  command->add_option("--rank", filter.rank, "only segments of this rank");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "skt-shm: list, inspect and remove the selfckpt shared-memory segments of the calling user.\n"
+      "Segments of other users are never shown nor touched."};
+  app.require_subcommand(1);
+  Filter filter;
+  auto* list_cmd = app.add_subcommand("list", "one line per segment, with the protocol state");
+  add_filter(list_cmd, filter, false);
+  auto* inspect_cmd =
+      app.add_subcommand("inspect", "headers, group, layout, state and data digest of a job");
+  add_filter(inspect_cmd, filter, true);
+  auto* clean_cmd = app.add_subcommand("clean", "remove a job's segments (all, or one node's)");
+  add_filter(clean_cmd, filter, true);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (list_cmd->parsed()) return list(filter);
+    if (inspect_cmd->parsed()) return inspect(filter);
+    return clean(filter);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "skt-shm: {}\n", e.what());
+    return 1;
+  }
+}
