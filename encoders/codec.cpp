@@ -29,9 +29,13 @@ std::optional<Scheme> parse_scheme(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-bool scheme_available(Scheme scheme) noexcept { return scheme == Scheme::xor_parity; }
+bool scheme_available(Scheme scheme) noexcept {
+  return scheme == Scheme::xor_parity;
+}
 
-int tolerance(Scheme /*scheme*/, int parity) noexcept { return parity; }
+int tolerance(Scheme /*scheme*/, int parity) noexcept {
+  return parity;
+}
 
 namespace {
 
@@ -106,7 +110,8 @@ class ReferenceXorCodec final : public XorCodecBase {
 
   void combine(std::byte* out, const std::byte* acc, const std::byte* src, std::size_t bytes,
                Coef c) const override {
-    for (std::size_t i = 0; i < bytes; ++i) out[i] = c == 0 ? acc[i] : (acc[i] ^ src[i]);
+    for (std::size_t i = 0; i < bytes; ++i)
+      out[i] = c == 0 ? acc[i] : (acc[i] ^ src[i]);
   }
 };
 

@@ -14,7 +14,9 @@ constexpr int kDirectTag = 0x5e2;
 constexpr std::size_t kAlignment = 64;
 }  // namespace
 
-void Exchange::FreeDeleter::operator()(std::byte* p) const noexcept { std::free(p); }
+void Exchange::FreeDeleter::operator()(std::byte* p) const noexcept {
+  std::free(p);
+}
 
 Exchange::Block Exchange::allocate(std::size_t bytes) {
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -50,7 +52,9 @@ Exchange::~Exchange() {
   }
 }
 
-std::byte* Exchange::buffer(int id) const { return buffers_[static_cast<std::size_t>(id)].get(); }
+std::byte* Exchange::buffer(int id) const {
+  return buffers_[static_cast<std::size_t>(id)].get();
+}
 
 int Exchange::free_slot() {
   for (std::size_t i = 0; i < requests_.size(); ++i) {
@@ -71,8 +75,8 @@ void Exchange::post(int slot, Kind kind, void* data, int peer, int tag, bool rec
 }
 
 void Exchange::top_up() {
-  while (stream_posted_ < stream_total_ && stream_items_.size() < static_cast<std::size_t>(depth_) &&
-         !free_buffers_.empty()) {
+  while (stream_posted_ < stream_total_ &&
+         stream_items_.size() < static_cast<std::size_t>(depth_) && !free_buffers_.empty()) {
     const int slot = free_slot();
     const int id = acquire();
     slots_[static_cast<std::size_t>(slot)].buffer = id;
@@ -127,7 +131,8 @@ void Exchange::progress() {
   int count = 0;
   SKT_MPI(MPI_Waitsome(n, requests_.data(), &count, completed_.data(), MPI_STATUSES_IGNORE));
   if (count == MPI_UNDEFINED) throw std::logic_error("exchange: waiting with nothing in flight");
-  for (int k = 0; k < count; ++k) complete(completed_[static_cast<std::size_t>(k)]);
+  for (int k = 0; k < count; ++k)
+    complete(completed_[static_cast<std::size_t>(k)]);
   top_up();
 }
 
@@ -152,7 +157,8 @@ void Exchange::expect_direct(int source, std::uint64_t count,
 
 int Exchange::take() {
   if (stream_taken_ >= stream_total_) throw std::logic_error("exchange: stream exhausted");
-  while (stream_items_.empty() || !stream_items_.front().done) progress();
+  while (stream_items_.empty() || !stream_items_.front().done)
+    progress();
   const int id = stream_items_.front().buffer;
   stream_items_.pop_front();
   ++stream_taken_;
@@ -161,16 +167,20 @@ int Exchange::take() {
 }
 
 int Exchange::acquire() {
-  while (free_buffers_.empty()) progress();
+  while (free_buffers_.empty())
+    progress();
   const int id = free_buffers_.back();
   free_buffers_.pop_back();
   return id;
 }
 
-void Exchange::release(int id) { free_buffers_.push_back(id); }
+void Exchange::release(int id) {
+  free_buffers_.push_back(id);
+}
 
 void Exchange::issue_send(int dest, bool direct, const std::byte* data, int owned) {
-  while (sends_in_flight_ >= depth_) progress();
+  while (sends_in_flight_ >= depth_)
+    progress();
   const int slot = free_slot();
   slots_[static_cast<std::size_t>(slot)].buffer = owned;
   ++sends_in_flight_;
@@ -187,8 +197,7 @@ void Exchange::send_buffer(int dest, bool direct, int id) {
 }
 
 void Exchange::finish() {
-  while (direct_done_ < direct_total_ || sends_in_flight_ > 0 ||
-         stream_taken_ < stream_total_) {
+  while (direct_done_ < direct_total_ || sends_in_flight_ > 0 || stream_taken_ < stream_total_) {
     if (direct_done_ >= direct_total_ && sends_in_flight_ == 0) {
       throw std::logic_error("exchange: stream chunks left untaken");
     }

@@ -11,7 +11,9 @@ namespace skt::enc {
 
 namespace {
 
-int wrap(int value, int modulus) { return ((value % modulus) + modulus) % modulus; }
+int wrap(int value, int modulus) {
+  return ((value % modulus) + modulus) % modulus;
+}
 
 // What one member adds to one item of a row: `bytes` bytes at `data` (the rest zero), times coef.
 struct Piece {

@@ -18,12 +18,12 @@ class MpiError : public std::runtime_error {
   int code_;
 };
 
-#define SKT_MPI(call)                                                             \
-  do {                                                                            \
-    const int skt_mpi_rc_ = (call);                                               \
-    if (skt_mpi_rc_ != MPI_SUCCESS) {                                             \
-      throw ::skt::MpiError(skt_mpi_rc_, #call, __FILE__, __LINE__);              \
-    }                                                                             \
+#define SKT_MPI(call)                                                \
+  do {                                                               \
+    const int skt_mpi_rc_ = (call);                                  \
+    if (skt_mpi_rc_ != MPI_SUCCESS) {                                \
+      throw ::skt::MpiError(skt_mpi_rc_, #call, __FILE__, __LINE__); \
+    }                                                                \
   } while (0)
 
 // An owned communicator, freed on destruction. Errors on it are returned, not fatal, so that

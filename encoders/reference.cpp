@@ -36,7 +36,8 @@ std::vector<Bytes> reference_encode(const StripeGeometry& geometry, const Codec&
       for (int member = 0; member < g; ++member) {
         const auto position = geometry.chunk_of_row(member, row);
         if (!position) continue;
-        const Bytes data = padded_chunk(streams[static_cast<std::size_t>(member)], *position, chunk);
+        const Bytes data =
+            padded_chunk(streams[static_cast<std::size_t>(member)], *position, chunk);
         codec.combine(acc.data(), acc.data(), data.data(), chunk,
                       codec.encode_coef(slot, geometry.data_position(member, row)));
       }
@@ -57,8 +58,8 @@ void reference_rebuild(const StripeGeometry& geometry, const Codec& codec,
   for (const int target : lost) {
     auto& stream = streams[static_cast<std::size_t>(target)];
     for (std::uint64_t row = 0; row < geometry.rows; ++row) {
-      const auto coefs = codec.rebuild_coefs(static_cast<int>(row % static_cast<std::uint64_t>(g)),
-                                             lost, target);
+      const auto coefs =
+          codec.rebuild_coefs(static_cast<int>(row % static_cast<std::uint64_t>(g)), lost, target);
       Bytes acc(chunk, std::byte{0});
       for (int member = 0; member < g; ++member) {
         if (is_lost(member)) continue;

@@ -1,6 +1,6 @@
 // skt-shm: look at and remove the calling user's selfckpt segments.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -38,7 +38,9 @@ std::vector<skt::SegmentListing> selected(const Filter& filter) {
   return out;
 }
 
-std::string epoch_text(std::int64_t e) { return e < 0 ? "-" : std::to_string(e); }
+std::string epoch_text(std::int64_t e) {
+  return e < 0 ? "-" : std::to_string(e);
+}
 
 std::string state_text(const skt::SegmentListing& s) {
   if (s.header.identity.kind != skt::SegmentKind::checkpoint) return "";
@@ -95,11 +97,12 @@ int inspect(const Filter& filter) {
     for (std::uint32_t i = 0; i < info.group_size; ++i) {
       members += fmt::format("{}{}", i == 0 ? "" : " ", info.members[i]);
     }
-    fmt::print("  group {} of {}, member {} of {} (ranks {}), scheme {} parity {}, chunk {} bytes, "
-               "{} rows\n",
-               info.group, info.groups, info.member, info.group_size, members,
-               skt::enc::scheme_name(static_cast<skt::enc::Scheme>(info.scheme)), info.parity,
-               info.chunk_bytes, info.rows);
+    fmt::print(
+        "  group {} of {}, member {} of {} (ranks {}), scheme {} parity {}, chunk {} bytes, "
+        "{} rows\n",
+        info.group, info.groups, info.member, info.group_size, members,
+        skt::enc::scheme_name(static_cast<skt::enc::Scheme>(info.scheme)), info.parity,
+        info.chunk_bytes, info.rows);
     fmt::print("  workspace {} bytes, layout {:016x}; {}\n", info.workspace_bytes, info.layout_hash,
                state_text(s));
   }

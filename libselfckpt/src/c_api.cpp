@@ -65,12 +65,14 @@ int skt_alloc(skt_context* ctx, const char* name, size_t bytes, void** ptr) {
 }
 
 int skt_protect(skt_context* ctx, const char* name, void* ptr, size_t bytes) {
-  if (ctx == nullptr || name == nullptr) return bad_argument("skt_protect: ctx and name must not be NULL");
+  if (ctx == nullptr || name == nullptr)
+    return bad_argument("skt_protect: ctx and name must not be NULL");
   return guarded([&] { ctx->impl->protect(name, ptr, bytes); });
 }
 
 int skt_recover(skt_context* ctx, uint64_t* epoch) {
-  if (ctx == nullptr || epoch == nullptr) return bad_argument("skt_recover: ctx and epoch must not be NULL");
+  if (ctx == nullptr || epoch == nullptr)
+    return bad_argument("skt_recover: ctx and epoch must not be NULL");
   return guarded([&] { *epoch = ctx->impl->recover(); });
 }
 
@@ -104,7 +106,8 @@ void skt_free(void* ptr) {
 }
 
 int skt_get_stats(const skt_context* ctx, skt_stats* stats) {
-  if (ctx == nullptr || stats == nullptr) return bad_argument("skt_get_stats: ctx and stats must not be NULL");
+  if (ctx == nullptr || stats == nullptr)
+    return bad_argument("skt_get_stats: ctx and stats must not be NULL");
   return guarded([&] { *stats = ctx->impl->stats(); });
 }
 
@@ -137,7 +140,9 @@ const char* skt_strerror(int code) {
   }
 }
 
-const char* skt_last_error(void) { return last_error.c_str(); }
+const char* skt_last_error(void) {
+  return last_error.c_str();
+}
 
 int skt_exit_code(int code) {
   switch (code) {

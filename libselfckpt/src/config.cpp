@@ -93,8 +93,8 @@ const std::vector<Option>& options() {
       {"node", "SKT_NODE", "failure domain of this rank",
        [](Config& c, const std::string& origin, const std::string& v) {
          if (!valid_name(v)) {
-           bad(origin, fmt::format("'{}' is not a valid node name (1 to 63 of A-Z a-z 0-9 . _ -)",
-                                   v));
+           bad(origin,
+               fmt::format("'{}' is not a valid node name (1 to 63 of A-Z a-z 0-9 . _ -)", v));
          }
          c.node = v;
        }},
@@ -137,8 +137,8 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& origin, const std::string& v) {
          const auto level = parse_log_level(v);
          if (!level) {
-           bad(origin, fmt::format("unknown log level '{}' (trace, debug, info, warn, error, off)",
-                                   v));
+           bad(origin,
+               fmt::format("unknown log level '{}' (trace, debug, info, warn, error, off)", v));
          }
          c.log_level = *level;
        }},
@@ -166,7 +166,8 @@ const std::vector<Option>& options() {
 
 std::string known_variables() {
   std::string out = "SKT_CONFIG";
-  for (const auto& option : options()) out += fmt::format(", {}", option.env);
+  for (const auto& option : options())
+    out += fmt::format(", {}", option.env);
   return out;
 }
 
@@ -195,7 +196,8 @@ void apply_file(Config& config, const std::string& path) {
                                      [&](const Option& o) { return o.key == key.str(); });
     if (option == options().end()) {
       std::string keys;
-      for (const auto& o : options()) keys += fmt::format("{}{}", keys.empty() ? "" : ", ", o.key);
+      for (const auto& o : options())
+        keys += fmt::format("{}{}", keys.empty() ? "" : ", ", o.key);
       bad(origin, fmt::format("unknown key (known keys: {})", keys));
     }
     const std::string value = toml_value(node);
@@ -237,7 +239,8 @@ bool valid_name(const std::string& text) {
 
 std::optional<std::size_t> parse_size(const std::string& text) {
   std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
+    ++digits;
   if (digits == 0) return std::nullopt;
   const auto number = parse_integer<std::size_t>(std::string_view(text).substr(0, digits));
   if (!number) return std::nullopt;
@@ -291,10 +294,11 @@ std::optional<FaultSpec> parse_fault(const std::string& text) {
 }
 
 std::string Config::shared_settings() const {
-  return fmt::format("job={} group_size={} scheme={} parity={} chunk_size={} pipeline_depth={} "
-                     "huge_pages={} restart={}",
-                     job, group_size, enc::scheme_name(scheme), parity, chunk_bytes,
-                     pipeline_depth, huge_pages, restart ? std::to_string(*restart) : "unset");
+  return fmt::format(
+      "job={} group_size={} scheme={} parity={} chunk_size={} pipeline_depth={} "
+      "huge_pages={} restart={}",
+      job, group_size, enc::scheme_name(scheme), parity, chunk_bytes, pipeline_depth, huge_pages,
+      restart ? std::to_string(*restart) : "unset");
 }
 
 Environment skt_environment() {

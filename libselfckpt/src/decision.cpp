@@ -16,8 +16,8 @@ std::vector<int> overloaded_groups(const GroupPlan& plan, int tolerance, const U
   std::vector<int> out;
   for (int g = 0; g < plan.groups(); ++g) {
     const auto& members = plan.members[static_cast<std::size_t>(g)];
-    const auto lost = std::count_if(members.begin(), members.end(),
-                                    [&](int r) { return !usable(r); });
+    const auto lost =
+        std::count_if(members.begin(), members.end(), [&](int r) { return !usable(r); });
     if (lost > tolerance) out.push_back(g);
   }
   return out;
@@ -48,9 +48,10 @@ std::string describe_losses(const GroupPlan& plan, int tolerance, const Usable& 
     text += fmt::format("{}group {} lost {} of its {} members ({})", text.empty() ? "" : "; ", g,
                         count, members.size(), lost);
   }
-  return fmt::format("{} while restoring epoch {}; the scheme tolerates {} lost member{} per "
-                     "group, so the checkpoint cannot be rebuilt",
-                     text, epoch, tolerance, tolerance == 1 ? "" : "s");
+  return fmt::format(
+      "{} while restoring epoch {}; the scheme tolerates {} lost member{} per "
+      "group, so the checkpoint cannot be rebuilt",
+      text, epoch, tolerance, tolerance == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -72,7 +73,9 @@ RecoveryDecision decide_recovery(const std::vector<RankFinding>& findings, const
     const auto& s = finding(r).state;
     return finding(r).valid && std::max({s.committed, s.agreed, s.encoded}) >= target - 1;
   };
-  const Usable from_copy = [&](int r) { return current(r) && finding(r).state.committed == target; };
+  const Usable from_copy = [&](int r) {
+    return current(r) && finding(r).state.committed == target;
+  };
   // W still equals what D encodes only if the rank did not return to the application since.
   const Usable from_workspace = [&](int r) {
     const auto& s = finding(r).state;

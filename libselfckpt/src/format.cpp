@@ -61,7 +61,8 @@ class Reader {
 };
 
 void write_header_fields(Writer& w, const SegmentHeader& h) {
-  for (const char c : kMagic) w.put(c);
+  for (const char c : kMagic)
+    w.put(c);
   w.put(kFormatVersion);
   w.put(static_cast<std::uint32_t>(h.identity.kind));
   w.put(h.identity.uid);
@@ -88,9 +89,12 @@ void write_info_fields(Writer& w, const CheckpointInfo& i) {
   w.put(i.rows);
   w.put(i.workspace_bytes);
   w.put(i.layout_hash);
-  for (const auto v : i.members) w.put(v);
-  for (const auto v : i.member_chunks) w.put(v);
-  for (const auto v : i.member_layouts) w.put(v);
+  for (const auto v : i.members)
+    w.put(v);
+  for (const auto v : i.member_chunks)
+    w.put(v);
+  for (const auto v : i.member_layouts)
+    w.put(v);
 }
 
 struct Slot {
@@ -218,9 +222,12 @@ bool decode_checkpoint_info(const std::byte* page, CheckpointInfo* out) {
   i.rows = r.get<std::uint64_t>();
   i.workspace_bytes = r.get<std::uint64_t>();
   i.layout_hash = r.get<std::uint64_t>();
-  for (auto& v : i.members) v = r.get<std::int32_t>();
-  for (auto& v : i.member_chunks) v = r.get<std::uint64_t>();
-  for (auto& v : i.member_layouts) v = r.get<std::uint64_t>();
+  for (auto& v : i.members)
+    v = r.get<std::int32_t>();
+  for (auto& v : i.member_chunks)
+    v = r.get<std::uint64_t>();
+  for (auto& v : i.member_layouts)
+    v = r.get<std::uint64_t>();
   const std::size_t covered = r.size();
   if (r.get<std::uint32_t>() != crc32(page + kInfoOffset, covered)) return false;
   if (i.group_size < 1 || i.group_size > kMaxGroupSize || i.member >= i.group_size) return false;

@@ -41,7 +41,8 @@ enc::ChunkList WorkspaceLayout::chunks_at(std::span<std::byte* const> region_sta
 
 enc::ChunkList WorkspaceLayout::copy_chunks(std::byte* copy) const {
   std::vector<std::byte*> starts;
-  for (const auto offset : copy_offset) starts.push_back(copy + offset);
+  for (const auto offset : copy_offset)
+    starts.push_back(copy + offset);
   return chunks_at(starts);
 }
 

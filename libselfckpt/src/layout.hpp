@@ -21,12 +21,12 @@ struct RegionSpec {
 struct WorkspaceLayout {
   std::size_t chunk_bytes = 0;
   std::vector<RegionSpec> regions;
-  std::vector<std::size_t> copy_offset;   // where each region sits in B
-  std::vector<std::uint64_t> first_chunk; // first stream chunk of each region
+  std::vector<std::size_t> copy_offset;    // where each region sits in B
+  std::vector<std::uint64_t> first_chunk;  // first stream chunk of each region
   std::uint64_t chunks = 0;
-  std::size_t workspace_bytes = 0;        // sum of region sizes: |W|
-  std::size_t copy_bytes = 0;             // size of B
-  std::uint64_t hash = 0;                 // of the names and sizes, in order
+  std::size_t workspace_bytes = 0;  // sum of region sizes: |W|
+  std::size_t copy_bytes = 0;       // size of B
+  std::uint64_t hash = 0;           // of the names and sizes, in order
 
   // `regions` in the order they form the stream.
   static WorkspaceLayout plan(std::vector<RegionSpec> regions, std::size_t chunk_bytes);

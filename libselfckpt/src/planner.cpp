@@ -49,11 +49,12 @@ GroupPlan plan_groups(const std::vector<std::string>& domain_of_rank, int group_
     const std::string& name = domain_of_rank[static_cast<std::size_t>(domains.front().front())];
     throw Error(
         SKT_ERR_CONFIG,
-        fmt::format("cannot form groups of {} ranks on distinct nodes: node '{}' holds {} of the {} "
-                    "ranks but there are only {} groups, so two of its ranks would share a group. "
-                    "Use more nodes or a smaller group size (SKT_GROUP_SIZE); to test on one host, "
-                    "give each rank its own SKT_NODE; SKT_GROUP_SIZE=1 runs without protection",
-                    group_size, name, widest, n, groups));
+        fmt::format(
+            "cannot form groups of {} ranks on distinct nodes: node '{}' holds {} of the {} "
+            "ranks but there are only {} groups, so two of its ranks would share a group. "
+            "Use more nodes or a smaller group size (SKT_GROUP_SIZE); to test on one host, "
+            "give each rank its own SKT_NODE; SKT_GROUP_SIZE=1 runs without protection",
+            group_size, name, widest, n, groups));
   }
   const int smallest = n / groups;
   if (smallest < min_members) {

@@ -7,12 +7,14 @@
 namespace skt {
 
 struct GroupPlan {
-  std::vector<int> group_of;                // rank → group
-  std::vector<int> index_of;                // rank → member index in its group
-  std::vector<std::vector<int>> members;    // group → ranks, by member index (ascending rank)
+  std::vector<int> group_of;              // rank → group
+  std::vector<int> index_of;              // rank → member index in its group
+  std::vector<std::vector<int>> members;  // group → ranks, by member index (ascending rank)
 
   int groups() const noexcept { return static_cast<int>(members.size()); }
-  int size_of(int group) const { return static_cast<int>(members[static_cast<std::size_t>(group)].size()); }
+  int size_of(int group) const {
+    return static_cast<int>(members[static_cast<std::size_t>(group)].size());
+  }
 };
 
 // Splits ranks into ceil(n / group_size) groups whose sizes differ by at most one and whose

@@ -29,16 +29,17 @@ std::string read_sysctl(const char* path) {
   std::string advice;
   switch (err) {
     case EINVAL:
-      advice = fmt::format("the kernel's largest segment is kernel.shmmax = {} bytes; raise it "
-                           "(sysctl -w kernel.shmmax=...)",
-                           read_sysctl("/proc/sys/kernel/shmmax"));
+      advice = fmt::format(
+          "the kernel's largest segment is kernel.shmmax = {} bytes; raise it "
+          "(sysctl -w kernel.shmmax=...)",
+          read_sysctl("/proc/sys/kernel/shmmax"));
       break;
     case ENOSPC:
-      advice = fmt::format("the kernel's segment limits are reached: kernel.shmmni = {} segments, "
-                           "kernel.shmall = {} pages; raise them with sysctl or remove old "
-                           "segments (skt-shm list, skt-shm clean --job TAG)",
-                           read_sysctl("/proc/sys/kernel/shmmni"),
-                           read_sysctl("/proc/sys/kernel/shmall"));
+      advice = fmt::format(
+          "the kernel's segment limits are reached: kernel.shmmni = {} segments, "
+          "kernel.shmall = {} pages; raise them with sysctl or remove old "
+          "segments (skt-shm list, skt-shm clean --job TAG)",
+          read_sysctl("/proc/sys/kernel/shmmni"), read_sysctl("/proc/sys/kernel/shmall"));
       break;
     case ENOMEM:
       advice = huge_pages ? "not enough huge pages are reserved (vm.nr_hugepages)"
@@ -99,7 +100,8 @@ void Segment::detach() noexcept {
 
 void Segment::remove() {
   if (id_ >= 0 && shmctl(id_, IPC_RMID, nullptr) != 0 && errno != EINVAL && errno != EIDRM) {
-    throw Error(SKT_ERR_SHM, fmt::format("cannot remove segment {}: {}", id_, std::strerror(errno)));
+    throw Error(SKT_ERR_SHM,
+                fmt::format("cannot remove segment {}: {}", id_, std::strerror(errno)));
   }
 }
 
@@ -119,7 +121,8 @@ Segment Segment::create(SegmentHeader header, bool huge_pages) {
     if (p == reinterpret_cast<void*>(-1)) {
       const int err = errno;
       shmctl(id, IPC_RMID, nullptr);
-      throw Error(SKT_ERR_SHM, fmt::format("shmat of a new segment failed: {}", std::strerror(err)));
+      throw Error(SKT_ERR_SHM,
+                  fmt::format("shmat of a new segment failed: {}", std::strerror(err)));
     }
     Segment s;
     s.id_ = id;
@@ -173,10 +176,9 @@ FindResult find_segment(const SegmentIdentity& identity) {
       continue;
     }
     if (!same_identity(look->header().identity, identity)) {
-      result.skipped.push_back(fmt::format("key {:#x} belongs to job '{}' rank {} ({})", key,
-                                           look->header().identity.job,
-                                           look->header().identity.rank,
-                                           kind_name(look->header().identity.kind)));
+      result.skipped.push_back(fmt::format(
+          "key {:#x} belongs to job '{}' rank {} ({})", key, look->header().identity.job,
+          look->header().identity.rank, kind_name(look->header().identity.kind)));
       continue;
     }
     look->detach();

@@ -54,7 +54,7 @@ class Segment {
 };
 
 struct FindResult {
-  std::optional<Segment> segment;  // ours, attached read-write
+  std::optional<Segment> segment;    // ours, attached read-write
   std::vector<std::string> skipped;  // why other segments at our keys were left alone
 };
 

@@ -18,7 +18,9 @@ namespace {
 
 constexpr std::size_t kNodeBytes = 64;
 
-std::size_t page_round(std::size_t bytes) { return (bytes + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes; }
+std::size_t page_round(std::size_t bytes) {
+  return (bytes + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes;
+}
 
 std::string getenv_string(const char* name) {
   const char* v = std::getenv(name);
@@ -122,12 +124,14 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   std::vector<char> all(kNodeBytes * static_cast<std::size_t>(nranks_));
   SKT_MPI(MPI_Allgather(mine.data(), kNodeBytes, MPI_CHAR, all.data(), kNodeBytes, MPI_CHAR,
                         comm_.get()));
-  for (int r = 0; r < nranks_; ++r) nodes_.emplace_back(&all[kNodeBytes * static_cast<std::size_t>(r)]);
+  for (int r = 0; r < nranks_; ++r)
+    nodes_.emplace_back(&all[kNodeBytes * static_cast<std::size_t>(r)]);
 
   if (ephemeral_job_) {
-    log_->job("no job tag (SKT_JOB, or a Slurm job id) is set: using '{}'; a relaunch will not "
-              "find this run's checkpoints",
-              config_.job);
+    log_->job(
+        "no job tag (SKT_JOB, or a Slurm job id) is set: using '{}'; a relaunch will not "
+        "find this run's checkpoints",
+        config_.job);
   }
   log_->job("initialised job '{}' on {} ranks: {}", config_.job, nranks_, shared);
 }
@@ -175,8 +179,8 @@ void Session::require_recovered(const char* call) const {
 }
 
 SegmentIdentity Session::identity(SegmentKind kind, const std::string& name) const {
-  return SegmentIdentity{static_cast<std::uint32_t>(geteuid()), config_.job, config_.node, rank_,
-                         kind, name};
+  return SegmentIdentity{
+      static_cast<std::uint32_t>(geteuid()), config_.job, config_.node, rank_, kind, name};
 }
 
 void Session::check_not_stale(const SegmentIdentity& id, bool found) const {
@@ -195,7 +199,8 @@ Segment Session::open_region(const std::string& name, std::size_t bytes, Segment
   *found = false;
   if (!ephemeral_job_) {
     FindResult result = find_segment(id);
-    for (const auto& why : result.skipped) log_->debug("left a segment alone: {}", why);
+    for (const auto& why : result.skipped)
+      log_->debug("left a segment alone: {}", why);
     if (result.segment) {
       check_not_stale(id, true);
       const SegmentHeader& h = result.segment->header();
@@ -321,7 +326,8 @@ Session::Finding Session::inspect_local_state() {
   if (ephemeral_job_) return f;
   const SegmentIdentity id = identity(SegmentKind::checkpoint, "checkpoint");
   FindResult result = find_segment(id);
-  for (const auto& why : result.skipped) log_->debug("left a segment alone: {}", why);
+  for (const auto& why : result.skipped)
+    log_->debug("left a segment alone: {}", why);
   if (!result.segment) return f;
   check_not_stale(id, true);
   checkpoint_ = std::move(*result.segment);
@@ -338,12 +344,11 @@ Session::Finding Session::inspect_local_state() {
     log_->warn("this rank's checkpoint description is corrupted (CRC mismatch): treated as lost");
     return f;
   }
-  const bool same_settings = info.scheme == static_cast<std::uint32_t>(config_.scheme) &&
-                             info.requested_group_size ==
-                                 static_cast<std::uint32_t>(config_.group_size) &&
-                             (info.group_size == 1 ||
-                              info.parity == static_cast<std::uint32_t>(config_.parity)) &&
-                             info.chunk_bytes == config_.chunk_bytes;
+  const bool same_settings =
+      info.scheme == static_cast<std::uint32_t>(config_.scheme) &&
+      info.requested_group_size == static_cast<std::uint32_t>(config_.group_size) &&
+      (info.group_size == 1 || info.parity == static_cast<std::uint32_t>(config_.parity)) &&
+      info.chunk_bytes == config_.chunk_bytes;
   if (!same_settings) {
     throw Error(SKT_ERR_MISMATCH,
                 fmt::format("the checkpoint of job '{}' was written with group size {}, scheme {}, "
@@ -352,9 +357,8 @@ Session::Finding Session::inspect_local_state() {
                             "or remove the job's segments (skt-shm clean --job {}) to start afresh",
                             config_.job, info.requested_group_size,
                             enc::scheme_name(static_cast<enc::Scheme>(info.scheme)), info.parity,
-                            info.chunk_bytes, config_.group_size,
-                            enc::scheme_name(config_.scheme), config_.parity, config_.chunk_bytes,
-                            config_.job));
+                            info.chunk_bytes, config_.group_size, enc::scheme_name(config_.scheme),
+                            config_.parity, config_.chunk_bytes, config_.job));
   }
   if (info.layout_hash != layout_.hash || info.workspace_bytes != layout_.workspace_bytes) {
     throw Error(SKT_ERR_MISMATCH,
@@ -362,11 +366,9 @@ Session::Finding Session::inspect_local_state() {
                             "of the checkpoint ({} bytes); a relaunch must declare the same "
                             "regions, with the same names and sizes, and protect the same private "
                             "regions",
-                            layout_.workspace_bytes, layout_.regions.size(),
-                            info.workspace_bytes));
+                            layout_.workspace_bytes, layout_.regions.size(), info.workspace_bytes));
   }
-  const std::uint64_t parity_bytes =
-      info.rows / info.group_size * info.parity * info.chunk_bytes;
+  const std::uint64_t parity_bytes = info.rows / info.group_size * info.parity * info.chunk_bytes;
   if (header.data_bytes != page_round(layout_.copy_bytes) + 2 * page_round(parity_bytes)) {
     log_->warn("this rank's checkpoint segment has an unexpected size: treated as lost");
     return f;
@@ -380,8 +382,9 @@ Session::Finding Session::inspect_local_state() {
       std::all_of(regions_.begin(), regions_.end(), [](const WorkRegion& r) { return r.found; }) &&
       (stage_bytes == 0 || stage_found_);
   if (!workspace_intact) {
-    log_->warn("the checkpoint segment survived but some workspace regions did not: this rank is "
-               "treated as lost");
+    log_->warn(
+        "the checkpoint segment survived but some workspace regions did not: this rank is "
+        "treated as lost");
     return f;
   }
   f.valid = true;
@@ -405,8 +408,8 @@ GroupPlan Session::recorded_plan(const Finding& mine, int groups) {
       votes[3 * n + r] = -static_cast<long long>(i + 1);
     }
   }
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, votes.data(), static_cast<int>(votes.size()),
-                        MPI_LONG_LONG, MPI_MAX, comm_.get()));
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, votes.data(), static_cast<int>(votes.size()), MPI_LONG_LONG,
+                        MPI_MAX, comm_.get()));
   GroupPlan plan;
   plan.group_of.assign(n, -1);
   plan.index_of.assign(n, -1);
@@ -502,7 +505,8 @@ void Session::join_group(const GroupPlan& plan, const RecoveryDecision& decision
   }
 
   std::uint64_t longest = 0;
-  for (int i = 0; i < size; ++i) longest = std::max(longest, table[2 * static_cast<std::size_t>(i)]);
+  for (int i = 0; i < size; ++i)
+    longest = std::max(longest, table[2 * static_cast<std::size_t>(i)]);
   const int parity = size > 1 ? config_.parity : 0;
   geometry_ = enc::StripeGeometry::plan(size, parity, config_.chunk_bytes, longest);
   codec_ = parity > 0 ? enc::make_codec(config_.scheme, size, parity) : nullptr;
@@ -553,7 +557,9 @@ void Session::ensure_checkpoint_segment(bool keep_existing) {
   copy_chunks_ = layout_.copy_chunks(copy_);
 }
 
-void Session::write_state() { write_control(checkpoint_.base(), state_); }
+void Session::write_state() {
+  write_control(checkpoint_.base(), state_);
+}
 
 void Session::copy_chunks(const enc::ChunkList& from, const enc::ChunkList& to,
                           const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
@@ -592,7 +598,8 @@ void Session::rebuild_and_settle(const GroupPlan& plan, const RecoveryDecision& 
   const int group = plan.group_of[static_cast<std::size_t>(rank_)];
   std::vector<int> lost_members;
   std::vector<std::uint64_t> member_chunks;
-  for (std::uint32_t i = 0; i < info_.group_size; ++i) member_chunks.push_back(info_.member_chunks[i]);
+  for (std::uint32_t i = 0; i < info_.group_size; ++i)
+    member_chunks.push_back(info_.member_chunks[i]);
   for (const int r : decision.rebuild) {
     if (plan.group_of[static_cast<std::size_t>(r)] == group) {
       lost_members.push_back(plan.index_of[static_cast<std::size_t>(r)]);
@@ -624,7 +631,8 @@ void Session::rebuild_and_settle(const GroupPlan& plan, const RecoveryDecision& 
                          workspace_chunks_, pending_, options);
     }
     if (lost) {
-      state_ = from_copy ? ControlState{target, -1, target, -1} : ControlState{-1, target, target, -1};
+      state_ =
+          from_copy ? ControlState{target, -1, target, -1} : ControlState{-1, target, target, -1};
       write_state();
       log_->info("rebuilt this rank's {} from its group", from_copy ? "B and C" : "W and D");
     }
@@ -655,12 +663,9 @@ std::uint64_t Session::recover() {
   Finding mine;
   agree([&] { mine = inspect_local_state(); });
 
-  Record record{mine.valid ? 1 : 0,
-                mine.state.committed,
-                mine.state.encoded,
-                mine.state.agreed,
-                mine.state.resumed,
-                mine.valid ? static_cast<std::int64_t>(mine.info.groups) : 0};
+  Record record{mine.valid ? 1 : 0, mine.state.committed,
+                mine.state.encoded, mine.state.agreed,
+                mine.state.resumed, mine.valid ? static_cast<std::int64_t>(mine.info.groups) : 0};
   constexpr int kFields = sizeof(Record) / sizeof(std::int64_t);
   std::vector<Record> records(static_cast<std::size_t>(nranks_));
   SKT_MPI(MPI_Allgather(&record, kFields, MPI_INT64_T, records.data(), kFields, MPI_INT64_T,
@@ -705,18 +710,21 @@ std::uint64_t Session::recover() {
   }
   // Members of a group should still sit on distinct nodes (a replacement takes over its
   // predecessor's place); if not, the next failure of that node would take two.
-  const auto& members = plan.members[static_cast<std::size_t>(plan.group_of[static_cast<std::size_t>(rank_)])];
+  const auto& members =
+      plan.members[static_cast<std::size_t>(plan.group_of[static_cast<std::size_t>(rank_)])];
   for (const int r : members) {
     if (r != rank_ && nodes_[static_cast<std::size_t>(r)] == config_.node) {
-      log_->warn("rank {} of this rank's group is on the same node {}: a failure of that node "
-                 "would be unrecoverable",
-                 r, config_.node);
+      log_->warn(
+          "rank {} of this rank's group is on the same node {}: a failure of that node "
+          "would be unrecoverable",
+          r, config_.node);
     }
   }
 
   join_group(plan, decision, mine);
-  const bool survivor = decision.source != RecoverySource::fresh && mine.valid &&
-                        !std::binary_search(decision.rebuild.begin(), decision.rebuild.end(), rank_);
+  const bool survivor =
+      decision.source != RecoverySource::fresh && mine.valid &&
+      !std::binary_search(decision.rebuild.begin(), decision.rebuild.end(), rank_);
   ensure_checkpoint_segment(survivor);
   if (decision.source == RecoverySource::fresh) {
     state_ = ControlState{0, -1, 0, -1};
@@ -788,7 +796,8 @@ void Session::checkpoint() {
 void Session::finalize(bool discard) {
   if (discard || ephemeral_job_) {
     SKT_MPI(MPI_Barrier(comm_.get()));
-    for (auto& r : regions_) r.segment.remove();
+    for (auto& r : regions_)
+      r.segment.remove();
     if (stage_) stage_.remove();
     if (checkpoint_) checkpoint_.remove();
     log_->job("removed the segments of job '{}'", config_.job);
@@ -804,7 +813,8 @@ skt_stats Session::stats() const {
   s.workspace_bytes = layout_.workspace_bytes;
   s.checkpoint_bytes = layout_.copy_bytes;
   s.checksum_bytes = geometry_.parity_bytes();
-  for (const auto& r : regions_) s.shm_bytes += r.segment.header().segment_bytes;
+  for (const auto& r : regions_)
+    s.shm_bytes += r.segment.header().segment_bytes;
   if (stage_) s.shm_bytes += stage_.header().segment_bytes;
   if (checkpoint_) s.shm_bytes += checkpoint_.header().segment_bytes;
   s.last_checkpoint_seconds = last_checkpoint_seconds_;

@@ -7,11 +7,11 @@
 // recovery gave back exactly the checkpointed state. With --verify-recovery, a relaunched rank also
 // replays the computation from scratch up to the restored iteration and compares its regions byte
 // for byte.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <mpi.h>
 #include <signal.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -51,9 +51,8 @@ std::size_t region_bytes(const Options& o, int rank, int region) {
 
 void initialise(std::uint8_t* data, std::size_t bytes, const Options& o, int rank, int region) {
   for (std::size_t i = 0; i < bytes; ++i) {
-    data[i] = static_cast<std::uint8_t>(
-        splitmix(o.seed ^ (static_cast<std::uint64_t>(rank) << 40) ^
-                 (static_cast<std::uint64_t>(region) << 32) ^ i));
+    data[i] = static_cast<std::uint8_t>(splitmix(o.seed ^ (static_cast<std::uint64_t>(rank) << 40) ^
+                                                 (static_cast<std::uint64_t>(region) << 32) ^ i));
   }
 }
 
@@ -72,7 +71,8 @@ std::uint64_t step(std::uint8_t* data, std::size_t bytes, std::uint64_t iteratio
 std::uint64_t iterate(std::vector<skt::Region<std::uint8_t>>& regions, State& state, int rank,
                       MPI_Comm comm) {
   std::uint64_t local = 0;
-  for (auto& r : regions) local ^= step(r.data(), r.size(), state.iteration, rank);
+  for (auto& r : regions)
+    local ^= step(r.data(), r.size(), state.iteration, rank);
   std::uint64_t global = 0;
   MPI_Allreduce(&local, &global, 1, MPI_UINT64_T, MPI_BXOR, comm);
   state.accumulator = splitmix(state.accumulator ^ global);
@@ -109,15 +109,15 @@ int run(const Options& o) {
   skt::Context ctx(MPI_COMM_WORLD);
   std::vector<skt::Region<std::uint8_t>> regions;
   for (int k = 0; k < o.regions; ++k) {
-    regions.push_back(
-        ctx.alloc<std::uint8_t>(fmt::format("data{}", k), region_bytes(o, rank, k)));
+    regions.push_back(ctx.alloc<std::uint8_t>(fmt::format("data{}", k), region_bytes(o, rank, k)));
   }
   State state{0, 0};
   ctx.protect("state", state);
   const std::uint64_t epoch = ctx.recover();
   if (epoch == 0) {
     for (int k = 0; k < o.regions; ++k) {
-      initialise(regions[static_cast<std::size_t>(k)].data(), regions[static_cast<std::size_t>(k)].size(), o, rank, k);
+      initialise(regions[static_cast<std::size_t>(k)].data(),
+                 regions[static_cast<std::size_t>(k)].size(), o, rank, k);
     }
     state = State{0, 0};
   } else {
@@ -139,7 +139,8 @@ int run(const Options& o) {
       fmt::print(stderr, "testapp: rank {} crashing at iteration {}\n", rank, state.iteration);
       kill(getpid(), SIGKILL);
     }
-    if (o.checkpoint_every > 0 && state.iteration % static_cast<std::uint64_t>(o.checkpoint_every) == 0) {
+    if (o.checkpoint_every > 0 &&
+        state.iteration % static_cast<std::uint64_t>(o.checkpoint_every) == 0) {
       ctx.checkpoint();
     }
   }
@@ -149,23 +150,27 @@ int run(const Options& o) {
     const double w = static_cast<double>(s.workspace_bytes);
     const double g = s.group_size;
     const double formula = g > 1 ? 2.0 * w * g / (g - 1.0) : 2.0 * w;
-    const double measured = static_cast<double>(s.workspace_bytes + s.checkpoint_bytes + 2 * s.checksum_bytes);
-    fmt::print("MEMORY rank {} group_size {} W {} B {} C {} D {} W+B+C+D {} formula_2WG/(G-1) {:.0f} "
-               "ratio {:.4f} shm_segments {}\n",
-               rank, s.group_size, s.workspace_bytes, s.checkpoint_bytes, s.checksum_bytes,
-               s.checksum_bytes, static_cast<std::uint64_t>(measured), formula, measured / formula,
-               s.shm_bytes);
+    const double measured =
+        static_cast<double>(s.workspace_bytes + s.checkpoint_bytes + 2 * s.checksum_bytes);
+    fmt::print(
+        "MEMORY rank {} group_size {} W {} B {} C {} D {} W+B+C+D {} formula_2WG/(G-1) {:.0f} "
+        "ratio {:.4f} shm_segments {}\n",
+        rank, s.group_size, s.workspace_bytes, s.checkpoint_bytes, s.checksum_bytes,
+        s.checksum_bytes, static_cast<std::uint64_t>(measured), formula, measured / formula,
+        s.shm_bytes);
   }
 
   std::uint64_t digest = state.accumulator;
   for (const auto& r : regions) {
-    for (std::size_t i = 0; i < r.size(); ++i) digest = digest * 1099511628211ull + r[i];
+    for (std::size_t i = 0; i < r.size(); ++i)
+      digest = digest * 1099511628211ull + r[i];
   }
   std::vector<std::uint64_t> all(static_cast<std::size_t>(size));
   MPI_Gather(&digest, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (rank == 0) {
     std::uint64_t result = 0;
-    for (const auto d : all) result = splitmix(result ^ d);
+    for (const auto d : all)
+      result = splitmix(result ^ d);
     fmt::print("RESULT {:016x} after {} iterations\n", result, state.iteration);
   }
   ctx.finalize(true);
@@ -178,9 +183,11 @@ int main(int argc, char** argv) {
   CLI::App app{"skt-testapp: an MPI program for selfckpt's end-to-end tests"};
   Options o;
   app.add_option("--iterations", o.iterations, "iterations to run")->check(CLI::PositiveNumber);
-  app.add_option("--checkpoint-every", o.checkpoint_every, "iterations between checkpoints (0: none)")
+  app.add_option("--checkpoint-every", o.checkpoint_every,
+                 "iterations between checkpoints (0: none)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--bytes", o.bytes, "base size of each region in bytes")->check(CLI::PositiveNumber);
+  app.add_option("--bytes", o.bytes, "base size of each region in bytes")
+      ->check(CLI::PositiveNumber);
   app.add_option("--regions", o.regions, "workspace regions per rank")->check(CLI::Range(1, 16));
   app.add_option("--crash-at", o.crash_at, "iteration after which --crash-rank kills itself");
   app.add_option("--crash-rank", o.crash_rank, "rank that crashes at --crash-at");

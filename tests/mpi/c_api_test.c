@@ -8,16 +8,16 @@
 
 static int failures = 0;
 
-#define CHECK(cond)                                                           \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, \
-              __LINE__, #cond, skt_last_error());                             \
-      ++failures;                                                             \
-    }                                                                         \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              skt_last_error());                                                               \
+      ++failures;                                                                              \
+    }                                                                                          \
   } while (0)
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -27,15 +27,15 @@ int main(int argc, char **argv) {
   setenv("SKT_GROUP_SIZE", "2", 1);
 
   CHECK(skt_init(MPI_COMM_WORLD, NULL, NULL) == SKT_ERR_ARG);
-  skt_context *ctx = NULL;
+  skt_context* ctx = NULL;
   CHECK(skt_init(MPI_COMM_WORLD, NULL, &ctx) == SKT_OK);
   CHECK(skt_malloc(0) == NULL);
-  double *a = (double *)skt_malloc(1000 * sizeof(double));
+  double* a = (double*)skt_malloc(1000 * sizeof(double));
   CHECK(a != NULL);
-  int *scratch = (int *)skt_malloc(64);
+  int* scratch = (int*)skt_malloc(64);
   CHECK(scratch != NULL);
   skt_free(scratch); /* before recovery: gone for good */
-  void *grid = NULL;
+  void* grid = NULL;
   CHECK(skt_alloc(ctx, "grid", 4096 + 17 * (size_t)rank, &grid) == SKT_OK);
   CHECK(skt_alloc(ctx, "grid", 100, &grid) == SKT_ERR_ARG);
   CHECK(strstr(skt_last_error(), "already allocated") != NULL);
@@ -49,10 +49,11 @@ int main(int argc, char **argv) {
   CHECK(skt_recover(ctx, &epoch) == SKT_OK);
   CHECK(epoch == 0);
   CHECK(skt_recover(ctx, &epoch) == SKT_ERR_STATE);
-  void *late = NULL;
+  void* late = NULL;
   CHECK(skt_alloc(ctx, "late", 100, &late) == SKT_ERR_STATE);
   CHECK(strstr(skt_last_error(), "before recovering") != NULL);
-  for (int i = 0; i < 1000; ++i) a[i] = i * 0.5 + rank;
+  for (int i = 0; i < 1000; ++i)
+    a[i] = i * 0.5 + rank;
   CHECK(skt_checkpoint(ctx) == SKT_OK);
   CHECK(skt_checkpoint(ctx) == SKT_OK);
 

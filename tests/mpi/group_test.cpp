@@ -27,7 +27,8 @@ struct Aligned {
 Bytes member_stream(int member, std::size_t base, unsigned seed) {
   std::mt19937_64 rng(seed * 1000003u + static_cast<unsigned>(member));
   Bytes out(base + static_cast<std::size_t>(member) * 1237u + (member % 3 == 0 ? 0 : 17));
-  for (auto& b : out) b = static_cast<std::byte>(rng());
+  for (auto& b : out)
+    b = static_cast<std::byte>(rng());
   return out;
 }
 

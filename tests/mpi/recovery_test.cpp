@@ -43,8 +43,10 @@ struct Program {
     ctx.protect("counter", counter);
   }
   void fill(int rank, int version) {
-    for (std::size_t i = 0; i < a.size(); ++i) a[i] = pattern(rank, version, i);
-    for (std::size_t i = 0; i < b.size(); ++i) b[i] = pattern(rank, version + 100, i);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      a[i] = pattern(rank, version, i);
+    for (std::size_t i = 0; i < b.size(); ++i)
+      b[i] = pattern(rank, version + 100, i);
     counter = version;
   }
   bool regions_hold(int rank, int version) const {
@@ -61,7 +63,9 @@ struct Program {
   }
 };
 
-void use_node(const std::string& node) { setenv("SKT_NODE", node.c_str(), 1); }
+void use_node(const std::string& node) {
+  setenv("SKT_NODE", node.c_str(), 1);
+}
 
 void destroy_memory(const std::string& job, int rank) {
   for (const auto& s : skt::list_own_segments()) {

@@ -14,7 +14,8 @@ namespace {
 std::vector<std::byte> random_bytes(std::size_t n, unsigned seed) {
   std::mt19937 rng(seed);
   std::vector<std::byte> v(n);
-  for (auto& b : v) b = static_cast<std::byte>(rng());
+  for (auto& b : v)
+    b = static_cast<std::byte>(rng());
   return v;
 }
 
@@ -54,7 +55,8 @@ TEST(Reference, RebuildsEveryLostMemberFromTheOthers) {
     std::vector<Bytes> streams;
     std::uint64_t longest = 0;
     for (int m = 0; m < g; ++m) {
-      streams.push_back(random_bytes(500 + 37 * static_cast<std::size_t>(m), static_cast<unsigned>(m)));
+      streams.push_back(
+          random_bytes(500 + 37 * static_cast<std::size_t>(m), static_cast<unsigned>(m)));
       longest = std::max<std::uint64_t>(longest, (streams.back().size() + chunk - 1) / chunk);
     }
     const auto geo = StripeGeometry::plan(g, 1, chunk, longest);
@@ -63,8 +65,10 @@ TEST(Reference, RebuildsEveryLostMemberFromTheOthers) {
     for (int lost = 0; lost < g; ++lost) {
       auto s = streams;
       auto p = parities;
-      std::fill(s[static_cast<std::size_t>(lost)].begin(), s[static_cast<std::size_t>(lost)].end(), std::byte{0x77});
-      std::fill(p[static_cast<std::size_t>(lost)].begin(), p[static_cast<std::size_t>(lost)].end(), std::byte{0x77});
+      std::fill(s[static_cast<std::size_t>(lost)].begin(), s[static_cast<std::size_t>(lost)].end(),
+                std::byte{0x77});
+      std::fill(p[static_cast<std::size_t>(lost)].begin(), p[static_cast<std::size_t>(lost)].end(),
+                std::byte{0x77});
       const std::vector<int> lost_set{lost};
       reference_rebuild(geo, *codec, lost_set, s, p);
       EXPECT_EQ(s, streams) << "group " << g << " lost " << lost;

@@ -9,13 +9,15 @@ namespace {
 // 8 ranks on 8 nodes, groups {0,2,4,6} and {1,3,5,7}.
 GroupPlan two_groups() {
   std::vector<std::string> d;
-  for (int r = 0; r < 8; ++r) d.push_back(fmt::format("n{}", r));
+  for (int r = 0; r < 8; ++r)
+    d.push_back(fmt::format("n{}", r));
   return plan_groups(d, 4, 2);
 }
 
 std::vector<std::string> nodes() {
   std::vector<std::string> d;
-  for (int r = 0; r < 8; ++r) d.push_back(fmt::format("n{}", r));
+  for (int r = 0; r < 8; ++r)
+    d.push_back(fmt::format("n{}", r));
   return d;
 }
 
@@ -47,8 +49,9 @@ TEST(Decision, LostNodeMidComputationRebuildsFromTheCommittedCopy) {
 
 TEST(Decision, CrashMidFlushFinishesTheFlushFromTheWorkspace) {
   auto f = steady(5);
-  for (auto& r : f) r.state = ControlState{6, 6, 6, 5};  // the others committed 6
-  f[3].state = ControlState{5, 6, 6, 5};                 // rank 3 died flushing
+  for (auto& r : f)
+    r.state = ControlState{6, 6, 6, 5};   // the others committed 6
+  f[3].state = ControlState{5, 6, 6, 5};  // rank 3 died flushing
   const auto d = decide_recovery(f, two_groups(), 1, nodes());
   EXPECT_EQ(d.source, RecoverySource::workspace);
   EXPECT_EQ(d.epoch, 6);
@@ -57,8 +60,9 @@ TEST(Decision, CrashMidFlushFinishesTheFlushFromTheWorkspace) {
 
 TEST(Decision, EncodedButNotAgreedRollsBack) {
   auto f = steady(5);
-  for (auto& r : f) r.state = ControlState{5, 6, 5, 5};  // D complete, agreement not seen
-  f[2] = RankFinding{};                                  // rank 2 lost during the agreement
+  for (auto& r : f)
+    r.state = ControlState{5, 6, 5, 5};  // D complete, agreement not seen
+  f[2] = RankFinding{};                  // rank 2 lost during the agreement
   const auto d = decide_recovery(f, two_groups(), 1, nodes());
   EXPECT_EQ(d.source, RecoverySource::committed);
   EXPECT_EQ(d.epoch, 5);
@@ -67,7 +71,8 @@ TEST(Decision, EncodedButNotAgreedRollsBack) {
 
 TEST(Decision, LostFlusherWhoseAgreementNobodyRecordedRollsBack) {
   auto f = steady(5);
-  for (auto& r : f) r.state = ControlState{5, 6, 5, 5};
+  for (auto& r : f)
+    r.state = ControlState{5, 6, 5, 5};
   f[4] = RankFinding{};  // the only rank that had seen the agreement, and had begun flushing
   const auto d = decide_recovery(f, two_groups(), 1, nodes());
   EXPECT_EQ(d.source, RecoverySource::committed);
@@ -76,7 +81,8 @@ TEST(Decision, LostFlusherWhoseAgreementNobodyRecordedRollsBack) {
 
 TEST(Decision, AgreementSeenAndNodeLostUsesTheWorkspace) {
   auto f = steady(5);
-  for (auto& r : f) r.state = ControlState{5, 6, 5, 5};
+  for (auto& r : f)
+    r.state = ControlState{5, 6, 5, 5};
   f[0].state = ControlState{6, 6, 6, 5};  // finished its flush
   f[1].state = ControlState{5, 6, 6, 5};  // saw the agreement
   f[6] = RankFinding{};
@@ -117,7 +123,8 @@ TEST(Decision, LeftoverFromAnEarlierIncarnationIsTreatedAsLost) {
 
 TEST(Decision, ResumedRankCannotServeTheWorkspaceSource) {
   auto f = steady(5);
-  for (auto& r : f) r.state = ControlState{5, 6, 6, 5};
+  for (auto& r : f)
+    r.state = ControlState{5, 6, 6, 5};
   f[0].state = ControlState{6, 6, 6, 6};  // impossible in practice, but must not be trusted
   f[2] = RankFinding{};
   const auto d = decide_recovery(f, two_groups(), 1, nodes());
@@ -126,7 +133,8 @@ TEST(Decision, ResumedRankCannotServeTheWorkspaceSource) {
 
 TEST(Decision, InterruptedRollbackIsRedone) {
   auto f = steady(5);
-  for (auto& r : f) r.state = ControlState{5, 5, 5, -1};
+  for (auto& r : f)
+    r.state = ControlState{5, 5, 5, -1};
   f[2].state = ControlState{5, -1, 5, -1};  // killed while copying B back into W
   f[5].state = ControlState{5, -1, 5, 5};
   const auto d = decide_recovery(f, two_groups(), 1, nodes());

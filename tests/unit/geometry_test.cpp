@@ -66,7 +66,8 @@ TEST_P(Geometry, ContiguousChunksSpreadOverEveryOtherMember) {
     for (std::uint64_t start = 0; start + static_cast<std::uint64_t>(g - m) <= 100; start += 7) {
       std::set<int> holders;
       for (int k = 0; k < g - m; ++k) {
-        holders.insert(geo.holder(geo.row_of_chunk(member, start + static_cast<std::uint64_t>(k)), 0));
+        holders.insert(
+            geo.holder(geo.row_of_chunk(member, start + static_cast<std::uint64_t>(k)), 0));
       }
       EXPECT_EQ(static_cast<int>(holders.size()), g - m);
       EXPECT_EQ(holders.count(member), 0u);

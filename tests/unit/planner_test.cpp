@@ -36,7 +36,8 @@ void expect_valid(const GroupPlan& plan, const std::vector<std::string>& domains
 
 TEST(Planner, BalancedOneRankPerNode) {
   std::vector<std::string> d;
-  for (int r = 0; r < 8; ++r) d.push_back(fmt::format("n{}", r));
+  for (int r = 0; r < 8; ++r)
+    d.push_back(fmt::format("n{}", r));
   const auto plan = plan_groups(d, 4, 2);
   EXPECT_EQ(plan.groups(), 2);
   expect_valid(plan, d);
@@ -45,11 +46,13 @@ TEST(Planner, BalancedOneRankPerNode) {
 TEST(Planner, SeveralRanksPerNodeGoToDifferentGroups) {
   std::vector<std::string> d;
   for (int node = 0; node < 4; ++node) {
-    for (int k = 0; k < 4; ++k) d.push_back(fmt::format("node{}", node));
+    for (int k = 0; k < 4; ++k)
+      d.push_back(fmt::format("node{}", node));
   }
   const auto plan = plan_groups(d, 4, 2);
   EXPECT_EQ(plan.groups(), 4);
-  for (const auto& members : plan.members) EXPECT_EQ(members.size(), 4u);
+  for (const auto& members : plan.members)
+    EXPECT_EQ(members.size(), 4u);
   expect_valid(plan, d);
 }
 
@@ -96,7 +99,8 @@ TEST(Planner, RandomAssignmentsAreValidWheneverPossible) {
       ++count[d.back()];
     }
     int widest = 0;
-    for (const auto& [_, c] : count) widest = std::max(widest, c);
+    for (const auto& [_, c] : count)
+      widest = std::max(widest, c);
     const int groups = (n + g - 1) / g;
     if (widest <= groups && n / groups >= 2) {
       expect_valid(plan_groups(d, g, 2), d);

@@ -17,7 +17,10 @@ namespace {
 
 SegmentIdentity identity_for(const std::string& job, int rank, const std::string& name = "grid") {
   return SegmentIdentity{static_cast<std::uint32_t>(geteuid()),
-                         job + "-" + std::to_string(getpid()), "n1", rank, SegmentKind::region,
+                         job + "-" + std::to_string(getpid()),
+                         "n1",
+                         rank,
+                         SegmentKind::region,
                          name};
 }
 
@@ -143,7 +146,9 @@ TEST(Segment, KernelRefusalNamesTheLimit) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), SKT_ERR_SHM);
     const std::string m = e.what();
-    EXPECT_TRUE(m.find("kernel.shm") != std::string::npos || m.find("out of memory") != std::string::npos) << m;
+    EXPECT_TRUE(m.find("kernel.shm") != std::string::npos ||
+                m.find("out of memory") != std::string::npos)
+        << m;
   }
 }
 

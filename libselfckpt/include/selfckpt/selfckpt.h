@@ -56,57 +56,57 @@ typedef struct skt_context skt_context;
 /* Collective over comm. config_path may be NULL: defaults, then the file named by SKT_CONFIG if
  * set, then SKT_* environment variables. The first context initialised becomes the default one
  * used by skt_malloc. */
-int skt_init(MPI_Comm comm, const char *config_path, skt_context **ctx);
+int skt_init(MPI_Comm comm, const char* config_path, skt_context** ctx);
 
 /* A workspace region of `bytes` bytes in shared memory, page aligned. Must be called before
  * skt_recover. On a relaunch the same name and size give back the same region. */
-int skt_alloc(skt_context *ctx, const char *name, size_t bytes, void **ptr);
+int skt_alloc(skt_context* ctx, const char* name, size_t bytes, void** ptr);
 
 /* A small private region (a loop counter, a few scalars) that is staged into the workspace at each
  * checkpoint and written back by skt_recover. Must be called before skt_recover; the memory must
  * stay valid until skt_finalize. */
-int skt_protect(skt_context *ctx, const char *name, void *ptr, size_t bytes);
+int skt_protect(skt_context* ctx, const char* name, void* ptr, size_t bytes);
 
 /* Collective. Call once, after declaring every region. Sets *epoch to the restored epoch (the
  * number of checkpoints committed), or 0 on a fresh start, in which case regions hold no useful
  * data and protected memory is left as it is. */
-int skt_recover(skt_context *ctx, uint64_t *epoch);
+int skt_recover(skt_context* ctx, uint64_t* epoch);
 
 /* Collective. Commits the workspace and the protected regions as the next epoch. */
-int skt_checkpoint(skt_context *ctx);
+int skt_checkpoint(skt_context* ctx);
 
 /* Collective. discard = 1 removes this job's segments (the run is complete); 0 keeps them so that a
  * relaunch can recover. Frees ctx in both cases. */
-int skt_finalize(skt_context *ctx, int discard);
+int skt_finalize(skt_context* ctx, int discard);
 
 /* The drop-in allocator, on the default context: allocation number k is the region "malloc.k", so
  * a program that allocates in the same order on relaunch gets its regions back. Returns NULL on
  * error (the message is in skt_last_error). skt_free of a pointer that skt_malloc did not return
  * is ignored; after skt_recover, freed regions stay allocated until skt_finalize. */
-void *skt_malloc(size_t bytes);
-void skt_free(void *ptr);
+void* skt_malloc(size_t bytes);
+void skt_free(void* ptr);
 
 /* Sizes and state of a context. */
 typedef struct skt_stats {
-  uint64_t epoch;           /* epoch committed or restored last */
-  int group;                /* this rank's group */
-  int group_size;           /* members of that group */
-  int member;               /* this rank's index in it */
-  size_t workspace_bytes;   /* |W|: regions plus the staged private regions */
-  size_t checkpoint_bytes;  /* |B|: the committed copy */
-  size_t checksum_bytes;    /* |C| (= |D|): this rank's share of its group's checksum */
-  size_t shm_bytes;         /* every shared-memory segment of this rank, headers included */
+  uint64_t epoch;          /* epoch committed or restored last */
+  int group;               /* this rank's group */
+  int group_size;          /* members of that group */
+  int member;              /* this rank's index in it */
+  size_t workspace_bytes;  /* |W|: regions plus the staged private regions */
+  size_t checkpoint_bytes; /* |B|: the committed copy */
+  size_t checksum_bytes;   /* |C| (= |D|): this rank's share of its group's checksum */
+  size_t shm_bytes;        /* every shared-memory segment of this rank, headers included */
   double last_checkpoint_seconds;
   double last_recover_seconds;
 } skt_stats;
 
-int skt_get_stats(const skt_context *ctx, skt_stats *stats);
+int skt_get_stats(const skt_context* ctx, skt_stats* stats);
 
 /* A short fixed description of an error code. */
-const char *skt_strerror(int code);
+const char* skt_strerror(int code);
 
 /* The full message of the calling thread's last failed call ("" if none). */
-const char *skt_last_error(void);
+const char* skt_last_error(void);
 
 /* The process exit code that the restart daemon expects for an error code (DESIGN section 9):
  * 0 for SKT_OK, 2 for usage and configuration errors, 3 for SKT_ERR_UNRECOVERABLE, 1 otherwise. */

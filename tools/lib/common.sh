@@ -1,0 +1,54 @@
+# Shared by tools/check.sh and tools/demo.sh: the Debian packages the project needs, installed
+# only when missing, and the environment MPI runs need here.
+
+SKT_PACKAGES=(
+  g++ meson ninja-build pkg-config python3
+  libopenmpi-dev openmpi-bin
+  libisal-dev libopenblas-dev libscalapack-openmpi-dev
+  libgtest-dev libgmock-dev
+  libcli11-dev libtomlplusplus-dev libfmt-dev libspdlog-dev
+)
+
+skt_say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+# Installs whichever of SKT_PACKAGES (and any extra names given) are missing, saying which.
+skt_ensure_packages() {
+  local missing=() pkg
+  for pkg in "${SKT_PACKAGES[@]}" "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    skt_say "all ${#SKT_PACKAGES[@]} required Debian packages are installed"
+    return 0
+  fi
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo=(sudo)
+    else
+      echo "missing packages: ${missing[*]}; install them as root (apt-get install ${missing[*]})" >&2
+      return 1
+    fi
+  fi
+  skt_say "installing ${#missing[@]} missing Debian package(s): ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# Open MPI refuses to run as root without these; tests run more ranks than cores.
+skt_mpi_environment() {
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1
+  export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+}
+
+skt_build() {
+  local source=$1 build=$2
+  if [ ! -f "$build/build.ninja" ]; then
+    meson setup "$build" "$source" --buildtype=release
+  fi
+  meson compile -C "$build"
+}
