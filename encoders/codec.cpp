@@ -117,28 +117,21 @@ class ReferenceXorCodec final : public XorCodecBase {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_codec(Scheme scheme, int group_size, int parity) {
-  switch (scheme) {
-    case Scheme::xor_parity:
-      return std::make_unique<XorCodec>(group_size, parity);
-    case Scheme::sum:
-    case Scheme::reed_solomon:
-      break;
-  }
+namespace {
+template <class Xor>
+std::unique_ptr<Codec> build(Scheme scheme, int group_size, int parity) {
+  if (scheme == Scheme::xor_parity) return std::make_unique<Xor>(group_size, parity);
   throw std::invalid_argument("scheme '" + std::string(scheme_name(scheme)) +
                               "' is not available in this build");
 }
+}  // namespace
+
+std::unique_ptr<Codec> make_codec(Scheme scheme, int group_size, int parity) {
+  return build<XorCodec>(scheme, group_size, parity);
+}
 
 std::unique_ptr<Codec> make_reference_codec(Scheme scheme, int group_size, int parity) {
-  switch (scheme) {
-    case Scheme::xor_parity:
-      return std::make_unique<ReferenceXorCodec>(group_size, parity);
-    case Scheme::sum:
-    case Scheme::reed_solomon:
-      break;
-  }
-  throw std::invalid_argument("scheme '" + std::string(scheme_name(scheme)) +
-                              "' is not available in this build");
+  return build<ReferenceXorCodec>(scheme, group_size, parity);
 }
 
 }  // namespace skt::enc

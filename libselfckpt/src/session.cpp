@@ -204,13 +204,7 @@ Segment Session::open_region(const std::string& name, std::size_t bytes, Segment
     if (result.segment) {
       check_not_stale(id, true);
       const SegmentHeader& h = result.segment->header();
-      if (h.nranks != nranks_) {
-        throw Error(SKT_ERR_MISMATCH,
-                    fmt::format("the checkpoint of job '{}' was written by {} ranks, this run has "
-                                "{}; relaunch with the same number of ranks or remove the job's "
-                                "segments (skt-shm clean --job {})",
-                                config_.job, h.nranks, nranks_, config_.job));
-      }
+      check_job_shape(h);
       if (h.data_bytes != bytes) {
         throw Error(SKT_ERR_MISMATCH,
                     fmt::format("{} '{}' has {} bytes in the checkpoint of job '{}' but {} now; a "
@@ -230,18 +224,32 @@ Segment Session::open_region(const std::string& name, std::size_t bytes, Segment
   return Segment::create(header, config_.huge_pages);
 }
 
-void* Session::alloc(const std::string& name, std::size_t bytes) {
+void Session::check_declaration(const char* call, const std::string& name) const {
   if (recovered_) {
     throw Error(SKT_ERR_STATE,
-                fmt::format("skt_alloc('{}') after skt_recover: declare every region before "
-                            "recovering; the set of regions is fixed from then on",
-                            name));
+                fmt::format("{}('{}') after skt_recover: declare every region and protected object "
+                            "before recovering; the set is fixed from then on",
+                            call, name));
   }
   if (!valid_name(name)) {
-    throw Error(SKT_ERR_ARG, fmt::format("region name '{}' is not 1 to 63 of A-Z a-z 0-9 . _ - "
+    throw Error(SKT_ERR_ARG, fmt::format("{}: name '{}' is not 1 to 63 of A-Z a-z 0-9 . _ - "
                                          "starting with a letter or digit",
-                                         name));
+                                         call, name));
   }
+}
+
+void Session::check_job_shape(const SegmentHeader& header) const {
+  if (header.nranks != nranks_) {
+    throw Error(SKT_ERR_MISMATCH,
+                fmt::format("the checkpoint of job '{}' was written by {} ranks, this run has {}; "
+                            "relaunch with the same number of ranks or remove the job's segments "
+                            "(skt-shm clean --job {})",
+                            config_.job, header.nranks, nranks_, config_.job));
+  }
+}
+
+void* Session::alloc(const std::string& name, std::size_t bytes) {
+  check_declaration("skt_alloc", name);
   if (bytes == 0) throw Error(SKT_ERR_ARG, fmt::format("region '{}' has zero bytes", name));
   if (std::any_of(regions_.begin(), regions_.end(),
                   [&](const WorkRegion& r) { return r.name == name; })) {
@@ -258,17 +266,7 @@ void* Session::alloc(const std::string& name, std::size_t bytes) {
 }
 
 void Session::protect(const std::string& name, void* ptr, std::size_t bytes) {
-  if (recovered_) {
-    throw Error(SKT_ERR_STATE,
-                fmt::format("skt_protect('{}') after skt_recover: register private regions "
-                            "before recovering",
-                            name));
-  }
-  if (!valid_name(name)) {
-    throw Error(SKT_ERR_ARG, fmt::format("private region name '{}' is not 1 to 63 of A-Z a-z 0-9 "
-                                         ". _ - starting with a letter or digit",
-                                         name));
-  }
+  check_declaration("skt_protect", name);
   if (ptr == nullptr || bytes == 0) {
     throw Error(SKT_ERR_ARG, fmt::format("private region '{}' needs a pointer and a size", name));
   }
@@ -332,13 +330,7 @@ Session::Finding Session::inspect_local_state() {
   check_not_stale(id, true);
   checkpoint_ = std::move(*result.segment);
   const SegmentHeader& header = checkpoint_.header();
-  if (header.nranks != nranks_) {
-    throw Error(SKT_ERR_MISMATCH,
-                fmt::format("the checkpoint of job '{}' was written by {} ranks, this run has {}; "
-                            "relaunch with the same number of ranks or remove the job's segments "
-                            "(skt-shm clean --job {})",
-                            config_.job, header.nranks, nranks_, config_.job));
-  }
+  check_job_shape(header);
   CheckpointInfo info;
   if (!decode_checkpoint_info(checkpoint_.base(), &info)) {
     log_->warn("this rank's checkpoint description is corrupted (CRC mismatch): treated as lost");
@@ -707,6 +699,10 @@ std::uint64_t Session::recover() {
   }
   if (decision.source == RecoverySource::fresh) {
     plan = plan_groups(nodes_, config_.group_size, config_.parity + 1);
+    if (config_.restart.value_or(0) > 0 && rank_ == 0) {
+      log_->warn("SKT_RESTART={} but job '{}' has no committed checkpoint: starting afresh",
+                 *config_.restart, config_.job);
+    }
   }
   // Members of a group should still sit on distinct nodes (a replacement takes over its
   // predecessor's place); if not, the next failure of that node would take two.
@@ -794,8 +790,10 @@ void Session::checkpoint() {
 }
 
 void Session::finalize(bool discard) {
+  // Segments of an ephemeral job can never be found again, so they go in any case; only a
+  // requested discard waits for every rank, since a rank that has not finished may still need them.
+  if (discard) SKT_MPI(MPI_Barrier(comm_.get()));
   if (discard || ephemeral_job_) {
-    SKT_MPI(MPI_Barrier(comm_.get()));
     for (auto& r : regions_)
       r.segment.remove();
     if (stage_) stage_.remove();

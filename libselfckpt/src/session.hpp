@@ -63,6 +63,8 @@ class Session {
   // naming the first rank that failed.
   void agree(const std::function<void()>& step);
   void require_recovered(const char* call) const;
+  void check_declaration(const char* call, const std::string& name) const;
+  void check_job_shape(const SegmentHeader& header) const;
 
   SegmentIdentity identity(SegmentKind kind, const std::string& name) const;
   void check_not_stale(const SegmentIdentity& id, bool found) const;

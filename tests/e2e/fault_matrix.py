@@ -89,18 +89,7 @@ def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     shapes = [(2, 4), (4, 8)] if options.quick else SHAPES
-    references = {}
-    for _, nranks in shapes:
-        if nranks in references:
-            continue
-        job = cluster.new_job("fmref")
-        run = cluster.launch([f"n{r}" for r in range(nranks)], APP_ARGS,
-                             {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0"})
-        cluster.clean(job)
-        if run.code != 0 or not run.result:
-            print(f"reference run on {nranks} ranks failed: {run.describe()}", file=sys.stderr)
-            return 1
-        references[nranks] = run.result
+    references = {n: cluster.reference(n, APP_ARGS) for n in {n for _, n in shapes}}
 
     counts = {"exact": 0, "wrong": 0, "hung": 0}
     failures = []

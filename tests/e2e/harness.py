@@ -76,6 +76,18 @@ class Cluster:
             out, err = process.communicate()
             return Run(-1, out, err)
 
+    def reference(self, nranks, args, group_size=2):
+        """RESULT of a run without faults on `nranks` fresh nodes."""
+        job = self.new_job("ref")
+        try:
+            run = self.launch([f"n{r}" for r in range(nranks)], args,
+                              {"SKT_JOB": job, "SKT_GROUP_SIZE": str(group_size), "SKT_RESTART": "0"})
+        finally:
+            self.clean(job)
+        if run.code != 0 or not run.result:
+            raise RuntimeError(f"reference run on {nranks} ranks failed: {run.describe()}")
+        return run.result
+
     def shm_tool(self, *args):
         done = subprocess.run([self.shm, *args], capture_output=True, text=True, check=True)
         return done.stdout

@@ -79,10 +79,7 @@ def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     checks = Checks()
-    job = cluster.new_job("ref")
-    reference = cluster.launch([f"n{r}" for r in range(4)], APP_ARGS,
-                               {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}).result
-    cluster.clean(job)
+    reference = cluster.reference(4, APP_ARGS)
     another_job_is_left_alone(cluster, checks, reference)
     refused_relaunches_change_nothing(cluster, checks, reference)
     configuration_errors(cluster, checks)

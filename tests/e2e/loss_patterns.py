@@ -94,12 +94,7 @@ def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     checks = Checks()
-    references = {}
-    for n in (4, 8):
-        job = cluster.new_job("ref")
-        run = cluster.launch([f"n{r}" for r in range(n)], APP_ARGS, {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"})
-        cluster.clean(job)
-        references[n] = run.result
+    references = {n: cluster.reference(n, APP_ARGS) for n in (4, 8)}
     two_losses_in_one_group(cluster, checks, references[4], 2, 4, [1, 3])
     two_losses_in_one_group(cluster, checks, references[8], 4, 8, [3, 5])
     one_loss_per_group(cluster, checks, references[4])
