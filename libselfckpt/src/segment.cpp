@@ -138,19 +138,31 @@ Segment Segment::create(SegmentHeader header, bool huge_pages) {
                           header.identity.rank));
 }
 
-std::optional<Segment> Segment::attach(int shmid, bool read_only) {
-  shmid_ds ds{};
-  if (shmctl(shmid, IPC_STAT, &ds) != 0 || !owned_by_caller(ds) || ds.shm_segsz < kHeaderBytes) {
+std::optional<Segment> Segment::attach(int shmid, bool read_only, std::string* why) {
+  auto refuse = [&](std::string reason) -> std::optional<Segment> {
+    if (why != nullptr) *why = std::move(reason);
     return std::nullopt;
+  };
+  shmid_ds ds{};
+  if (shmctl(shmid, IPC_STAT, &ds) != 0) return refuse(std::strerror(errno));
+  if (!owned_by_caller(ds)) {
+    return refuse(
+        fmt::format("owned by uid {} with mode {:o}", ds.shm_perm.uid, ds.shm_perm.mode & 0777));
   }
+  if (ds.shm_segsz < kHeaderBytes) return refuse("smaller than a selfckpt header");
   void* p = shmat(shmid, nullptr, read_only ? SHM_RDONLY : 0);
-  if (p == reinterpret_cast<void*>(-1)) return std::nullopt;
+  if (p == reinterpret_cast<void*>(-1)) return refuse(std::strerror(errno));
   Segment s;
   s.id_ = shmid;
   s.base_ = static_cast<std::byte*>(p);
-  if (decode_header(s.base_, ds.shm_segsz, &s.header_) != HeaderStatus::ok ||
-      s.header_.segment_bytes != ds.shm_segsz || s.header_.identity.uid != geteuid()) {
-    return std::nullopt;
+  const HeaderStatus status = decode_header(s.base_, ds.shm_segsz, &s.header_);
+  if (status != HeaderStatus::ok) return refuse(header_status_text(status));
+  if (s.header_.segment_bytes != ds.shm_segsz) {
+    return refuse(fmt::format("its header says {} bytes but the segment has {}",
+                              s.header_.segment_bytes, ds.shm_segsz));
+  }
+  if (s.header_.identity.uid != geteuid()) {
+    return refuse(fmt::format("its header names uid {}", s.header_.identity.uid));
   }
   return s;
 }
@@ -170,9 +182,11 @@ FindResult find_segment(const SegmentIdentity& identity) {
     }
     // Look before touching: a read-only attach shows the header, and only a segment whose header
     // names exactly this identity is attached for writing.
-    auto look = Segment::attach(id, true);
+    std::string why;
+    auto look = Segment::attach(id, true, &why);
     if (!look) {
-      result.skipped.push_back(fmt::format("key {:#x} holds no valid selfckpt header", key));
+      result.skipped.push_back(
+          fmt::format("key {:#x} holds no valid selfckpt segment: {}", key, why));
       continue;
     }
     if (!same_identity(look->header().identity, identity)) {

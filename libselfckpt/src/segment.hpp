@@ -35,8 +35,8 @@ class Segment {
   static Segment create(SegmentHeader header, bool huge_pages);
 
   // Attaches an existing segment by id after checking it; nothing is written. Returns nothing if
-  // it is not a valid segment of the calling user.
-  static std::optional<Segment> attach(int shmid, bool read_only);
+  // it is not a valid segment of the calling user, and then says why in *why (if given).
+  static std::optional<Segment> attach(int shmid, bool read_only, std::string* why = nullptr);
 
   std::byte* base() const noexcept { return base_; }
   std::byte* data() const noexcept { return base_ + kHeaderBytes; }
