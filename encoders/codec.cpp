@@ -1,12 +1,9 @@
 #include "encoders/codec.hpp"
 
-#include <isa-l.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <cstring>
 #include <stdexcept>
 #include <string>
+
+#include "encoders/codecs.hpp"
 
 namespace skt::enc {
 
@@ -29,109 +26,50 @@ std::optional<Scheme> parse_scheme(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-bool scheme_available(Scheme scheme) noexcept {
-  return scheme == Scheme::xor_parity;
-}
-
 int tolerance(Scheme /*scheme*/, int parity) noexcept {
   return parity;
 }
 
-namespace {
-
-// XOR parity: every coefficient is 1, a lost item is the XOR of all the others in its row.
-class XorCodecBase : public Codec {
- public:
-  XorCodecBase(int group_size, int parity) : Codec(Scheme::xor_parity, group_size, parity) {
-    if (parity != 1) {
-      throw std::invalid_argument("xor keeps exactly one parity chunk per row, not " +
-                                  std::to_string(parity));
-    }
-    if (group_size < 2) {
-      throw std::invalid_argument("xor needs a group of at least 2 members, not " +
-                                  std::to_string(group_size));
-    }
+void check_shape(Scheme scheme, int group_size, int parity) {
+  const std::string name(scheme_name(scheme));
+  if (scheme != Scheme::reed_solomon && parity != 1) {
+    throw std::invalid_argument(name + " keeps exactly one parity chunk per row, not " +
+                                std::to_string(parity));
   }
-
-  Coef encode_coef(int /*slot*/, int /*data_position*/) const override { return identity; }
-
-  std::vector<Coef> rebuild_coefs(int /*residue*/, std::span<const int> lost,
-                                  int target) const override {
-    if (lost.size() != 1 || lost[0] != target) {
-      throw std::invalid_argument("xor rebuilds one lost member per group, " +
-                                  std::to_string(lost.size()) + " were lost");
-    }
-    std::vector<Coef> coefs(static_cast<std::size_t>(group_size()), identity);
-    coefs[static_cast<std::size_t>(target)] = 0;
-    return coefs;
+  if (parity < 1 || group_size < parity + 1) {
+    throw std::invalid_argument(
+        name + " with " + std::to_string(parity) + " parity chunk(s) needs a group of at least " +
+        std::to_string(parity + 1) + " members, not " + std::to_string(group_size));
   }
-
-  void scale(std::byte* out, const std::byte* src, std::size_t bytes, Coef c) const override {
-    if (c == 0) {
-      std::memset(out, 0, bytes);
-    } else {
-      std::memcpy(out, src, bytes);
-    }
+  if (scheme == Scheme::reed_solomon && group_size > 255) {
+    throw std::invalid_argument("rs over GF(2^8) supports groups of at most 255 members");
   }
-};
-
-class XorCodec final : public XorCodecBase {
- public:
-  using XorCodecBase::XorCodecBase;
-
-  void combine(std::byte* out, const std::byte* acc, const std::byte* src, std::size_t bytes,
-               Coef c) const override {
-    if (c == 0) {
-      if (out != acc) std::memcpy(out, acc, bytes);
-      return;
-    }
-    constexpr std::size_t kLimit = 1u << 30;  // ISA-L takes an int length
-    for (std::size_t done = 0; done < bytes; done += kLimit) {
-      const auto len = static_cast<int>(std::min(kLimit, bytes - done));
-      void* vectors[3] = {const_cast<std::byte*>(acc + done), const_cast<std::byte*>(src + done),
-                          out + done};
-      const bool aligned = std::all_of(std::begin(vectors), std::end(vectors), [](void* p) {
-        return reinterpret_cast<std::uintptr_t>(p) % 32 == 0;
-      });
-      // The vector kernels need 32-byte alignment; every buffer of the library is aligned, so the
-      // portable ISA-L kernel only serves callers with odd pointers.
-      if (aligned) {
-        xor_gen(3, len, vectors);
-      } else {
-        xor_gen_base(3, len, vectors);
-      }
-    }
-  }
-};
-
-class ReferenceXorCodec final : public XorCodecBase {
- public:
-  using XorCodecBase::XorCodecBase;
-
-  void combine(std::byte* out, const std::byte* acc, const std::byte* src, std::size_t bytes,
-               Coef c) const override {
-    for (std::size_t i = 0; i < bytes; ++i)
-      out[i] = c == 0 ? acc[i] : (acc[i] ^ src[i]);
-  }
-};
-
-}  // namespace
-
-namespace {
-template <class Xor>
-std::unique_ptr<Codec> build(Scheme scheme, int group_size, int parity) {
-  if (scheme == Scheme::xor_parity) return std::make_unique<Xor>(group_size, parity);
-  throw std::invalid_argument("scheme '" + std::string(scheme_name(scheme)) +
-                              "' is not available in this build");
 }
-}  // namespace
 
 std::unique_ptr<Codec> make_codec(Scheme scheme, int group_size, int parity) {
-  return build<XorCodec>(scheme, group_size, parity);
+  check_shape(scheme, group_size, parity);
+  switch (scheme) {
+    case Scheme::xor_parity:
+      return make_xor_codec(group_size, false);
+    case Scheme::sum:
+      return make_sum_codec(group_size, false);
+    case Scheme::reed_solomon:
+      return make_rs_codec(group_size, parity, false);
+  }
+  throw std::invalid_argument("unknown scheme");
 }
 
 std::unique_ptr<Codec> make_reference_codec(Scheme scheme, int group_size, int parity) {
-  return build<ReferenceXorCodec>(scheme, group_size, parity);
+  check_shape(scheme, group_size, parity);
+  switch (scheme) {
+    case Scheme::xor_parity:
+      return make_xor_codec(group_size, true);
+    case Scheme::sum:
+      return make_sum_codec(group_size, true);
+    case Scheme::reed_solomon:
+      return make_rs_codec(group_size, parity, true);
+  }
+  throw std::invalid_argument("unknown scheme");
 }
 
 }  // namespace skt::enc

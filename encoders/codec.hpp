@@ -18,8 +18,10 @@ enum class Scheme { xor_parity, sum, reed_solomon };
 std::string_view scheme_name(Scheme scheme) noexcept;
 std::optional<Scheme> parse_scheme(std::string_view name) noexcept;
 
-// A coefficient of the code: a GF(2^8) element for xor (always 1) and rs.
+// A coefficient of the code: a GF(2^8) element for xor (always 1) and rs; for sum, 1 stands for
+// +1 and kMinusOne for -1. Zero always means "no contribution".
 using Coef = std::uint8_t;
+inline constexpr Coef kMinusOne = 0xff;
 
 class Codec {
  public:
@@ -49,6 +51,15 @@ class Codec {
   // out = acc + c·src, where + is the scheme's addition
   virtual void combine(std::byte* out, const std::byte* acc, const std::byte* src,
                        std::size_t bytes, Coef c) const = 0;
+  // out = acc + c·(x - y): the change of a contribution since y, for incremental encoding.
+  // Only exact (GF(2^8)) schemes support it.
+  virtual void combine_delta(std::byte* out, const std::byte* acc, const std::byte* x,
+                             const std::byte* y, std::size_t bytes, Coef c) const = 0;
+
+  // Whether a rebuilt item is bit-identical to the lost one (false for sum: rounding).
+  virtual bool exact() const noexcept { return true; }
+  // Byte granularity of the data the scheme can encode (8 for sum's doubles).
+  virtual std::size_t granule() const noexcept { return 1; }
 
  private:
   Scheme scheme_;
@@ -61,8 +72,12 @@ std::unique_ptr<Codec> make_codec(Scheme scheme, int group_size, int parity);
 // The plain reference version of the same code.
 std::unique_ptr<Codec> make_reference_codec(Scheme scheme, int group_size, int parity);
 
-// Whether this build implements a scheme.
-bool scheme_available(Scheme scheme) noexcept;
+// The largest error of a value the sum scheme rebuilds, for a group of `group_size` members whose
+// data values at that position of the row have absolute values summing to `abs_sum`:
+// 3.03 (G - 1) 2^-53 abs_sum. The parity is a recursive sum of G-1 values, and the rebuild a
+// recursive sum of G-1 items, each adding at most (G-2) unit roundoffs relative to the sum of
+// magnitudes (Higham, Accuracy and Stability of Numerical Algorithms, 4.2).
+double sum_rebuild_bound(int group_size, double abs_sum) noexcept;
 
 // How many lost members per group a scheme with `parity` parity chunks per row survives.
 int tolerance(Scheme scheme, int parity) noexcept;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "encoders/codec.hpp"
 #include "encoders/mpi_util.hpp"
 
 namespace skt::enc {
@@ -25,8 +26,8 @@ Exchange::Block Exchange::allocate(std::size_t bytes) {
   return Block(static_cast<std::byte*>(p));
 }
 
-Exchange::Exchange(MPI_Comm comm, std::size_t chunk_bytes, int depth)
-    : comm_(comm), chunk_(chunk_bytes), depth_(depth < 1 ? 1 : depth) {
+Exchange::Exchange(MPI_Comm comm, std::size_t chunk_bytes, int depth, const Codec* codec)
+    : comm_(comm), codec_(codec), chunk_(chunk_bytes), depth_(depth < 1 ? 1 : depth) {
   // At most depth_ buffers wait in each of: sends, stream receives, bounced direct receives; the
   // caller holds at most two more (one taken, one acquired).
   const int count = 3 * depth_ + 2;
@@ -93,7 +94,7 @@ void Exchange::top_up() {
     s.landing = landing;
     s.buffer = -1;
     void* target = landing.data;
-    if (landing.bytes < chunk_) {
+    if (landing.bytes < chunk_ || landing.add != nullptr) {
       if (free_buffers_.empty()) break;
       s.buffer = acquire();
       target = buffer(s.buffer);
@@ -115,7 +116,12 @@ void Exchange::complete(int slot) {
       break;
     case Kind::direct:
       if (s.buffer >= 0) {
-        std::memcpy(s.landing.data, buffer(s.buffer), s.landing.bytes);
+        if (s.landing.add != nullptr) {
+          codec_->combine(s.landing.data, s.landing.add, buffer(s.buffer), s.landing.bytes,
+                          Codec::identity);
+        } else if (s.landing.bytes > 0) {
+          std::memcpy(s.landing.data, buffer(s.buffer), s.landing.bytes);
+        }
         release(s.buffer);
       }
       ++direct_done_;

@@ -18,13 +18,17 @@
 namespace skt::enc {
 
 struct Landing {
-  std::byte* data = nullptr;  // where the chunk goes
-  std::uint32_t bytes = 0;    // how many of its bytes are kept
+  std::byte* data = nullptr;       // where the chunk goes
+  std::uint32_t bytes = 0;         // how many of its bytes are kept
+  const std::byte* add = nullptr;  // if set, data = add + chunk (the codec's addition)
 };
+
+class Codec;
 
 class Exchange {
  public:
-  Exchange(MPI_Comm comm, std::size_t chunk_bytes, int depth);
+  // `codec` adds incoming chunks to Landing::add when a landing asks for it.
+  Exchange(MPI_Comm comm, std::size_t chunk_bytes, int depth, const Codec* codec = nullptr);
   ~Exchange();
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -72,6 +76,7 @@ class Exchange {
   void issue_send(int dest, bool direct, const std::byte* data, int owned);
 
   MPI_Comm comm_;
+  const Codec* codec_;
   std::size_t chunk_;
   int depth_;
   std::vector<Block> buffers_;

@@ -15,11 +15,13 @@ int wrap(int value, int modulus) {
   return ((value % modulus) + modulus) % modulus;
 }
 
-// What one member adds to one item of a row: `bytes` bytes at `data` (the rest zero), times coef.
+// What one member adds to one item of a row: `bytes` bytes at `data` (the rest zero), times coef;
+// with a base, the change coef·(data - base) instead.
 struct Piece {
   const std::byte* data = nullptr;
   std::uint32_t bytes = 0;
   Coef coef = 0;
+  const std::byte* base = nullptr;
 
   bool empty() const noexcept { return data == nullptr || bytes == 0 || coef == 0; }
 };
@@ -30,11 +32,16 @@ void send_piece(Exchange& ex, const Codec& codec, const Piece& piece, std::size_
                 bool direct) {
   if (piece.empty()) {
     ex.send(dest, direct, ex.zeros());
-  } else if (piece.bytes == chunk && piece.coef == Codec::identity) {
+  } else if (piece.bytes == chunk && piece.coef == Codec::identity && piece.base == nullptr) {
     ex.send(dest, direct, piece.data);
   } else {
     const int out = ex.acquire();
-    codec.scale(ex.buffer(out), piece.data, piece.bytes, piece.coef);
+    if (piece.base != nullptr) {
+      codec.combine_delta(ex.buffer(out), ex.zeros(), piece.data, piece.base, piece.bytes,
+                          piece.coef);
+    } else {
+      codec.scale(ex.buffer(out), piece.data, piece.bytes, piece.coef);
+    }
     std::memset(ex.buffer(out) + piece.bytes, 0, chunk - piece.bytes);
     ex.send_buffer(dest, direct, out);
   }
@@ -48,7 +55,12 @@ void forward_piece(Exchange& ex, const Codec& codec, const Piece& piece, std::si
     return;
   }
   const int out = ex.acquire();
-  codec.combine(ex.buffer(out), ex.buffer(incoming), piece.data, piece.bytes, piece.coef);
+  if (piece.base != nullptr) {
+    codec.combine_delta(ex.buffer(out), ex.buffer(incoming), piece.data, piece.base, piece.bytes,
+                        piece.coef);
+  } else {
+    codec.combine(ex.buffer(out), ex.buffer(incoming), piece.data, piece.bytes, piece.coef);
+  }
   if (piece.bytes < chunk) {
     std::memcpy(ex.buffer(out) + piece.bytes, ex.buffer(incoming) + piece.bytes,
                 chunk - piece.bytes);
@@ -63,25 +75,41 @@ void report(const PipelineOptions& options, std::uint64_t done, std::uint64_t to
 
 }  // namespace
 
-void encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
-                  const ChunkList& mine, std::byte* parity, const PipelineOptions& options) {
+std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
+                           const ChunkList& mine, std::byte* parity, const PipelineOptions& options,
+                           const Incremental* incremental) {
   const int g = geometry.group_size;
-  if (geometry.parity == 0 || g < 2) return;
+  if (geometry.parity == 0 || g < 2) return 0;
   int me = 0;
   SKT_MPI(MPI_Comm_rank(group, &me));
   const int next = wrap(me + 1, g);
   const int prev = wrap(me - 1, g);
-  const std::uint64_t items = geometry.parity_chunks();
   const std::size_t chunk = geometry.chunk_bytes;
+
+  // The parity items of each block that this encoding recomputes: all, or those of dirty rows.
+  std::vector<std::vector<std::uint64_t>> items(static_cast<std::size_t>(g));
+  std::uint64_t longest = 0;
+  for (int block = 0; block < g; ++block) {
+    auto& list = items[static_cast<std::size_t>(block)];
+    for (std::uint64_t index = 0; index < geometry.parity_chunks(); ++index) {
+      if (incremental == nullptr ||
+          (*incremental->dirty_rows)[geometry.parity_row(block, index)] != 0) {
+        list.push_back(index);
+      }
+    }
+    longest = std::max<std::uint64_t>(longest, list.size());
+  }
 
   // My share of parity item `index` of member `block`.
   auto contribution = [&](int block, std::uint64_t index) {
     const std::uint64_t row = geometry.parity_row(block, index);
     const auto position = geometry.chunk_of_row(me, row);
     if (!position || *position >= mine.size()) return Piece{};
+    if (incremental != nullptr && (*incremental->dirty_chunks)[*position] == 0) return Piece{};
     const int slot = static_cast<int>(index % static_cast<std::uint64_t>(geometry.parity));
     return Piece{mine.data[*position], mine.bytes[*position],
-                 codec.encode_coef(slot, geometry.data_position(me, row))};
+                 codec.encode_coef(slot, geometry.data_position(me, row)),
+                 incremental != nullptr ? incremental->base->data[*position] : nullptr};
   };
 
   // Ring reduce-scatter: at step s a member passes on the partial result for block me-s-1 and
@@ -89,21 +117,32 @@ void encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& c
   // its predecessor sends straight into `parity`. Items go in batches of `depth`, step by step
   // within a batch: a successor has the whole batch's first step posted before it consumes
   // anything, so the ring never waits on itself, and transfers of a batch overlap its combining.
-  Exchange ex(group, chunk, options.depth);
-  ex.expect_stream(prev, static_cast<std::uint64_t>(g - 2) * items);
-  ex.expect_direct(prev, items, [&](std::uint64_t index) {
-    return Landing{parity + index * chunk, static_cast<std::uint32_t>(chunk)};
+  Exchange ex(group, chunk, options.depth, &codec);
+  std::uint64_t streamed = 0;
+  for (int step = 1; step < g - 1; ++step) {
+    streamed += items[static_cast<std::size_t>(wrap(me - step - 1, g))].size();
+  }
+  const auto& own = items[static_cast<std::size_t>(me)];
+  ex.expect_stream(prev, streamed);
+  ex.expect_direct(prev, own.size(), [&](std::uint64_t i) {
+    const std::uint64_t offset = own[i] * chunk;
+    return Landing{parity + offset, static_cast<std::uint32_t>(chunk),
+                   incremental != nullptr ? incremental->committed_parity + offset : nullptr};
   });
-  const std::uint64_t total = static_cast<std::uint64_t>(g - 1) * items;
+  std::uint64_t total = 0;
+  for (int step = 0; step < g - 1; ++step) {
+    total += items[static_cast<std::size_t>(wrap(me - step - 1, g))].size();
+  }
   const auto batch = static_cast<std::uint64_t>(std::max(1, options.depth));
   std::uint64_t done = 0;
-  for (std::uint64_t first = 0; first < items; first += batch) {
-    const std::uint64_t end = std::min(items, first + batch);
+  for (std::uint64_t first = 0; first < longest; first += batch) {
     for (int step = 0; step < g - 1; ++step) {
       const int block = wrap(me - step - 1, g);
+      const auto& list = items[static_cast<std::size_t>(block)];
       const bool last = step == g - 2;
-      for (std::uint64_t index = first; index < end; ++index) {
-        const Piece piece = contribution(block, index);
+      const std::uint64_t end = std::min<std::uint64_t>(list.size(), first + batch);
+      for (std::uint64_t at = first; at < end; ++at) {
+        const Piece piece = contribution(block, list[at]);
         if (step == 0) {
           send_piece(ex, codec, piece, chunk, next, last);
         } else {
@@ -114,6 +153,7 @@ void encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& c
     }
   }
   ex.finish();
+  return done;
 }
 
 void rebuild_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,

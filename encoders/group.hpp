@@ -37,11 +37,23 @@ struct PipelineOptions {
   std::function<void(std::uint64_t, std::uint64_t)> progress;
 };
 
+// What an incremental encoding starts from: the committed stream B and its parity C, and what
+// changed since. Rows not marked dirty keep their parity; the others get C + code(W - B).
+struct Incremental {
+  const ChunkList* base = nullptr;                          // B, chunk by chunk like the stream
+  const std::byte* committed_parity = nullptr;              // C, like `parity`
+  const std::vector<std::uint8_t>* dirty_chunks = nullptr;  // this member's changed chunks
+  const std::vector<std::uint8_t>* dirty_rows = nullptr;    // rows to encode; equal on all members
+};
+
 // Collective over `group` (its ranks are the member indices): every member computes its parity
 // chunks of the group's data into `parity` (geometry.parity_bytes() bytes). A ring reduce-scatter
 // pipelined chunk by chunk: each member sends and receives about its own stream's size once.
-void encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
-                  const ChunkList& mine, std::byte* parity, const PipelineOptions& options);
+// With `incremental`, only the dirty rows travel, and only changed chunks are read. Returns how
+// many chunks this member sent.
+std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
+                           const ChunkList& mine, std::byte* parity, const PipelineOptions& options,
+                           const Incremental* incremental = nullptr);
 
 // Collective over `group`: the members in `lost` (sorted) get back their data chunks (written
 // through `mine`, whose pointers say where) and their parity chunks (into `parity`) from the

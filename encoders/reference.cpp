@@ -33,13 +33,21 @@ std::vector<Bytes> reference_encode(const StripeGeometry& geometry, const Codec&
       const std::uint64_t row = geometry.parity_row(block, index);
       const int slot = geometry.parity_slot(block, row);
       Bytes acc(chunk, std::byte{0});
-      for (int member = 0; member < g; ++member) {
+      // In the order the ring adds them (block+1, block+2, ...), so that even a scheme with
+      // rounding gives the same bits.
+      for (int step = 1; step < g; ++step) {
+        const int member = (block + step) % g;
         const auto position = geometry.chunk_of_row(member, row);
-        if (!position) continue;
+        const Coef coef =
+            position ? codec.encode_coef(slot, geometry.data_position(member, row)) : Coef{0};
         const Bytes data =
-            padded_chunk(streams[static_cast<std::size_t>(member)], *position, chunk);
-        codec.combine(acc.data(), acc.data(), data.data(), chunk,
-                      codec.encode_coef(slot, geometry.data_position(member, row)));
+            position ? padded_chunk(streams[static_cast<std::size_t>(member)], *position, chunk)
+                     : Bytes(chunk, std::byte{0});
+        if (step == 1) {
+          codec.scale(acc.data(), data.data(), chunk, coef);
+        } else {
+          codec.combine(acc.data(), acc.data(), data.data(), chunk, coef);
+        }
       }
       std::memcpy(parities[static_cast<std::size_t>(block)].data() + index * chunk, acc.data(),
                   chunk);
@@ -61,6 +69,7 @@ void reference_rebuild(const StripeGeometry& geometry, const Codec& codec,
       const auto coefs =
           codec.rebuild_coefs(static_cast<int>(row % static_cast<std::uint64_t>(g)), lost, target);
       Bytes acc(chunk, std::byte{0});
+      bool first = true;  // survivors in member order, as the rebuild chain adds them
       for (int member = 0; member < g; ++member) {
         if (is_lost(member)) continue;
         const std::size_t m = static_cast<std::size_t>(member);
@@ -70,7 +79,12 @@ void reference_rebuild(const StripeGeometry& geometry, const Codec& codec,
         } else {
           item = padded_chunk(streams[m], *geometry.chunk_of_row(member, row), chunk);
         }
-        codec.combine(acc.data(), acc.data(), item.data(), chunk, coefs[m]);
+        if (first) {
+          codec.scale(acc.data(), item.data(), chunk, coefs[m]);
+        } else {
+          codec.combine(acc.data(), acc.data(), item.data(), chunk, coefs[m]);
+        }
+        first = false;
       }
       if (const auto index = geometry.parity_index(target, row)) {
         std::memcpy(parities[static_cast<std::size_t>(target)].data() + *index * chunk, acc.data(),

@@ -1,6 +1,7 @@
 // The C interface: every call catches, records the message for skt_last_error, and returns a code.
 #include <new>
 #include <string>
+#include <vector>
 
 #include "encoders/mpi_util.hpp"
 #include "libselfckpt/src/session.hpp"
@@ -79,6 +80,29 @@ int skt_recover(skt_context* ctx, uint64_t* epoch) {
 int skt_checkpoint(skt_context* ctx) {
   if (ctx == nullptr) return bad_argument("skt_checkpoint: ctx is NULL");
   return guarded([&] { ctx->impl->checkpoint(); });
+}
+
+int skt_checkpoint_dirty(skt_context* ctx, const skt_range* ranges, size_t count) {
+  if (ctx == nullptr) return bad_argument("skt_checkpoint_dirty: ctx is NULL");
+  if (ranges == nullptr && count > 0) return bad_argument("skt_checkpoint_dirty: ranges is NULL");
+  return guarded([&] {
+    std::vector<skt::DirtyRange> dirty;
+    dirty.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (ranges[i].region == nullptr) {
+        throw skt::Error(SKT_ERR_ARG, "skt_checkpoint_dirty: a range has no region name");
+      }
+      dirty.push_back({ranges[i].region, ranges[i].offset, ranges[i].length});
+    }
+    ctx->impl->checkpoint(&dirty);
+  });
+}
+
+int skt_need_checkpoint(skt_context* ctx, int* need) {
+  if (ctx == nullptr || need == nullptr) {
+    return bad_argument("skt_need_checkpoint: ctx and need must not be NULL");
+  }
+  return guarded([&] { *need = ctx->impl->need_checkpoint() ? 1 : 0; });
 }
 
 int skt_finalize(skt_context* ctx, int discard) {

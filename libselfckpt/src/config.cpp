@@ -106,10 +106,30 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& origin, const std::string& v) {
          const auto scheme = enc::parse_scheme(lower(v));
          if (!scheme) bad(origin, fmt::format("unknown scheme '{}' (xor, sum or rs)", v));
-         if (!enc::scheme_available(*scheme)) {
-           bad(origin, fmt::format("scheme '{}' is not available in this build (use xor)", v));
-         }
          c.scheme = *scheme;
+       }},
+      {"mode", "SKT_MODE", "self, single or double",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         const std::string m = lower(v);
+         if (m == "self") {
+           c.mode = Mode::self;
+         } else if (m == "single") {
+           c.mode = Mode::single;
+         } else if (m == "double") {
+           c.mode = Mode::twin;
+         } else {
+           bad(origin, fmt::format("unknown mode '{}' (self, single or double)", v));
+         }
+       }},
+      {"mtbf", "SKT_MTBF", "mean time between failures, for skt_need_checkpoint",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         const auto seconds = parse_duration(v);
+         if (!seconds || *seconds <= 0) {
+           bad(origin, fmt::format("'{}' is not a positive duration (seconds, or with a unit: "
+                                   "90s, 30m, 5h, 2d)",
+                                   v));
+         }
+         c.mtbf_seconds = *seconds;
        }},
       {"parity", "SKT_PARITY", "parity chunks per row (rs)",
        [](Config& c, const std::string& origin, const std::string& v) {
@@ -209,10 +229,10 @@ void apply_file(Config& config, const std::string& path) {
 }
 
 void validate(const Config& c) {
-  if (c.scheme == enc::Scheme::xor_parity && c.parity != 1) {
-    bad("parity", fmt::format("xor keeps exactly one parity chunk per row, not {}; set "
+  if (c.scheme != enc::Scheme::reed_solomon && c.parity != 1) {
+    bad("parity", fmt::format("{} keeps exactly one parity chunk per row, not {}; set "
                               "SKT_SCHEME=rs for more",
-                              c.parity));
+                              enc::scheme_name(c.scheme), c.parity));
   }
   if (c.group_size > 1 && c.parity >= c.group_size) {
     bad("parity", fmt::format("{} parity chunks need a group of at least {} ranks, not {}",
@@ -221,6 +241,34 @@ void validate(const Config& c) {
 }
 
 }  // namespace
+
+std::string_view mode_name(Mode mode) noexcept {
+  switch (mode) {
+    case Mode::self:
+      return "self";
+    case Mode::single:
+      return "single";
+    case Mode::twin:
+      return "double";
+  }
+  return "?";
+}
+
+std::optional<double> parse_duration(const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const std::string unit = lower(std::string_view(text).substr(used));
+  if (unit.empty() || unit == "s") return value;
+  if (unit == "m" || unit == "min") return value * 60;
+  if (unit == "h") return value * 3600;
+  if (unit == "d") return value * 86400;
+  return std::nullopt;
+}
 
 std::string_view fault_step_name(FaultStep step) noexcept {
   for (const auto& [s, name] : kFaultSteps) {
@@ -295,10 +343,10 @@ std::optional<FaultSpec> parse_fault(const std::string& text) {
 
 std::string Config::shared_settings() const {
   return fmt::format(
-      "job={} group_size={} scheme={} parity={} chunk_size={} pipeline_depth={} "
-      "huge_pages={} restart={}",
-      job, group_size, enc::scheme_name(scheme), parity, chunk_bytes, pipeline_depth, huge_pages,
-      restart ? std::to_string(*restart) : "unset");
+      "job={} mode={} group_size={} scheme={} parity={} chunk_size={} pipeline_depth={} "
+      "huge_pages={} mtbf={} restart={}",
+      job, mode_name(mode), group_size, enc::scheme_name(scheme), parity, chunk_bytes,
+      pipeline_depth, huge_pages, mtbf_seconds, restart ? std::to_string(*restart) : "unset");
 }
 
 Environment skt_environment() {

@@ -19,6 +19,11 @@ enum class LogLevel { trace, debug, info, warn, error, off };
 // Protocol steps at which SKT_FAULT can kill the process (see fault.hpp for their meaning).
 enum class FaultStep { stage, encode, encoded, agreed, flush, committed, recover };
 
+// How checkpoints are kept: self-checkpoint (W, B, C, D), or the baselines it is compared with:
+// one copy and its checksum (single), or two alternating copies each with its checksum (double).
+enum class Mode { self, single, twin };
+std::string_view mode_name(Mode mode) noexcept;
+
 struct FaultSpec {
   FaultStep step = FaultStep::stage;
   int rank = 0;
@@ -31,6 +36,8 @@ struct Config {
   int group_size = 4;
   enc::Scheme scheme = enc::Scheme::xor_parity;
   int parity = 1;
+  Mode mode = Mode::self;
+  double mtbf_seconds = 0;  // 0: not set
   std::size_t chunk_bytes = 256 * 1024;
   int pipeline_depth = 4;
   bool huge_pages = false;
@@ -54,6 +61,8 @@ Config load_config(const std::string& path, const Environment& env);
 std::optional<FaultSpec> parse_fault(const std::string& text);
 std::optional<std::size_t> parse_size(const std::string& text);
 std::optional<LogLevel> parse_log_level(const std::string& text);
+// Seconds, with an optional unit: s, m, h or d.
+std::optional<double> parse_duration(const std::string& text);
 bool valid_name(const std::string& text);
 std::string_view fault_step_name(FaultStep step) noexcept;
 

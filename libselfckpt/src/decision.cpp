@@ -54,7 +54,64 @@ std::string describe_losses(const GroupPlan& plan, int tolerance, const Usable& 
       text, epoch, tolerance, tolerance == 1 ? "" : "s");
 }
 
+std::string lost_group_report(const GroupPlan& plan, int tolerance, const Usable& usable,
+                              const std::vector<std::string>& nodes, std::int64_t epoch) {
+  return describe_losses(plan, tolerance, usable, overloaded_groups(plan, tolerance, usable), nodes,
+                         epoch);
+}
+
 }  // namespace
+
+RecoveryDecision decide_recovery_copies(const std::vector<RankFinding>& findings,
+                                        const GroupPlan& plan, int tolerance,
+                                        const std::vector<std::string>& nodes, int copies) {
+  const int n = static_cast<int>(findings.size());
+  RecoveryDecision d;
+  std::int64_t target = -1;
+  for (const auto& f : findings) {
+    if (f.valid) target = std::max(target, f.state.committed);
+  }
+  if (target <= 0) return d;  // nothing committed: start afresh
+  d.epoch = target;
+  auto finding = [&](int r) -> const RankFinding& { return findings[static_cast<std::size_t>(r)]; };
+  // A rank holds the copy of `target` if it recorded it, or began writing it when some rank had
+  // already seen everyone finish it.
+  const Usable complete = [&](int r) {
+    const auto& s = finding(r).state;
+    return finding(r).valid &&
+           (s.committed == target || (s.committed == target - 1 && s.encoded == target));
+  };
+  bool updating = false;  // someone was overwriting a copy that nobody had finished
+  bool all_valid = true;
+  for (int r = 0; r < n; ++r) {
+    updating = updating || (finding(r).valid && finding(r).state.encoded > target);
+    all_valid = all_valid && finding(r).valid;
+  }
+  if (copies == 1 && updating) {
+    if (all_valid) {
+      // Every workspace still holds the state the update was copying (all ranks were inside the
+      // checkpoint call), so finishing the update loses nothing.
+      d.source = RecoverySource::redo;
+      d.epoch = target + 1;
+      return d;
+    }
+    d.source = RecoverySource::unrecoverable;
+    d.reason = fmt::format(
+        "a node was lost while checkpoint {} was being written over the only "
+        "copy (single mode), whose checksums no longer match any epoch; self "
+        "and double modes survive this",
+        target + 1);
+    return d;
+  }
+  if (!overloaded_groups(plan, tolerance, complete).empty()) {
+    d.source = RecoverySource::unrecoverable;
+    d.reason = lost_group_report(plan, tolerance, complete, nodes, target);
+    return d;
+  }
+  d.source = RecoverySource::committed;
+  d.rebuild = unusable_ranks(n, complete);
+  return d;
+}
 
 RecoveryDecision decide_recovery(const std::vector<RankFinding>& findings, const GroupPlan& plan,
                                  int tolerance, const std::vector<std::string>& nodes) {

@@ -20,6 +20,7 @@ enum class RecoverySource {
   fresh,      // nothing was ever committed: start from scratch
   committed,  // rebuild from B and C, then roll W and D back to them
   workspace,  // rebuild from W and D, then finish the flush into B and C
+  redo,       // single mode: nobody lost memory during an update, so every rank finishes it from W
   unrecoverable,
 };
 
@@ -34,5 +35,11 @@ struct RecoveryDecision {
 // number of lost members per group the scheme survives.
 RecoveryDecision decide_recovery(const std::vector<RankFinding>& findings, const GroupPlan& plan,
                                  int tolerance, const std::vector<std::string>& nodes);
+
+// The same for the baselines that keep `copies` (1: single, 2: double) full checkpoints, each with
+// its checksum, and update them in place: epoch e lives in copy e mod `copies`.
+RecoveryDecision decide_recovery_copies(const std::vector<RankFinding>& findings,
+                                        const GroupPlan& plan, int tolerance,
+                                        const std::vector<std::string>& nodes, int copies);
 
 }  // namespace skt

@@ -84,7 +84,7 @@ void write_info_fields(Writer& w, const CheckpointInfo& i) {
   w.put(i.group);
   w.put(i.member);
   w.put(i.group_size);
-  w.put(std::uint32_t{0});
+  w.put(i.mode);
   w.put(i.chunk_bytes);
   w.put(i.rows);
   w.put(i.workspace_bytes);
@@ -217,7 +217,7 @@ bool decode_checkpoint_info(const std::byte* page, CheckpointInfo* out) {
   i.group = r.get<std::uint32_t>();
   i.member = r.get<std::uint32_t>();
   i.group_size = r.get<std::uint32_t>();
-  r.get<std::uint32_t>();
+  i.mode = r.get<std::uint32_t>();
   i.chunk_bytes = r.get<std::uint64_t>();
   i.rows = r.get<std::uint64_t>();
   i.workspace_bytes = r.get<std::uint64_t>();

@@ -52,6 +52,7 @@ struct CheckpointInfo {
   std::uint32_t group = 0;
   std::uint32_t member = 0;
   std::uint32_t group_size = 0;
+  std::uint32_t mode = 0;
   std::uint64_t chunk_bytes = 0;
   std::uint64_t rows = 0;
   std::uint64_t workspace_bytes = 0;
@@ -64,7 +65,9 @@ struct CheckpointInfo {
 void encode_checkpoint_info(std::byte* page, const CheckpointInfo& info);
 bool decode_checkpoint_info(const std::byte* page, CheckpointInfo* out);
 
-// The protocol state of one rank. -1 means "none".
+// The protocol state of one rank. -1 means "none". In the single and double modes, `encoded` is
+// the epoch whose copy is being written (ahead of `committed` while the update runs) and the last
+// two fields are unused.
 struct ControlState {
   std::int64_t committed = -1;  // B and C hold this epoch
   std::int64_t encoded = -1;    // D is the complete checksum of W for this epoch

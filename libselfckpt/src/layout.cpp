@@ -6,7 +6,8 @@
 
 namespace skt {
 
-WorkspaceLayout WorkspaceLayout::plan(std::vector<RegionSpec> regions, std::size_t chunk_bytes) {
+WorkspaceLayout WorkspaceLayout::plan(std::vector<RegionSpec> regions, std::size_t chunk_bytes,
+                                      std::uint64_t first_period) {
   WorkspaceLayout l;
   l.chunk_bytes = chunk_bytes;
   l.regions = std::move(regions);
@@ -16,7 +17,10 @@ WorkspaceLayout WorkspaceLayout::plan(std::vector<RegionSpec> regions, std::size
     l.first_chunk.push_back(l.chunks);
     l.copy_bytes += (r.bytes + 63) / 64 * 64;
     l.workspace_bytes += r.bytes;
-    l.chunks += (r.bytes + chunk_bytes - 1) / chunk_bytes;
+    std::uint64_t count = (r.bytes + chunk_bytes - 1) / chunk_bytes;
+    if (l.chunk_count.empty()) count = (count + first_period - 1) / first_period * first_period;
+    l.chunk_count.push_back(count);
+    l.chunks += count;
     const std::uint64_t size = r.bytes;
     hash = crc64(r.name.data(), r.name.size(), hash);
     hash = crc64(&size, sizeof size, hash);
@@ -31,9 +35,14 @@ enc::ChunkList WorkspaceLayout::chunks_at(std::span<std::byte* const> region_sta
   list.bytes.reserve(chunks);
   for (std::size_t i = 0; i < regions.size(); ++i) {
     const std::size_t size = regions[i].bytes;
-    for (std::size_t offset = 0; offset < size; offset += chunk_bytes) {
-      list.add(region_starts[i] + offset,
-               static_cast<std::uint32_t>(std::min(chunk_bytes, size - offset)));
+    for (std::uint64_t c = 0; c < chunk_count[i]; ++c) {
+      const std::size_t offset = c * chunk_bytes;
+      if (offset < size) {
+        list.add(region_starts[i] + offset,
+                 static_cast<std::uint32_t>(std::min(chunk_bytes, size - offset)));
+      } else {
+        list.add(nullptr, 0);
+      }
     }
   }
   return list;

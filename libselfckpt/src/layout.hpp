@@ -1,6 +1,10 @@
-// A rank's workspace W as one logical stream: its regions in name order, then the staged private
-// regions. Each region starts on a chunk boundary of the stream, so a chunk never spans two
+// A rank's workspace W as one logical stream: the staged private regions first, then the regions
+// in name order. Each region starts on a chunk boundary of the stream, so a chunk never spans two
 // regions; in the committed copy B the regions are packed at 64-byte boundaries.
+//
+// The first region is padded with empty chunks to a whole number of periods (G-m chunks): then
+// every member's first period lands in the same rows, so the rows holding private state hold
+// nothing else, and the sum scheme rebuilds that state exactly.
 #pragma once
 
 #include <cstddef>
@@ -23,15 +27,18 @@ struct WorkspaceLayout {
   std::vector<RegionSpec> regions;
   std::vector<std::size_t> copy_offset;    // where each region sits in B
   std::vector<std::uint64_t> first_chunk;  // first stream chunk of each region
+  std::vector<std::uint64_t> chunk_count;  // stream chunks of each region, padding included
   std::uint64_t chunks = 0;
   std::size_t workspace_bytes = 0;  // sum of region sizes: |W|
   std::size_t copy_bytes = 0;       // size of B
   std::uint64_t hash = 0;           // of the names and sizes, in order
 
-  // `regions` in the order they form the stream.
-  static WorkspaceLayout plan(std::vector<RegionSpec> regions, std::size_t chunk_bytes);
+  // `regions` in the order they form the stream; the first is padded to a multiple of
+  // `first_period` chunks.
+  static WorkspaceLayout plan(std::vector<RegionSpec> regions, std::size_t chunk_bytes,
+                              std::uint64_t first_period = 1);
 
-  // The chunks of the stream, given where each region starts in memory.
+  // The chunks of the stream, given where each region starts in memory; padding chunks are empty.
   enc::ChunkList chunks_at(std::span<std::byte* const> region_starts) const;
   // The same for the committed copy starting at `copy`.
   enc::ChunkList copy_chunks(std::byte* copy) const;

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
 
+#include "libselfckpt/src/policy.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt {
@@ -48,6 +50,8 @@ std::string describe_source(RecoverySource source) {
       return "committed copy and checksum (B, C)";
     case RecoverySource::workspace:
       return "workspace and its checksum (W, D), finishing the interrupted flush";
+    case RecoverySource::redo:
+      return "workspaces, finishing the interrupted update of the single copy";
     case RecoverySource::unrecoverable:
       break;
   }
@@ -66,6 +70,29 @@ struct Session::Finding {
   ControlState state;
   CheckpointInfo info;
 };
+
+std::size_t Session::stage_entry_bytes(std::size_t bytes) const {
+  // Under sum, each byte is staged as a double holding its value, so that rebuilding the sum of
+  // such rows is exact.
+  const std::size_t staged = config_.scheme == enc::Scheme::sum ? bytes * sizeof(double) : bytes;
+  return (staged + 63) / 64 * 64;
+}
+
+std::vector<RegionSpec> Session::stream_regions() const {
+  std::vector<RegionSpec> specs;
+  if (!privates_.empty()) {
+    std::string names;
+    std::size_t bytes = 0;
+    for (const auto& p : privates_) {
+      names += fmt::format("{}:{};", p.name, p.bytes);
+      bytes += stage_entry_bytes(p.bytes);
+    }
+    specs.push_back({"private(" + names + ")", bytes});
+  }
+  for (const auto& r : regions_)
+    specs.push_back({r.name, r.bytes});
+  return specs;
+}
 
 Session::Session(MPI_Comm comm, const std::string& config_path) {
   int initialized = 0;
@@ -183,8 +210,8 @@ SegmentIdentity Session::identity(SegmentKind kind, const std::string& name) con
       static_cast<std::uint32_t>(geteuid()), config_.job, config_.node, rank_, kind, name};
 }
 
-void Session::check_not_stale(const SegmentIdentity& id, bool found) const {
-  if (found && config_.restart && *config_.restart == 0) {
+void Session::check_not_stale(const SegmentIdentity& id) const {
+  if (config_.restart && *config_.restart == 0) {
     throw Error(SKT_ERR_STALE,
                 fmt::format("a {} segment '{}' of job '{}' exists from an earlier run, but "
                             "SKT_RESTART=0 says this is a first launch; remove the old segments "
@@ -202,7 +229,7 @@ Segment Session::open_region(const std::string& name, std::size_t bytes, Segment
     for (const auto& why : result.skipped)
       log_->debug("left a segment alone: {}", why);
     if (result.segment) {
-      check_not_stale(id, true);
+      check_not_stale(id);
       const SegmentHeader& h = result.segment->header();
       check_job_shape(h);
       if (h.data_bytes != bytes) {
@@ -251,6 +278,12 @@ void Session::check_job_shape(const SegmentHeader& header) const {
 void* Session::alloc(const std::string& name, std::size_t bytes) {
   check_declaration("skt_alloc", name);
   if (bytes == 0) throw Error(SKT_ERR_ARG, fmt::format("region '{}' has zero bytes", name));
+  if (config_.scheme == enc::Scheme::sum && bytes % sizeof(double) != 0) {
+    throw Error(SKT_ERR_ARG,
+                fmt::format("region '{}' has {} bytes, not a multiple of 8: the sum scheme "
+                            "protects doubles only; use SKT_SCHEME=xor or rs for other data",
+                            name, bytes));
+  }
   if (std::any_of(regions_.begin(), regions_.end(),
                   [&](const WorkRegion& r) { return r.name == name; })) {
     throw Error(SKT_ERR_ARG, fmt::format("region '{}' is already allocated", name));
@@ -296,29 +329,19 @@ bool Session::release(void* ptr) {
 }
 
 Session::Finding Session::inspect_local_state() {
-  // The stream: regions in name order, then the private regions packed into the stage segment.
   std::sort(regions_.begin(), regions_.end(),
             [](const WorkRegion& a, const WorkRegion& b) { return a.name < b.name; });
   std::sort(privates_.begin(), privates_.end(),
             [](const PrivateRegion& a, const PrivateRegion& b) { return a.name < b.name; });
-  std::vector<RegionSpec> specs;
-  workspace_starts_.clear();
-  for (const auto& r : regions_) {
-    specs.push_back({r.name, r.bytes});
-    workspace_starts_.push_back(r.segment.data());
+  const std::vector<RegionSpec> specs = stream_regions();
+  stream_starts_.clear();
+  if (!privates_.empty()) {
+    stage_ = open_region("stage", specs.front().bytes, SegmentKind::stage, &stage_found_);
+    stream_starts_.push_back(stage_.data());
   }
-  std::size_t stage_bytes = 0;
-  std::string stage_names;
-  for (const auto& p : privates_) {
-    stage_bytes += (p.bytes + 63) / 64 * 64;
-    stage_names += p.name + "," + std::to_string(p.bytes) + ";";
-  }
-  if (stage_bytes > 0) {
-    stage_ = open_region("stage", stage_bytes, SegmentKind::stage, &stage_found_);
-    specs.push_back({"stage:" + stage_names, stage_bytes});
-    workspace_starts_.push_back(stage_.data());
-  }
-  layout_ = WorkspaceLayout::plan(std::move(specs), config_.chunk_bytes);
+  for (const auto& r : regions_)
+    stream_starts_.push_back(r.segment.data());
+  layout_ = WorkspaceLayout::plan(specs, config_.chunk_bytes);
 
   Finding f;
   if (ephemeral_job_) return f;
@@ -327,7 +350,7 @@ Session::Finding Session::inspect_local_state() {
   for (const auto& why : result.skipped)
     log_->debug("left a segment alone: {}", why);
   if (!result.segment) return f;
-  check_not_stale(id, true);
+  check_not_stale(id);
   checkpoint_ = std::move(*result.segment);
   const SegmentHeader& header = checkpoint_.header();
   check_job_shape(header);
@@ -337,20 +360,24 @@ Session::Finding Session::inspect_local_state() {
     return f;
   }
   const bool same_settings =
+      info.mode == static_cast<std::uint32_t>(config_.mode) &&
       info.scheme == static_cast<std::uint32_t>(config_.scheme) &&
       info.requested_group_size == static_cast<std::uint32_t>(config_.group_size) &&
       (info.group_size == 1 || info.parity == static_cast<std::uint32_t>(config_.parity)) &&
       info.chunk_bytes == config_.chunk_bytes;
   if (!same_settings) {
-    throw Error(SKT_ERR_MISMATCH,
-                fmt::format("the checkpoint of job '{}' was written with group size {}, scheme {}, "
-                            "parity {}, chunk size {}; the configuration now says group size {}, "
-                            "scheme {}, parity {}, chunk size {}. Relaunch with the same settings, "
-                            "or remove the job's segments (skt-shm clean --job {}) to start afresh",
-                            config_.job, info.requested_group_size,
-                            enc::scheme_name(static_cast<enc::Scheme>(info.scheme)), info.parity,
-                            info.chunk_bytes, config_.group_size, enc::scheme_name(config_.scheme),
-                            config_.parity, config_.chunk_bytes, config_.job));
+    throw Error(
+        SKT_ERR_MISMATCH,
+        fmt::format("the checkpoint of job '{}' was written with mode {}, group size {}, "
+                    "scheme {}, parity {}, chunk size {}; the configuration now says mode "
+                    "{}, group size {}, scheme {}, parity {}, chunk size {}. Relaunch with "
+                    "the same settings, or remove the job's segments (skt-shm clean --job "
+                    "{}) to start afresh",
+                    config_.job, mode_name(static_cast<Mode>(info.mode)), info.requested_group_size,
+                    enc::scheme_name(static_cast<enc::Scheme>(info.scheme)), info.parity,
+                    info.chunk_bytes, mode_name(config_.mode), config_.group_size,
+                    enc::scheme_name(config_.scheme), config_.parity, config_.chunk_bytes,
+                    config_.job));
   }
   if (info.layout_hash != layout_.hash || info.workspace_bytes != layout_.workspace_bytes) {
     throw Error(SKT_ERR_MISMATCH,
@@ -361,7 +388,10 @@ Session::Finding Session::inspect_local_state() {
                             layout_.workspace_bytes, layout_.regions.size(), info.workspace_bytes));
   }
   const std::uint64_t parity_bytes = info.rows / info.group_size * info.parity * info.chunk_bytes;
-  if (header.data_bytes != page_round(layout_.copy_bytes) + 2 * page_round(parity_bytes)) {
+  const std::size_t pair = page_round(layout_.copy_bytes) + page_round(parity_bytes);
+  const std::size_t expected = static_cast<std::size_t>(copies()) * pair +
+                               (config_.mode == Mode::self ? page_round(parity_bytes) : 0);
+  if (header.data_bytes != expected) {
     log_->warn("this rank's checkpoint segment has an unexpected size: treated as lost");
     return f;
   }
@@ -372,7 +402,7 @@ Session::Finding Session::inspect_local_state() {
   }
   const bool workspace_intact =
       std::all_of(regions_.begin(), regions_.end(), [](const WorkRegion& r) { return r.found; }) &&
-      (stage_bytes == 0 || stage_found_);
+      (privates_.empty() || stage_found_);
   if (!workspace_intact) {
     log_->warn(
         "the checkpoint segment survived but some workspace regions did not: this rank is "
@@ -412,17 +442,11 @@ GroupPlan Session::recorded_plan(const Finding& mine, int groups) {
       orphans.push_back(static_cast<int>(r));
       continue;
     }
-    if (votes[r] != -votes[2 * n + r] || votes[n + r] != -votes[3 * n + r]) {
+    if (votes[r] != -votes[2 * n + r] || votes[n + r] != -votes[3 * n + r] || votes[r] > groups) {
       throw Error(SKT_ERR_MISMATCH,
                   fmt::format("the surviving checkpoints disagree about the group of rank {}; "
                               "remove the job's segments (skt-shm clean --job {})",
                               r, config_.job));
-    }
-    if (votes[r] > groups) {
-      throw Error(SKT_ERR_MISMATCH,
-                  fmt::format("the surviving checkpoints disagree about the number of groups; "
-                              "remove the job's segments (skt-shm clean --job {})",
-                              config_.job));
     }
     plan.group_of[r] = static_cast<int>(votes[r] - 1);
     plan.index_of[r] = static_cast<int>(votes[n + r] - 1);
@@ -465,13 +489,25 @@ GroupPlan Session::recorded_plan(const Finding& mine, int groups) {
   return plan;
 }
 
+RecoveryDecision Session::decide(const std::vector<RankFinding>& findings,
+                                 const GroupPlan& plan) const {
+  const int tolerance = config_.group_size > 1 ? enc::tolerance(config_.scheme, config_.parity) : 0;
+  if (config_.mode == Mode::self) return decide_recovery(findings, plan, tolerance, nodes_);
+  return decide_recovery_copies(findings, plan, tolerance, nodes_, copies());
+}
+
 void Session::join_group(const GroupPlan& plan, const RecoveryDecision& decision,
                          const Finding& mine) {
   const auto me = static_cast<std::size_t>(rank_);
   const int group = plan.group_of[me];
   const int member = plan.index_of[me];
   const int size = plan.size_of(group);
+  const int parity = size > 1 ? config_.parity : 0;
   group_comm_ = Comm::split(comm_.get(), group, member);
+  // The private regions come first, padded to a whole period of rows.
+  layout_ =
+      WorkspaceLayout::plan(stream_regions(), config_.chunk_bytes,
+                            privates_.empty() ? 1 : static_cast<std::uint64_t>(size - parity));
 
   std::array<std::uint64_t, 2> declared{layout_.chunks, layout_.hash};
   std::vector<std::uint64_t> table(2 * static_cast<std::size_t>(size));
@@ -499,7 +535,6 @@ void Session::join_group(const GroupPlan& plan, const RecoveryDecision& decision
   std::uint64_t longest = 0;
   for (int i = 0; i < size; ++i)
     longest = std::max(longest, table[2 * static_cast<std::size_t>(i)]);
-  const int parity = size > 1 ? config_.parity : 0;
   geometry_ = enc::StripeGeometry::plan(size, parity, config_.chunk_bytes, longest);
   codec_ = parity > 0 ? enc::make_codec(config_.scheme, size, parity) : nullptr;
 
@@ -511,6 +546,7 @@ void Session::join_group(const GroupPlan& plan, const RecoveryDecision& decision
   info_.group = static_cast<std::uint32_t>(group);
   info_.member = static_cast<std::uint32_t>(member);
   info_.group_size = static_cast<std::uint32_t>(size);
+  info_.mode = static_cast<std::uint32_t>(config_.mode);
   info_.chunk_bytes = config_.chunk_bytes;
   info_.rows = geometry_.rows;
   info_.workspace_bytes = layout_.workspace_bytes;
@@ -537,29 +573,85 @@ void Session::ensure_checkpoint_segment(bool keep_existing) {
     SegmentHeader header;
     header.identity = identity(SegmentKind::checkpoint, "checkpoint");
     header.nranks = nranks_;
-    header.data_bytes = copy_bytes + 2 * parity_bytes;
+    header.data_bytes = static_cast<std::size_t>(copies()) * (copy_bytes + parity_bytes) +
+                        (config_.mode == Mode::self ? parity_bytes : 0);
     checkpoint_ = Segment::create(header, config_.huge_pages);
     encode_checkpoint_info(checkpoint_.base(), info_);
     clear_control(checkpoint_.base());
   }
-  copy_ = checkpoint_.data();
-  checksum_ = copy_ + copy_bytes;
-  pending_ = checksum_ + parity_bytes;
-  workspace_chunks_ = layout_.chunks_at(workspace_starts_);
-  copy_chunks_ = layout_.copy_chunks(copy_);
+  std::byte* at = checkpoint_.data();
+  copies_.assign(static_cast<std::size_t>(copies()), Copy{});
+  for (auto& copy : copies_) {
+    copy.data = at;
+    copy.checksum = at + copy_bytes;
+    copy.chunks = layout_.copy_chunks(copy.data);
+    at += copy_bytes + parity_bytes;
+  }
+  pending_ = config_.mode == Mode::self ? at : nullptr;
+  workspace_chunks_ = layout_.chunks_at(stream_starts_);
 }
 
 void Session::write_state() {
   write_control(checkpoint_.base(), state_);
 }
 
-void Session::copy_chunks(const enc::ChunkList& from, const enc::ChunkList& to,
-                          const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
-  const std::uint64_t n = from.size();
+std::uint64_t Session::copy_pieces(const std::vector<Piece>& pieces, const Progress& progress) {
+  const std::uint64_t n = pieces.size();
+  std::uint64_t bytes = 0;
   for (std::uint64_t i = 0; i < n; ++i) {
-    std::memcpy(to.data[i], from.data[i], from.bytes[i]);
+    if (pieces[i].bytes > 0) std::memcpy(pieces[i].to, pieces[i].from, pieces[i].bytes);
+    bytes += pieces[i].bytes;
     if (progress) progress(i + 1, n);
   }
+  return bytes;
+}
+
+std::vector<Session::Piece> Session::whole_stream(const enc::ChunkList& from,
+                                                  const enc::ChunkList& to) const {
+  std::vector<Piece> pieces;
+  pieces.reserve(from.size());
+  for (std::uint64_t i = 0; i < from.size(); ++i) {
+    pieces.push_back({to.data[i], from.data[i], from.bytes[i]});
+  }
+  return pieces;
+}
+
+std::vector<Session::Piece> Session::dirty_pieces(const std::vector<DirtyRange>& dirty) const {
+  // Per stream region, the union of its dirty byte ranges; the private regions always.
+  const std::size_t regions = layout_.regions.size();
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> spans(regions);
+  const std::size_t first_region = privates_.empty() ? 0 : 1;
+  if (!privates_.empty()) spans[0].push_back({0, layout_.regions[0].bytes});
+  for (const auto& d : dirty) {
+    const auto it = std::find_if(
+        layout_.regions.begin() + static_cast<std::ptrdiff_t>(first_region), layout_.regions.end(),
+        [&](const RegionSpec& r) { return r.name == d.region; });
+    const auto index = static_cast<std::size_t>(it - layout_.regions.begin());
+    if (d.length > 0) spans[index].push_back({d.offset, d.offset + d.length});
+  }
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < regions; ++i) {
+    auto& list = spans[i];
+    std::sort(list.begin(), list.end());
+    std::size_t begin = 0, end = 0;
+    bool open = false;
+    auto emit = [&] {
+      pieces.push_back({copies_[0].data + layout_.copy_offset[i] + begin, stream_starts_[i] + begin,
+                        end - begin});
+    };
+    for (const auto& [b, e] : list) {
+      if (open && b <= end) {
+        end = std::max(end, e);
+        continue;
+      }
+      if (open) emit();
+      begin = b;
+      end = e;
+      open = true;
+    }
+    if (open) emit();
+  }
+  return pieces;
 }
 
 void Session::stage_private_regions(std::uint64_t epoch) {
@@ -568,8 +660,14 @@ void Session::stage_private_regions(std::uint64_t epoch) {
   std::byte* at = stage_.data();
   std::uint64_t done = 0;
   for (const auto& p : privates_) {
-    std::memcpy(at, p.ptr, p.bytes);
-    at += (p.bytes + 63) / 64 * 64;
+    if (config_.scheme == enc::Scheme::sum) {
+      auto* out = reinterpret_cast<double*>(at);
+      for (std::size_t i = 0; i < p.bytes; ++i)
+        out[i] = static_cast<unsigned char>(p.ptr[i]);
+    } else {
+      std::memcpy(at, p.ptr, p.bytes);
+    }
+    at += stage_entry_bytes(p.bytes);
     if (midway) midway(++done, privates_.size() + 1);
   }
 }
@@ -577,27 +675,52 @@ void Session::stage_private_regions(std::uint64_t epoch) {
 void Session::restore_private_regions() {
   const std::byte* at = stage_ ? stage_.data() : nullptr;
   for (const auto& p : privates_) {
-    std::memcpy(p.ptr, at, p.bytes);
-    at += (p.bytes + 63) / 64 * 64;
+    if (config_.scheme == enc::Scheme::sum) {
+      const auto* in = reinterpret_cast<const double*>(at);
+      for (std::size_t i = 0; i < p.bytes; ++i) {
+        p.ptr[i] = static_cast<std::byte>(static_cast<unsigned char>(std::lround(in[i])));
+      }
+    } else {
+      std::memcpy(p.ptr, at, p.bytes);
+    }
+    at += stage_entry_bytes(p.bytes);
   }
 }
 
-void Session::rebuild_and_settle(const GroupPlan& plan, const RecoveryDecision& decision) {
+std::uint64_t Session::encode(const enc::ChunkList& source, std::byte* parity, std::uint64_t epoch,
+                              const enc::Incremental* incremental) {
+  if (!codec_) {
+    fault_->at(FaultStep::encode, epoch);
+    return 0;
+  }
+  return geometry_.chunk_bytes *
+         enc::encode_group(group_comm_.get(), geometry_, *codec_, source, parity,
+                           {config_.pipeline_depth, fault_->midway(FaultStep::encode, epoch)},
+                           incremental);
+}
+
+std::vector<int> Session::lost_members(const GroupPlan& plan,
+                                       const RecoveryDecision& decision) const {
+  const int group = plan.group_of[static_cast<std::size_t>(rank_)];
+  std::vector<int> lost;
+  for (const int r : decision.rebuild) {
+    if (plan.group_of[static_cast<std::size_t>(r)] == group) {
+      lost.push_back(plan.index_of[static_cast<std::size_t>(r)]);
+    }
+  }
+  std::sort(lost.begin(), lost.end());
+  return lost;
+}
+
+void Session::settle_self(const GroupPlan& plan, const RecoveryDecision& decision) {
   const std::int64_t target = decision.epoch;
   const auto epoch = static_cast<std::uint64_t>(target);
   const bool from_copy = decision.source == RecoverySource::committed;
   const bool lost = std::binary_search(decision.rebuild.begin(), decision.rebuild.end(), rank_);
-  const int group = plan.group_of[static_cast<std::size_t>(rank_)];
-  std::vector<int> lost_members;
-  std::vector<std::uint64_t> member_chunks;
-  for (std::uint32_t i = 0; i < info_.group_size; ++i)
-    member_chunks.push_back(info_.member_chunks[i]);
-  for (const int r : decision.rebuild) {
-    if (plan.group_of[static_cast<std::size_t>(r)] == group) {
-      lost_members.push_back(plan.index_of[static_cast<std::size_t>(r)]);
-    }
-  }
-  std::sort(lost_members.begin(), lost_members.end());
+  const std::vector<int> lost_in_group = lost_members(plan, decision);
+  const Copy& copy = copies_[0];
+  std::vector<std::uint64_t> member_chunks(info_.member_chunks,
+                                           info_.member_chunks + info_.group_size);
 
   // Record the decision before anyone overwrites anything: a failure from here on must lead the
   // next recovery to the same epoch from the same source.
@@ -611,17 +734,13 @@ void Session::rebuild_and_settle(const GroupPlan& plan, const RecoveryDecision& 
                      state_.agreed == target && state_.resumed < target;
   const bool copies = !lost && (from_copy ? !clean : state_.committed != target);
   const auto midway = fault_->midway(FaultStep::recover, epoch);
-  if (!copies && lost_members.empty()) fault_->at(FaultStep::recover, epoch);
+  if (!copies && lost_in_group.empty()) fault_->at(FaultStep::recover, epoch);
 
-  if (!lost_members.empty()) {
+  if (!lost_in_group.empty()) {
     enc::PipelineOptions options{config_.pipeline_depth, copies ? nullptr : midway};
-    if (from_copy) {
-      enc::rebuild_group(group_comm_.get(), geometry_, *codec_, member_chunks, lost_members,
-                         copy_chunks_, checksum_, options);
-    } else {
-      enc::rebuild_group(group_comm_.get(), geometry_, *codec_, member_chunks, lost_members,
-                         workspace_chunks_, pending_, options);
-    }
+    enc::rebuild_group(group_comm_.get(), geometry_, *codec_, member_chunks, lost_in_group,
+                       from_copy ? copy.chunks : workspace_chunks_,
+                       from_copy ? copy.checksum : pending_, options);
     if (lost) {
       state_ =
           from_copy ? ControlState{target, -1, target, -1} : ControlState{-1, target, target, -1};
@@ -636,17 +755,42 @@ void Session::rebuild_and_settle(const GroupPlan& plan, const RecoveryDecision& 
       // Roll W and D back to the committed epoch.
       state_.encoded = -1;
       write_state();
-      copy_chunks(copy_chunks_, workspace_chunks_, lost ? nullptr : midway);
-      std::memcpy(pending_, checksum_, parity_bytes);
+      copy_pieces(whole_stream(copy.chunks, workspace_chunks_), lost ? nullptr : midway);
+      std::memcpy(pending_, copy.checksum, parity_bytes);
     }
   } else if (state_.committed != target) {
     // Finish the flush that the failure interrupted.
-    copy_chunks(workspace_chunks_, copy_chunks_, lost ? nullptr : midway);
-    std::memcpy(checksum_, pending_, parity_bytes);
+    copy_pieces(whole_stream(workspace_chunks_, copy.chunks), lost ? nullptr : midway);
+    std::memcpy(copy.checksum, pending_, parity_bytes);
   }
   state_ = ControlState{target, target, target, -1};
   write_state();
-  restore_private_regions();
+}
+
+void Session::settle_copies(const GroupPlan& plan, const RecoveryDecision& decision) {
+  const auto epoch = static_cast<std::uint64_t>(decision.epoch);
+  SKT_MPI(MPI_Barrier(comm_.get()));
+  if (decision.source == RecoverySource::redo) {
+    // Nothing was lost while an update ran: finish it, from the workspaces every rank still has
+    // (their private state was staged before the update began).
+    fault_->at(FaultStep::recover, epoch);
+    checkpoint_copies(epoch, false);
+    return;
+  }
+  const bool lost = std::binary_search(decision.rebuild.begin(), decision.rebuild.end(), rank_);
+  const std::vector<int> lost_in_group = lost_members(plan, decision);
+  const Copy& copy = copies_[epoch % copies_.size()];
+  const auto midway = fault_->midway(FaultStep::recover, epoch);
+  if (lost || lost_in_group.empty()) fault_->at(FaultStep::recover, epoch);
+  if (!lost_in_group.empty()) {
+    std::vector<std::uint64_t> member_chunks(info_.member_chunks,
+                                             info_.member_chunks + info_.group_size);
+    enc::rebuild_group(group_comm_.get(), geometry_, *codec_, member_chunks, lost_in_group,
+                       copy.chunks, copy.checksum, {config_.pipeline_depth, midway});
+  }
+  state_ = ControlState{decision.epoch, decision.epoch, -1, -1};
+  write_state();
+  copy_pieces(whole_stream(copy.chunks, workspace_chunks_), nullptr);
 }
 
 std::uint64_t Session::recover() {
@@ -663,29 +807,25 @@ std::uint64_t Session::recover() {
   SKT_MPI(MPI_Allgather(&record, kFields, MPI_INT64_T, records.data(), kFields, MPI_INT64_T,
                         comm_.get()));
   std::vector<RankFinding> findings;
+  std::int64_t newest = 0, groups = 0;
   bool any_valid = false;
   for (const auto& r : records) {
     findings.push_back({r.valid != 0, ControlState{r.committed, r.encoded, r.agreed, r.resumed}});
-    any_valid = any_valid || r.valid != 0;
+    if (r.valid != 0) {
+      any_valid = true;
+      newest = std::max({newest, r.agreed, r.committed});
+      groups = std::max(groups, r.groups);
+    }
   }
 
-  const int tolerance = config_.group_size > 1 ? enc::tolerance(config_.scheme, config_.parity) : 0;
   GroupPlan plan;
   RecoveryDecision decision;
   if (any_valid) {
-    std::int64_t newest = 0;
-    for (const auto& f : findings) {
-      if (f.valid) newest = std::max({newest, f.state.agreed, f.state.committed});
-    }
     // A group that lost every member leaves no record of who it was; that only matters if there
     // is something to restore.
-    std::int64_t groups = 0;
-    for (const auto& r : records) {
-      if (r.valid != 0) groups = std::max(groups, r.groups);
-    }
     try {
       plan = recorded_plan(mine, static_cast<int>(groups));
-      decision = decide_recovery(findings, plan, tolerance, nodes_);
+      decision = decide(findings, plan);
     } catch (const Error& e) {
       if (e.code() != SKT_ERR_UNRECOVERABLE || newest > 0) throw;
       decision = RecoveryDecision{};
@@ -722,21 +862,31 @@ std::uint64_t Session::recover() {
       decision.source != RecoverySource::fresh && mine.valid &&
       !std::binary_search(decision.rebuild.begin(), decision.rebuild.end(), rank_);
   ensure_checkpoint_segment(survivor);
+  std::uint64_t restored = static_cast<std::uint64_t>(decision.epoch);
   if (decision.source == RecoverySource::fresh) {
     state_ = ControlState{0, -1, 0, -1};
     write_state();
     SKT_MPI(MPI_Barrier(comm_.get()));
   } else {
     state_ = survivor ? mine.state : ControlState{};
-    rebuild_and_settle(plan, decision);
+    if (config_.mode == Mode::self) {
+      settle_self(plan, decision);
+    } else {
+      settle_copies(plan, decision);
+    }
+    restore_private_regions();
     SKT_MPI(MPI_Barrier(comm_.get()));
-    state_.resumed = decision.epoch;
-    write_state();
+    if (config_.mode == Mode::self) {
+      state_.resumed = decision.epoch;
+      write_state();
+    }
+    full_encode_needed_ = false;
   }
-  epoch_ = static_cast<std::uint64_t>(decision.epoch);
+  epoch_ = restored;
   log_->set_epoch(epoch_);
   recovered_ = true;
   last_recover_seconds_ = MPI_Wtime() - start;
+  last_commit_time_ = MPI_Wtime();
   if (decision.source == RecoverySource::fresh) {
     log_->job("fresh start: {} groups, this rank is member {} of group {} ({} members)",
               plan.groups(), info_.member, info_.group, info_.group_size);
@@ -752,20 +902,44 @@ std::uint64_t Session::recover() {
   return epoch_;
 }
 
-void Session::checkpoint() {
-  require_recovered("skt_checkpoint");
-  const double start = MPI_Wtime();
-  const std::uint64_t next = epoch_ + 1;
+void Session::checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>* dirty) {
   const auto target = static_cast<std::int64_t>(next);
+  Copy& copy = copies_[0];
+  const bool incremental =
+      dirty != nullptr && !full_encode_needed_ && codec_ != nullptr && codec_->exact();
+  std::vector<std::uint8_t> dirty_chunks, dirty_rows;
+  std::vector<Piece> flush;
+  if (incremental) {
+    flush = dirty_pieces(*dirty);
+    dirty_chunks.assign(layout_.chunks, 0);
+    dirty_rows.assign(geometry_.rows, 0);
+    for (const auto& piece : flush) {
+      // The stream chunks a piece covers: find its region by the copy offset it writes to.
+      const auto offset = static_cast<std::size_t>(piece.to - copy.data);
+      const auto region = static_cast<std::size_t>(
+          std::upper_bound(layout_.copy_offset.begin(), layout_.copy_offset.end(), offset) -
+          layout_.copy_offset.begin() - 1);
+      const std::size_t within = offset - layout_.copy_offset[region];
+      const std::uint64_t first = layout_.first_chunk[region] + within / config_.chunk_bytes;
+      const std::uint64_t last =
+          layout_.first_chunk[region] + (within + piece.bytes - 1) / config_.chunk_bytes;
+      for (std::uint64_t c = first; c <= last && piece.bytes > 0; ++c) {
+        dirty_chunks[c] = 1;
+        dirty_rows[geometry_.row_of_chunk(static_cast<int>(info_.member), c)] = 1;
+      }
+    }
+  }
   agree([&] {
     stage_private_regions(next);
     state_.encoded = -1;
     write_state();
-    if (codec_) {
-      enc::encode_group(group_comm_.get(), geometry_, *codec_, workspace_chunks_, pending_,
-                        {config_.pipeline_depth, fault_->midway(FaultStep::encode, next)});
+    if (incremental) {
+      SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, dirty_rows.data(), static_cast<int>(dirty_rows.size()),
+                            MPI_UINT8_T, MPI_MAX, group_comm_.get()));
+      const enc::Incremental inc{&copy.chunks, copy.checksum, &dirty_chunks, &dirty_rows};
+      last_sent_bytes_ = encode(workspace_chunks_, pending_, next, &inc);
     } else {
-      fault_->at(FaultStep::encode, next);
+      last_sent_bytes_ = encode(workspace_chunks_, pending_, next, nullptr);
     }
     state_.encoded = target;
     write_state();
@@ -775,18 +949,110 @@ void Session::checkpoint() {
   state_.agreed = target;
   write_state();
   fault_->at(FaultStep::agreed, next);
-  copy_chunks(workspace_chunks_, copy_chunks_, fault_->midway(FaultStep::flush, next));
-  std::memcpy(checksum_, pending_, geometry_.parity_bytes());
+  const auto flush_midway = fault_->midway(FaultStep::flush, next);
+  if (incremental) {
+    last_flushed_bytes_ = copy_pieces(flush, flush_midway);
+    const std::size_t chunk = geometry_.chunk_bytes;
+    for (std::uint64_t p = 0; p < geometry_.parity_chunks(); ++p) {
+      if (dirty_rows[geometry_.parity_row(static_cast<int>(info_.member), p)] != 0) {
+        std::memcpy(copy.checksum + p * chunk, pending_ + p * chunk, chunk);
+        last_flushed_bytes_ += chunk;
+      }
+    }
+  } else {
+    last_flushed_bytes_ = copy_pieces(whole_stream(workspace_chunks_, copy.chunks), flush_midway);
+    std::memcpy(copy.checksum, pending_, geometry_.parity_bytes());
+    last_flushed_bytes_ += geometry_.parity_bytes();
+  }
   state_.committed = target;
   write_state();
   fault_->at(FaultStep::committed, next);
-  SKT_MPI(MPI_Barrier(comm_.get()));
-  state_.resumed = target;
+}
+
+void Session::checkpoint_copies(std::uint64_t next, bool stage) {
+  const auto target = static_cast<std::int64_t>(next);
+  Copy& copy = copies_[next % copies_.size()];
+  if (stage) stage_private_regions(next);
+  if (config_.mode == Mode::single) {
+    // Every rank has staged its private state before any overwrites its only copy: if the update
+    // then fails with no memory lost, every workspace holds the whole state to finish it from.
+    SKT_MPI(MPI_Barrier(comm_.get()));
+  }
+  agree([&] {
+    state_.encoded = target;
+    write_state();
+    last_flushed_bytes_ = copy_pieces(whole_stream(workspace_chunks_, copy.chunks),
+                                      fault_->midway(FaultStep::flush, next));
+    last_sent_bytes_ = encode(copy.chunks, copy.checksum, next, nullptr);
+    fault_->at(FaultStep::encoded, next);
+  });
+  state_.committed = target;
   write_state();
+  fault_->at(FaultStep::committed, next);
+}
+
+void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
+  require_recovered("skt_checkpoint");
+  if (dirty != nullptr) {
+    for (const auto& d : *dirty) {
+      const auto it = std::find_if(regions_.begin(), regions_.end(),
+                                   [&](const WorkRegion& r) { return r.name == d.region; });
+      if (it == regions_.end()) {
+        throw Error(SKT_ERR_ARG,
+                    fmt::format("skt_checkpoint_dirty: no region named '{}'", d.region));
+      }
+      if (d.offset > it->bytes || d.length > it->bytes - d.offset) {
+        throw Error(SKT_ERR_ARG,
+                    fmt::format("skt_checkpoint_dirty: bytes {} to {} are outside region '{}' of "
+                                "{} bytes",
+                                d.offset, d.offset + d.length, d.region, it->bytes));
+      }
+    }
+  }
+  const double start = MPI_Wtime();
+  const std::uint64_t next = epoch_ + 1;
+  if (config_.mode == Mode::self) {
+    checkpoint_self(next, dirty);
+  } else {
+    checkpoint_copies(next, true);
+  }
+  // The last agreement: every rank committed. It also tells every rank the slowest rank's time,
+  // which is what the checkpoint cost.
+  double elapsed = MPI_Wtime() - start;
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, comm_.get()));
+  if (config_.mode == Mode::self) {
+    state_.resumed = static_cast<std::int64_t>(next);
+    write_state();
+  }
   epoch_ = next;
+  full_encode_needed_ = false;
   log_->set_epoch(epoch_);
-  last_checkpoint_seconds_ = MPI_Wtime() - start;
+  last_checkpoint_seconds_ = elapsed;
+  last_commit_time_ = MPI_Wtime();
   log_->job("checkpoint {} committed in {:.3f} s", epoch_, last_checkpoint_seconds_);
+}
+
+bool Session::need_checkpoint() {
+  require_recovered("skt_need_checkpoint");
+  if (config_.mtbf_seconds <= 0) {
+    throw Error(SKT_ERR_CONFIG,
+                "skt_need_checkpoint needs the mean time between failures: set "
+                "SKT_MTBF (e.g. 6h) or mtbf in the configuration file");
+  }
+  // Rank 0's clock decides for everyone; before any checkpoint, a recovery's cost stands in for
+  // the cost of one, and with neither, checkpointing now measures it.
+  int need = 0;
+  if (rank_ == 0) {
+    const double cost =
+        last_checkpoint_seconds_ > 0 ? last_checkpoint_seconds_ : last_recover_seconds_;
+    const double interval = daly_interval(cost, config_.mtbf_seconds);
+    need = (epoch_ == 0 && last_checkpoint_seconds_ == 0) ||
+                   MPI_Wtime() - last_commit_time_ >= interval
+               ? 1
+               : 0;
+  }
+  SKT_MPI(MPI_Bcast(&need, 1, MPI_INT, 0, comm_.get()));
+  return need != 0;
 }
 
 void Session::finalize(bool discard) {
@@ -809,7 +1075,7 @@ skt_stats Session::stats() const {
   s.group_size = static_cast<int>(info_.group_size);
   s.member = static_cast<int>(info_.member);
   s.workspace_bytes = layout_.workspace_bytes;
-  s.checkpoint_bytes = layout_.copy_bytes;
+  s.checkpoint_bytes = static_cast<std::size_t>(copies()) * layout_.copy_bytes;
   s.checksum_bytes = geometry_.parity_bytes();
   for (const auto& r : regions_)
     s.shm_bytes += r.segment.header().segment_bytes;
@@ -817,6 +1083,8 @@ skt_stats Session::stats() const {
   if (checkpoint_) s.shm_bytes += checkpoint_.header().segment_bytes;
   s.last_checkpoint_seconds = last_checkpoint_seconds_;
   s.last_recover_seconds = last_recover_seconds_;
+  s.last_sent_bytes = last_sent_bytes_;
+  s.last_flushed_bytes = last_flushed_bytes_;
   return s;
 }
 

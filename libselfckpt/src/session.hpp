@@ -24,6 +24,13 @@
 
 namespace skt {
 
+// Bytes of a region that changed since the last checkpoint.
+struct DirtyRange {
+  std::string region;
+  std::size_t offset = 0;
+  std::size_t length = 0;
+};
+
 class Session {
  public:
   // Collective over comm.
@@ -35,7 +42,11 @@ class Session {
   void* alloc(const std::string& name, std::size_t bytes);
   void protect(const std::string& name, void* ptr, std::size_t bytes);
   std::uint64_t recover();
-  void checkpoint();
+  // Collective. With `dirty`, only those ranges changed since the last checkpoint (the private
+  // regions always count as changed); null means everything may have changed.
+  void checkpoint(const std::vector<DirtyRange>* dirty = nullptr);
+  // Collective: whether the optimum interval since the last checkpoint has passed.
+  bool need_checkpoint();
   // Collective when discard is set: every rank reaches the end before any segment goes.
   void finalize(bool discard);
   skt_stats stats() const;
@@ -57,6 +68,18 @@ class Session {
     std::byte* ptr = nullptr;
     std::size_t bytes = 0;
   };
+  // One full checkpoint copy and its checksum: B and C.
+  struct Copy {
+    std::byte* data = nullptr;
+    std::byte* checksum = nullptr;
+    enc::ChunkList chunks;
+  };
+  struct Piece {
+    std::byte* to;
+    const std::byte* from;
+    std::size_t bytes;
+  };
+  using Progress = std::function<void(std::uint64_t, std::uint64_t)>;
   struct Finding;
 
   // Runs `step` on every rank and turns any local failure into the same exception on all ranks,
@@ -67,19 +90,34 @@ class Session {
   void check_job_shape(const SegmentHeader& header) const;
 
   SegmentIdentity identity(SegmentKind kind, const std::string& name) const;
-  void check_not_stale(const SegmentIdentity& id, bool found) const;
+  void check_not_stale(const SegmentIdentity& id) const;
   Segment open_region(const std::string& name, std::size_t bytes, SegmentKind kind, bool* found);
 
+  int copies() const noexcept { return config_.mode == Mode::twin ? 2 : 1; }
+  std::size_t stage_entry_bytes(std::size_t bytes) const;
+  std::vector<RegionSpec> stream_regions() const;
   Finding inspect_local_state();
   GroupPlan recorded_plan(const Finding& mine, int groups);
+  RecoveryDecision decide(const std::vector<RankFinding>& findings, const GroupPlan& plan) const;
   void join_group(const GroupPlan& plan, const RecoveryDecision& decision, const Finding& mine);
   void ensure_checkpoint_segment(bool keep_existing);
   void write_state();
-  void copy_chunks(const enc::ChunkList& from, const enc::ChunkList& to,
-                   const std::function<void(std::uint64_t, std::uint64_t)>& progress);
+
+  // Returns the bytes copied.
+  static std::uint64_t copy_pieces(const std::vector<Piece>& pieces, const Progress& progress);
+  std::vector<Piece> whole_stream(const enc::ChunkList& from, const enc::ChunkList& to) const;
+  std::vector<Piece> dirty_pieces(const std::vector<DirtyRange>& dirty) const;
   void stage_private_regions(std::uint64_t epoch);
   void restore_private_regions();
-  void rebuild_and_settle(const GroupPlan& plan, const RecoveryDecision& decision);
+  // Returns the bytes this rank sent.
+  std::uint64_t encode(const enc::ChunkList& source, std::byte* parity, std::uint64_t epoch,
+                       const enc::Incremental* incremental);
+
+  void checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>* dirty);
+  void checkpoint_copies(std::uint64_t next, bool stage);
+  void settle_self(const GroupPlan& plan, const RecoveryDecision& decision);
+  void settle_copies(const GroupPlan& plan, const RecoveryDecision& decision);
+  std::vector<int> lost_members(const GroupPlan& plan, const RecoveryDecision& decision) const;
 
   Comm comm_;
   int rank_ = 0;
@@ -88,6 +126,7 @@ class Session {
   bool ephemeral_job_ = false;
   std::unique_ptr<Logger> log_;
   std::unique_ptr<FaultInjector> fault_;
+  std::vector<std::string> nodes_;
 
   std::vector<WorkRegion> regions_;
   std::vector<PrivateRegion> privates_;
@@ -96,25 +135,26 @@ class Session {
   bool recovered_ = false;
   std::uint64_t epoch_ = 0;
   WorkspaceLayout layout_;
-  std::vector<std::byte*> workspace_starts_;  // region starts in stream order
+  std::vector<std::byte*> stream_starts_;  // where each stream region starts, in stream order
   Segment stage_;
   bool stage_found_ = false;
   Segment checkpoint_;
   CheckpointInfo info_;
   ControlState state_;
-  std::vector<std::string> nodes_;
 
   Comm group_comm_;
   enc::StripeGeometry geometry_;
   std::unique_ptr<enc::Codec> codec_;
   enc::ChunkList workspace_chunks_;
-  enc::ChunkList copy_chunks_;
-  std::byte* copy_ = nullptr;      // B
-  std::byte* checksum_ = nullptr;  // C
-  std::byte* pending_ = nullptr;   // D
+  std::vector<Copy> copies_;        // self and single: one; double: two
+  std::byte* pending_ = nullptr;    // D (self mode)
+  bool full_encode_needed_ = true;  // after a fresh start, B and C say nothing about W
 
-  double last_checkpoint_seconds_ = 0;
+  double last_checkpoint_seconds_ = 0;  // slowest rank's time for the last checkpoint
   double last_recover_seconds_ = 0;
+  std::uint64_t last_sent_bytes_ = 0;
+  std::uint64_t last_flushed_bytes_ = 0;
+  double last_commit_time_ = 0;  // MPI_Wtime when the last checkpoint or recovery ended
 };
 
 }  // namespace skt

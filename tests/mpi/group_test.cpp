@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "encoders/group.hpp"
@@ -23,13 +26,37 @@ struct Aligned {
 };
 
 // Member m's stream: deterministic, of a length that differs between members and is rarely a
-// whole number of chunks.
-Bytes member_stream(int member, std::size_t base, unsigned seed) {
+// whole number of chunks; for sum, whole doubles of moderate range.
+Bytes member_stream(int member, std::size_t base, unsigned seed, bool doubles) {
   std::mt19937_64 rng(seed * 1000003u + static_cast<unsigned>(member));
-  Bytes out(base + static_cast<std::size_t>(member) * 1237u + (member % 3 == 0 ? 0 : 17));
-  for (auto& b : out)
-    b = static_cast<std::byte>(rng());
+  std::size_t size = base + static_cast<std::size_t>(member) * 1237u + (member % 3 == 0 ? 0 : 17);
+  if (doubles) size -= size % sizeof(double);
+  Bytes out(size);
+  if (doubles) {
+    std::uniform_real_distribution<double> value(-100.0, 100.0);
+    for (std::size_t i = 0; i < size; i += sizeof(double)) {
+      const double v = value(rng);
+      std::memcpy(out.data() + i, &v, sizeof v);
+    }
+  } else {
+    for (auto& b : out)
+      b = static_cast<std::byte>(rng());
+  }
   return out;
+}
+
+// Largest |a - b| over the doubles of two equal buffers, and the largest |a|.
+std::pair<double, double> double_difference(const std::byte* a, const std::byte* b,
+                                            std::size_t bytes) {
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i + sizeof(double) <= bytes; i += sizeof(double)) {
+    double x, y;
+    std::memcpy(&x, a + i, sizeof x);
+    std::memcpy(&y, b + i, sizeof y);
+    worst = std::max(worst, std::fabs(x - y));
+    scale = std::max(scale, std::fabs(x));
+  }
+  return {worst, scale};
 }
 
 ChunkList chunks_of(std::byte* data, std::size_t bytes, std::size_t chunk) {
@@ -41,15 +68,37 @@ ChunkList chunks_of(std::byte* data, std::size_t bytes, std::size_t chunk) {
 }
 
 struct Case {
+  Scheme scheme;
   int group_size;
+  int parity;
   std::size_t chunk;
   std::size_t base;
   int depth;
 };
 
+std::string describe(const Case& c) {
+  return std::string(scheme_name(c.scheme)) + " G=" + std::to_string(c.group_size) +
+         " m=" + std::to_string(c.parity);
+}
+
 class GroupOps : public ::testing::TestWithParam<Case> {};
 
-TEST_P(GroupOps, EncodeMatchesReferenceAndEveryLossRebuilds) {
+// Every combination of `count` members out of `g`, in a fixed order.
+std::vector<std::vector<int>> combinations(int g, int count) {
+  std::vector<std::vector<int>> out;
+  std::vector<bool> pick(static_cast<std::size_t>(g), false);
+  std::fill(pick.end() - count, pick.end(), true);
+  do {
+    std::vector<int> set;
+    for (int i = 0; i < g; ++i) {
+      if (pick[static_cast<std::size_t>(i)]) set.push_back(i);
+    }
+    out.push_back(set);
+  } while (std::next_permutation(pick.begin(), pick.end()));
+  return out;
+}
+
+TEST_P(GroupOps, EncodeIncrementalAndEveryLossPatternMatchTheReference) {
   const Case c = GetParam();
   int world_rank = 0, world_size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
@@ -64,13 +113,13 @@ TEST_P(GroupOps, EncodeMatchesReferenceAndEveryLossRebuilds) {
   std::vector<std::uint64_t> chunk_counts;
   std::uint64_t longest = 0;
   for (int m = 0; m < c.group_size; ++m) {
-    streams.push_back(member_stream(m, c.base, 7));
+    streams.push_back(member_stream(m, c.base, 7, c.scheme == Scheme::sum));
     chunk_counts.push_back((streams.back().size() + c.chunk - 1) / c.chunk);
     longest = std::max(longest, chunk_counts.back());
   }
-  const auto geometry = StripeGeometry::plan(c.group_size, 1, c.chunk, longest);
-  const auto fast = make_codec(Scheme::xor_parity, c.group_size, 1);
-  const auto plain = make_reference_codec(Scheme::xor_parity, c.group_size, 1);
+  const auto geometry = StripeGeometry::plan(c.group_size, c.parity, c.chunk, longest);
+  const auto fast = make_codec(c.scheme, c.group_size, c.parity);
+  const auto plain = make_reference_codec(c.scheme, c.group_size, c.parity);
   const auto expected = reference_encode(geometry, *plain, streams);
 
   const Bytes& original = streams[static_cast<std::size_t>(me)];
@@ -81,34 +130,93 @@ TEST_P(GroupOps, EncodeMatchesReferenceAndEveryLossRebuilds) {
   options.depth = c.depth;
   const ChunkList list = chunks_of(mine.data, original.size(), c.chunk);
   encode_group(group.get(), geometry, *fast, list, parity.data, options);
-  // Non-fatal checks only: every rank must go on to the collective rebuilds below.
+  // Non-fatal checks only: every rank must go on to the collective operations below.
   EXPECT_EQ(0, std::memcmp(parity.data, expected[static_cast<std::size_t>(me)].data(),
                            geometry.parity_bytes()))
-      << "member " << me << " parity differs from the reference";
+      << describe(c) << ": member " << me << " parity differs from the reference";
 
-  for (int lost = 0; lost < c.group_size; ++lost) {
-    const bool i_am_lost = me == lost;
-    if (i_am_lost) {
-      std::memset(mine.data, 0xA5, original.size());
-      std::memset(parity.data, 0x5A, geometry.parity_bytes());
+  // Incremental: members change a few chunks each (member 0 none); encoding only those rows
+  // from B and C must give the parity a full encoding of the new data gives.
+  Aligned committed(geometry.parity_bytes());
+  std::memcpy(committed.data, parity.data, geometry.parity_bytes());
+  Aligned copy(original.size());
+  std::memcpy(copy.data, original.data(), original.size());
+  const ChunkList base = chunks_of(copy.data, original.size(), c.chunk);
+  std::vector<Bytes> changed = streams;
+  std::vector<std::uint8_t> dirty_rows(geometry.rows, 0);
+  std::vector<std::vector<std::uint8_t>> dirty(static_cast<std::size_t>(c.group_size));
+  for (int m = 0; m < c.group_size; ++m) {
+    auto& flags = dirty[static_cast<std::size_t>(m)];
+    flags.assign(chunk_counts[static_cast<std::size_t>(m)], 0);
+    for (std::uint64_t j = static_cast<std::uint64_t>(m % 3); m > 0 && j < flags.size();
+         j += 3 + static_cast<std::uint64_t>(m)) {
+      flags[j] = 1;
+      dirty_rows[geometry.row_of_chunk(m, j)] = 1;
+      auto& bytes = changed[static_cast<std::size_t>(m)];
+      for (std::size_t i = j * c.chunk; i < std::min(bytes.size(), (j + 1) * c.chunk); i += 5) {
+        bytes[i] = static_cast<std::byte>(static_cast<unsigned>(bytes[i]) * 7u + 3u);
+      }
     }
-    const std::vector<int> lost_set{lost};
-    rebuild_group(group.get(), geometry, *fast, chunk_counts, lost_set, list, parity.data, options);
-    if (i_am_lost) {
-      EXPECT_EQ(0, std::memcmp(mine.data, original.data(), original.size()))
-          << "data of member " << lost << " not rebuilt bit for bit";
-      EXPECT_EQ(0, std::memcmp(parity.data, expected[static_cast<std::size_t>(me)].data(),
-                               geometry.parity_bytes()))
-          << "parity of member " << lost << " not rebuilt bit for bit";
+  }
+  if (fast->exact()) {
+    std::memcpy(mine.data, changed[static_cast<std::size_t>(me)].data(), original.size());
+    const auto expected_changed = reference_encode(geometry, *plain, changed);
+    Incremental inc{&base, committed.data, &dirty[static_cast<std::size_t>(me)], &dirty_rows};
+    encode_group(group.get(), geometry, *fast, list, parity.data, options, &inc);
+    EXPECT_EQ(0, std::memcmp(parity.data, expected_changed[static_cast<std::size_t>(me)].data(),
+                             geometry.parity_bytes()))
+        << describe(c) << ": incremental parity of member " << me << " differs from full";
+    std::memcpy(mine.data, original.data(), original.size());
+    std::memcpy(parity.data, expected[static_cast<std::size_t>(me)].data(),
+                geometry.parity_bytes());
+  }
+
+  for (int count = 1; count <= fast->parity(); ++count) {
+    for (const auto& lost : combinations(c.group_size, count)) {
+      const bool i_am_lost = std::binary_search(lost.begin(), lost.end(), me);
+      if (i_am_lost) {
+        std::memset(mine.data, 0xA5, original.size());
+        std::memset(parity.data, 0x5A, geometry.parity_bytes());
+      }
+      rebuild_group(group.get(), geometry, *fast, chunk_counts, lost, list, parity.data, options);
+      if (i_am_lost && fast->exact()) {
+        EXPECT_EQ(0, std::memcmp(mine.data, original.data(), original.size()))
+            << describe(c) << ": data of member " << me << " not rebuilt bit for bit";
+        EXPECT_EQ(0, std::memcmp(parity.data, expected[static_cast<std::size_t>(me)].data(),
+                                 geometry.parity_bytes()))
+            << describe(c) << ": parity of member " << me << " not rebuilt bit for bit";
+      }
+      if (i_am_lost && !fast->exact()) {
+        // Sum rebuilds within its bound: values are below 100 in magnitude, so each row's sum of
+        // magnitudes is below 100·(G-1).
+        const double bound = sum_rebuild_bound(c.group_size, 100.0 * (c.group_size - 1));
+        const auto [worst, scale] = double_difference(mine.data, original.data(), original.size());
+        EXPECT_LE(worst, bound) << describe(c) << ": member " << me << " rebuilt beyond the bound";
+        EXPECT_GT(scale, 1.0);
+        std::memcpy(mine.data, original.data(), original.size());
+        std::memcpy(parity.data, expected[static_cast<std::size_t>(me)].data(),
+                    geometry.parity_bytes());
+      }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, GroupOps,
-                         ::testing::Values(Case{2, 4096, 10000, 4}, Case{3, 4096, 20000, 1},
-                                           Case{4, 8192, 50000, 2}, Case{4, 4096, 100, 4},
-                                           Case{5, 4096, 30001, 3}, Case{8, 4096, 40000, 4},
-                                           Case{8, 65536, 300000, 8}));
+INSTANTIATE_TEST_SUITE_P(Shapes, GroupOps,
+                         ::testing::Values(Case{Scheme::xor_parity, 2, 1, 4096, 10000, 4},
+                                           Case{Scheme::xor_parity, 3, 1, 4096, 20000, 1},
+                                           Case{Scheme::xor_parity, 4, 1, 8192, 50000, 2},
+                                           Case{Scheme::xor_parity, 4, 1, 4096, 100, 4},
+                                           Case{Scheme::xor_parity, 5, 1, 4096, 30001, 3},
+                                           Case{Scheme::xor_parity, 8, 1, 4096, 40000, 4},
+                                           Case{Scheme::xor_parity, 8, 1, 65536, 300000, 8},
+                                           Case{Scheme::reed_solomon, 2, 1, 4096, 9000, 2},
+                                           Case{Scheme::reed_solomon, 3, 2, 4096, 9000, 1},
+                                           Case{Scheme::reed_solomon, 4, 2, 4096, 20000, 4},
+                                           Case{Scheme::reed_solomon, 5, 3, 4096, 15000, 2},
+                                           Case{Scheme::reed_solomon, 6, 2, 4096, 15000, 3},
+                                           Case{Scheme::reed_solomon, 7, 3, 4096, 15000, 4},
+                                           Case{Scheme::reed_solomon, 8, 3, 4096, 12000, 4},
+                                           Case{Scheme::sum, 4, 1, 4096, 16000, 4}));
 
 }  // namespace
 }  // namespace skt::enc

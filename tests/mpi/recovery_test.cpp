@@ -1,13 +1,18 @@
 // Recovery through the library within one mpirun: a "relaunch" is a new context on the same job
-// tag; a lost node is a rank whose segments were removed and whose SKT_NODE changed.
+// tag; a lost node is a rank whose segments were removed and whose SKT_NODE changed. Groups are
+// sub-communicators of exactly G ranks, so that every loss pattern of a group can be tried.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "encoders/codec.hpp"
+#include "libselfckpt/src/format.hpp"
 #include "libselfckpt/src/segment.hpp"
 #include "selfckpt/selfckpt.hpp"
 
@@ -19,47 +24,61 @@ int world_rank() {
   return r;
 }
 
-std::string shared_tag(const char* prefix) {
+// A job tag chosen by the communicator's rank 0, new at every call.
+std::string shared_tag(MPI_Comm comm, const char* prefix) {
   static int counter = 0;
-  int stamp = static_cast<int>(MPI_Wtime() * 1000) % 100000;
-  MPI_Bcast(&stamp, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  return fmt::format("{}-{}-{}", prefix, stamp, ++counter);
+  int numbers[2] = {static_cast<int>(MPI_Wtime() * 1000) % 100000, ++counter};
+  MPI_Bcast(numbers, 2, MPI_INT, 0, comm);
+  return fmt::format("{}-{}-{}", prefix, numbers[0], numbers[1]);
 }
 
-std::uint8_t pattern(int rank, int version, std::size_t i) {
-  return static_cast<std::uint8_t>((i * 2654435761u) ^ (static_cast<unsigned>(rank) << 4) ^
-                                   static_cast<unsigned>(version * 77));
+// Finite doubles of varied magnitude, different for every rank, version and index.
+double value(int rank, int version, std::size_t i) {
+  const auto h =
+      static_cast<double>((i * 2654435761u + static_cast<unsigned>(rank) * 97u) % 100003u);
+  return (h - 50000.0) / 7.0 + rank * 0.125 + version * 1000.0;
 }
 
 struct Program {
   skt::Context ctx;
-  skt::Region<std::uint8_t> a, b;
+  skt::Region<double> a;
+  skt::Region<double> b;
   long counter = 0;
 
-  explicit Program(int rank)
-      : ctx(MPI_COMM_WORLD),
-        a(ctx.alloc<std::uint8_t>("a", 70000 + 333 * static_cast<std::size_t>(rank))),
-        b(ctx.alloc<std::uint8_t>("b", 5000 + 7 * static_cast<std::size_t>(rank))) {
+  Program(MPI_Comm comm, int rank, std::size_t elements = 9000)
+      : ctx(comm),
+        a(ctx.alloc<double>("a", elements + 41 * static_cast<std::size_t>(rank))),
+        b(ctx.alloc<double>("b", 600 + 3 * static_cast<std::size_t>(rank))) {
     ctx.protect("counter", counter);
   }
   void fill(int rank, int version) {
     for (std::size_t i = 0; i < a.size(); ++i)
-      a[i] = pattern(rank, version, i);
+      a[i] = value(rank, version, i);
     for (std::size_t i = 0; i < b.size(); ++i)
-      b[i] = pattern(rank, version + 100, i);
+      b[i] = value(rank, version + 100, i);
     counter = version;
   }
-  bool regions_hold(int rank, int version) const {
+  // Largest error against version `version`: 0 when bit-identical.
+  double error(int rank, int version) const {
+    double worst = 0;
     for (std::size_t i = 0; i < a.size(); ++i) {
-      if (a[i] != pattern(rank, version, i)) return false;
+      worst = std::max(worst, std::fabs(a[i] - value(rank, version, i)));
     }
     for (std::size_t i = 0; i < b.size(); ++i) {
-      if (b[i] != pattern(rank, version + 100, i)) return false;
+      worst = std::max(worst, std::fabs(b[i] - value(rank, version + 100, i)));
+    }
+    return worst;
+  }
+  bool identical(int rank, int version) const {
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const double v = value(rank, version, i);
+      if (std::memcmp(&a[i], &v, sizeof v) != 0) return false;
+    }
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      const double v = value(rank, version + 100, i);
+      if (std::memcmp(&b[i], &v, sizeof v) != 0) return false;
     }
     return true;
-  }
-  bool holds(int rank, int version) const {
-    return regions_hold(rank, version) && counter == version;
   }
 };
 
@@ -75,10 +94,22 @@ void destroy_memory(const std::string& job, int rank) {
   }
 }
 
+// Digest of each checkpoint segment's data (B, C and D) of a job, for this rank.
+std::uint64_t checkpoint_digest(const std::string& job, int rank) {
+  for (const auto& s : skt::list_own_segments()) {
+    const auto& id = s.header.identity;
+    if (id.job == job && id.rank == rank && id.kind == skt::SegmentKind::checkpoint) {
+      auto seg = skt::Segment::attach(s.shmid, true);
+      return skt::crc64(seg->data(), seg->header().data_bytes);
+    }
+  }
+  return 0;
+}
+
 // A first run commits epochs 1 (version 1) and 2 (version 2), then changes its data (version 3)
 // and stops without checkpointing, keeping its segments.
-void first_run(int rank) {
-  Program p(rank);
+void first_run(MPI_Comm comm, int rank) {
+  Program p(comm, rank);
   EXPECT_EQ(p.ctx.recover(), 0u);
   p.fill(rank, 1);
   p.ctx.checkpoint();
@@ -87,28 +118,144 @@ void first_run(int rank) {
   p.fill(rank, 3);
 }
 
-class LossRecovery : public ::testing::TestWithParam<int> {};
+std::vector<std::vector<int>> combinations(int n, int k) {
+  std::vector<std::vector<int>> out;
+  std::vector<bool> pick(static_cast<std::size_t>(n), false);
+  std::fill(pick.end() - k, pick.end(), true);
+  do {
+    std::vector<int> set;
+    for (int i = 0; i < n; ++i) {
+      if (pick[static_cast<std::size_t>(i)]) set.push_back(i);
+    }
+    out.push_back(set);
+  } while (std::next_permutation(pick.begin(), pick.end()));
+  return out;
+}
 
-TEST_P(LossRecovery, EveryRankLostAloneComesBackBitForBit) {
-  const int rank = world_rank();
+struct Shape {
+  const char* scheme;
+  int group_size;
+  int parity;
+};
+
+std::string describe(const Shape& s) {
+  return fmt::format("{} G={} m={}", s.scheme, s.group_size, s.parity);
+}
+
+class EveryLossPattern : public ::testing::TestWithParam<Shape> {};
+
+// Group 0 of a job of one or two groups of exactly G ranks: every set of up to m lost nodes must
+// give back epoch 2 exactly (within the bound for sum), and one loss more must be refused. A job
+// whose every rank lost its memory cannot tell a relaunch from a fresh start, so when m + 1 = G
+// the job gets a second group, which survives to say that group 0 existed.
+TEST_P(EveryLossPattern, UpToTheToleranceRecoversAndOneMoreIsRefused) {
+  const Shape shape = GetParam();
+  const int world = world_rank();
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  setenv("SKT_GROUP_SIZE", std::to_string(GetParam()).c_str(), 1);
+  const int job_size = 2 * shape.group_size <= size ? 2 * shape.group_size : shape.group_size;
+  ASSERT_GE(size, job_size);
+  ASSERT_TRUE(job_size > shape.group_size || shape.parity + 1 < shape.group_size);
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, world < job_size ? 0 : MPI_UNDEFINED, world, &comm);
+  if (comm == MPI_COMM_NULL) return;
+  const int rank = world;
+  // Ranks sit on distinct nodes, so groups are dealt round-robin: group 0 holds every
+  // (job_size / G)-th rank.
+  const int stride = job_size / shape.group_size;
+  const bool exact = std::string(shape.scheme) != "sum";
+  setenv("SKT_SCHEME", shape.scheme, 1);
+  setenv("SKT_PARITY", std::to_string(shape.parity).c_str(), 1);
+  setenv("SKT_GROUP_SIZE", std::to_string(shape.group_size).c_str(), 1);
+  setenv("SKT_CHUNK_SIZE", "4K", 1);
+
+  std::vector<std::vector<int>> patterns;
+  for (int k = 1; k <= shape.parity + 1 && k <= shape.group_size; ++k) {
+    for (auto& set : combinations(shape.group_size, k))
+      patterns.push_back(set);
+  }
+  for (const auto& members : patterns) {
+    std::vector<int> lost;
+    for (const int m : members)
+      lost.push_back(m * stride);
+    const bool beyond = static_cast<int>(lost.size()) > shape.parity;
+    const std::string job = shared_tag(comm, "loss");
+    setenv("SKT_JOB", job.c_str(), 1);
+    use_node(fmt::format("n{}", rank));
+    first_run(comm, rank);
+    const bool i_am_lost = std::binary_search(lost.begin(), lost.end(), rank);
+    if (i_am_lost) {
+      destroy_memory(job, rank);
+      use_node(fmt::format("spare{}", rank));
+    }
+    {
+      Program p(comm, rank);
+      if (beyond) {
+        try {
+          p.ctx.recover();
+          ADD_FAILURE() << describe(shape) << ": losing " << lost.size() << " must be refused";
+        } catch (const skt::Error& e) {
+          EXPECT_EQ(e.code(), SKT_ERR_UNRECOVERABLE) << e.what();
+          EXPECT_NE(std::string(e.what()).find("group 0 lost"), std::string::npos) << e.what();
+        }
+        if (!i_am_lost) {
+          EXPECT_TRUE(p.identical(rank, 3)) << describe(shape) << ": a survivor was modified";
+        }
+      } else {
+        EXPECT_EQ(p.ctx.recover(), 2u);
+        EXPECT_EQ(p.counter, 2) << describe(shape) << ": private state not restored exactly";
+        if (exact || !i_am_lost) {
+          EXPECT_TRUE(p.identical(rank, 2))
+              << describe(shape) << ": rank " << rank << " after losing " << lost.size();
+        } else {
+          // The sum rebuild: each value within the bound of its row, whose magnitudes are below
+          // 8000 + 1000·version for every member.
+          const double bound =
+              skt::enc::sum_rebuild_bound(shape.group_size, shape.group_size * 10200.0);
+          EXPECT_LE(p.error(rank, 2), bound) << describe(shape);
+        }
+        p.fill(rank, 4);
+        p.ctx.checkpoint();
+        p.ctx.finalize(true);
+      }
+    }
+    destroy_memory(job, rank);
+  }
+  MPI_Comm_free(&comm);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, EveryLossPattern,
+                         ::testing::Values(Shape{"xor", 2, 1}, Shape{"xor", 3, 1},
+                                           Shape{"xor", 4, 1}, Shape{"xor", 8, 1},
+                                           Shape{"sum", 3, 1}, Shape{"sum", 5, 1},
+                                           Shape{"rs", 2, 1}, Shape{"rs", 3, 2}, Shape{"rs", 4, 2},
+                                           Shape{"rs", 5, 3}, Shape{"rs", 6, 2}, Shape{"rs", 7, 3},
+                                           Shape{"rs", 8, 3}));
+
+class EveryRank : public ::testing::TestWithParam<const char*> {};
+
+// With 8 ranks in groups of 4, every rank lost alone, by crash and by node loss.
+TEST_P(EveryRank, LostAloneComesBackBitForBit) {
+  const int rank = world_rank();
+  setenv("SKT_SCHEME", GetParam(), 1);
+  setenv("SKT_PARITY", "1", 1);
+  setenv("SKT_GROUP_SIZE", "4", 1);
   setenv("SKT_CHUNK_SIZE", "4K", 1);
   for (const bool node_loss : {false, true}) {
-    for (int lost = 0; lost < size; ++lost) {
-      const std::string job = shared_tag("loss");
+    for (int lost = 0; lost < 8; ++lost) {
+      const std::string job = shared_tag(MPI_COMM_WORLD, "every");
       setenv("SKT_JOB", job.c_str(), 1);
       use_node(fmt::format("n{}", rank));
-      first_run(rank);
+      first_run(MPI_COMM_WORLD, rank);
       if (rank == lost && node_loss) {
         destroy_memory(job, rank);
         use_node(fmt::format("spare{}", rank));
       }
-      Program p(rank);
+      Program p(MPI_COMM_WORLD, rank);
       EXPECT_EQ(p.ctx.recover(), 2u) << "lost " << lost;
-      EXPECT_TRUE(p.holds(rank, 2)) << "rank " << rank << " after losing rank " << lost
-                                    << (node_loss ? " (node)" : " (crash)");
+      EXPECT_TRUE(p.identical(rank, 2) && p.counter == 2)
+          << "rank " << rank << " after losing rank " << lost
+          << (node_loss ? " (node)" : " (crash)");
       p.fill(rank, 4);
       p.ctx.checkpoint();
       EXPECT_EQ(p.ctx.stats().epoch, 3u);
@@ -117,37 +264,119 @@ TEST_P(LossRecovery, EveryRankLostAloneComesBackBitForBit) {
   }
 }
 
-TEST_P(LossRecovery, TwoLossesInOneGroupAreRefusedWithoutChangingTheSurvivors) {
+INSTANTIATE_TEST_SUITE_P(Schemes, EveryRank, ::testing::Values("xor", "rs"));
+
+class Incremental : public ::testing::TestWithParam<Shape> {};
+
+// The same evolution checkpointed in full by one job and incrementally by another: their
+// checkpoint segments must hold the same bytes after every checkpoint, and a recovery of the
+// incremental job must give the last state back.
+TEST_P(Incremental, GivesTheSameCopyAndChecksumsAsFull) {
+  const Shape shape = GetParam();
   const int rank = world_rank();
-  setenv("SKT_GROUP_SIZE", std::to_string(GetParam()).c_str(), 1);
+  setenv("SKT_SCHEME", shape.scheme, 1);
+  setenv("SKT_PARITY", std::to_string(shape.parity).c_str(), 1);
+  setenv("SKT_GROUP_SIZE", std::to_string(shape.group_size).c_str(), 1);
   setenv("SKT_CHUNK_SIZE", "4K", 1);
-  const std::string job = shared_tag("two");
-  setenv("SKT_JOB", job.c_str(), 1);
   use_node(fmt::format("n{}", rank));
-  first_run(rank);
-  // 8 ranks on 8 nodes: groups are the ranks congruent modulo 8 / G.
-  const int groups = 8 / GetParam();
-  const bool lost = rank == 1 || rank == 1 + groups;
-  if (lost) {
-    destroy_memory(job, rank);
-    use_node(fmt::format("spare{}", rank));
-  }
-  {
-    Program p(rank);
-    try {
-      p.ctx.recover();
-      ADD_FAILURE() << "recovery should be refused";
-    } catch (const skt::Error& e) {
-      EXPECT_EQ(e.code(), SKT_ERR_UNRECOVERABLE);
-      EXPECT_NE(std::string(e.what()).find("lost"), std::string::npos) << e.what();
+  const std::string full_job = shared_tag(MPI_COMM_WORLD, "full");
+  const std::string dirty_job = shared_tag(MPI_COMM_WORLD, "dirty");
+  // Large enough that a slice is a small part of the stream even for wide groups.
+  constexpr std::size_t kElements = 40000;
+  setenv("SKT_JOB", full_job.c_str(), 1);
+  Program full(MPI_COMM_WORLD, rank, kElements);
+  setenv("SKT_JOB", dirty_job.c_str(), 1);
+  Program dirty(MPI_COMM_WORLD, rank, kElements);
+  full.ctx.recover();
+  dirty.ctx.recover();
+  full.fill(rank, 1);
+  dirty.fill(rank, 1);
+  full.ctx.checkpoint();
+  dirty.ctx.checkpoint_dirty(std::vector<skt_range>{});  // first after a fresh start: in full
+  for (int round = 2; round <= 6; ++round) {
+    // Each round rewrites a different slice of `a`, at the same place on every rank (as the
+    // trailing matrix of an LU factorisation shrinks), and on odd ranks one value of `b`.
+    const std::size_t begin = static_cast<std::size_t>(round) * 7919 % 36000;
+    const std::size_t count = 300 + 50 * static_cast<std::size_t>(round);
+    std::vector<skt_range> ranges;
+    for (Program* p : {&full, &dirty}) {
+      for (std::size_t i = begin; i < begin + count; ++i)
+        p->a[i] = value(rank, round, i);
+      if (rank % 2 == 1) p->b[5] = value(rank, round, 5);
+      p->counter = round;
     }
-    if (!lost) {
-      EXPECT_TRUE(p.regions_hold(rank, 3)) << "a survivor's workspace was modified";
-    }
+    ranges.push_back({"a", begin * sizeof(double), count * sizeof(double)});
+    if (rank % 2 == 1) ranges.push_back({"b", 5 * sizeof(double), sizeof(double)});
+    full.ctx.checkpoint();
+    dirty.ctx.checkpoint_dirty(ranges);
+    EXPECT_EQ(checkpoint_digest(full_job, rank), checkpoint_digest(dirty_job, rank))
+        << describe(shape) << ": round " << round << " rank " << rank;
+    const skt_stats f = full.ctx.stats(), d = dirty.ctx.stats();
+    EXPECT_LT(d.last_sent_bytes, f.last_sent_bytes / 2) << "the incremental encoding sent too much";
+    EXPECT_LT(d.last_flushed_bytes, f.last_flushed_bytes / 2)
+        << "the incremental flush copied too much";
   }
-  destroy_memory(job, rank);
+  std::vector<double> expected(dirty.a.begin(), dirty.a.end());
+  full.ctx.finalize(true);
+  // A node loss after incremental checkpoints rebuilds the last state.
+  for (std::size_t i = 0; i < 100; ++i)
+    dirty.a[i] = -1;
+  dirty.ctx.finalize(false);
+  if (rank == 1) {
+    destroy_memory(dirty_job, rank);
+    use_node("spare1");
+  }
+  setenv("SKT_JOB", dirty_job.c_str(), 1);
+  Program again(MPI_COMM_WORLD, rank, kElements);
+  EXPECT_EQ(again.ctx.recover(), 6u);
+  EXPECT_EQ(again.counter, 6);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), again.a.begin())) << describe(shape);
+  again.ctx.finalize(true);
+  destroy_memory(full_job, rank);
 }
 
-INSTANTIATE_TEST_SUITE_P(GroupSizes, LossRecovery, ::testing::Values(2, 4, 8));
+INSTANTIATE_TEST_SUITE_P(Schemes, Incremental,
+                         ::testing::Values(Shape{"xor", 4, 1}, Shape{"rs", 4, 2},
+                                           Shape{"rs", 8, 3}));
+
+TEST(Policy, NeedCheckpointFollowsTheIntervalAndNeedsAnMtbf) {
+  const int rank = world_rank();
+  setenv("SKT_SCHEME", "xor", 1);
+  setenv("SKT_PARITY", "1", 1);
+  setenv("SKT_GROUP_SIZE", "4", 1);
+  use_node(fmt::format("n{}", rank));
+  const std::string job = shared_tag(MPI_COMM_WORLD, "policy");
+  setenv("SKT_JOB", job.c_str(), 1);
+  {
+    Program p(MPI_COMM_WORLD, rank);
+    p.ctx.recover();
+    try {
+      p.ctx.need_checkpoint();
+      ADD_FAILURE() << "an MTBF is required";
+    } catch (const skt::Error& e) {
+      EXPECT_EQ(e.code(), SKT_ERR_CONFIG);
+      EXPECT_NE(std::string(e.what()).find("SKT_MTBF"), std::string::npos);
+    }
+    p.ctx.finalize(true);
+  }
+  setenv("SKT_MTBF", "1000000d", 1);
+  {
+    Program p(MPI_COMM_WORLD, rank);
+    p.ctx.recover();
+    EXPECT_TRUE(p.ctx.need_checkpoint()) << "the first checkpoint measures the cost";
+    p.ctx.checkpoint();
+    EXPECT_FALSE(p.ctx.need_checkpoint()) << "a huge MTBF gives a long interval";
+    p.ctx.finalize(true);
+  }
+  setenv("SKT_MTBF", "1e-9", 1);
+  {
+    Program p(MPI_COMM_WORLD, rank);
+    p.ctx.recover();
+    p.ctx.checkpoint();
+    EXPECT_TRUE(p.ctx.need_checkpoint()) << "a tiny MTBF makes every moment the right one";
+    p.ctx.finalize(true);
+  }
+  unsetenv("SKT_MTBF");
+}
 
 }  // namespace

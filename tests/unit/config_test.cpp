@@ -94,6 +94,29 @@ TEST(Config, ImpossibleValuesSayWhatToChange) {
   EXPECT_NE(config_error(broken.path(), {}).find(broken.path() + ":"), std::string::npos);
 }
 
+TEST(Config, ModesSchemesAndMtbf) {
+  const Config c = load_config(
+      "", {{"SKT_MODE", "double"}, {"SKT_SCHEME", "rs"}, {"SKT_PARITY", "3"}, {"SKT_MTBF", "5h"}});
+  EXPECT_EQ(c.mode, Mode::twin);
+  EXPECT_EQ(c.scheme, enc::Scheme::reed_solomon);
+  EXPECT_EQ(c.parity, 3);
+  EXPECT_DOUBLE_EQ(c.mtbf_seconds, 18000.0);
+  EXPECT_EQ(load_config("", {{"SKT_SCHEME", "sum"}}).scheme, enc::Scheme::sum);
+  EXPECT_NE(config_error("", {{"SKT_MODE", "triple"}}).find("unknown mode"), std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_MTBF", "-3"}}).find("positive duration"), std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_MTBF", "5 weeks"}}).find("positive duration"),
+            std::string::npos);
+  EXPECT_NE(
+      config_error("", {{"SKT_SCHEME", "sum"}, {"SKT_PARITY", "2"}}).find("sum keeps exactly one"),
+      std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_SCHEME", "rs"}, {"SKT_PARITY", "4"}, {"SKT_GROUP_SIZE", "4"}})
+                .find("at least 5 ranks"),
+            std::string::npos);
+  EXPECT_EQ(parse_duration("90"), 90.0);
+  EXPECT_EQ(parse_duration("30m"), 1800.0);
+  EXPECT_EQ(parse_duration("2d"), 172800.0);
+}
+
 TEST(Config, FaultSpecs) {
   const auto f = parse_fault("flush:3:2");
   ASSERT_TRUE(f.has_value());

@@ -143,5 +143,55 @@ TEST(Decision, InterruptedRollbackIsRedone) {
   EXPECT_TRUE(d.rebuild.empty());
 }
 
+// The baselines: epoch e lives in copy e mod copies; `encoded` ahead of `committed` marks an update
+// in progress.
+TEST(DecisionCopies, DoubleFallsBackToTheUntouchedCopy) {
+  auto f = std::vector<RankFinding>(8, RankFinding{true, ControlState{5, 6, -1, -1}});
+  f[3] = RankFinding{};  // lost while copy 0 was being overwritten with epoch 6
+  const auto d = decide_recovery_copies(f, two_groups(), 1, nodes(), 2);
+  EXPECT_EQ(d.source, RecoverySource::committed);
+  EXPECT_EQ(d.epoch, 5);
+  EXPECT_EQ(d.rebuild, (std::vector<int>{3}));
+}
+
+TEST(DecisionCopies, UpdateSeenFinishedSomewhereIsComplete) {
+  auto f = std::vector<RankFinding>(8, RankFinding{true, ControlState{5, 6, -1, -1}});
+  f[0].state = ControlState{6, 6, -1, -1};  // saw every rank finish writing epoch 6
+  f[5] = RankFinding{};
+  for (const int copies : {1, 2}) {
+    const auto d = decide_recovery_copies(f, two_groups(), 1, nodes(), copies);
+    EXPECT_EQ(d.source, RecoverySource::committed);
+    EXPECT_EQ(d.epoch, 6);
+    EXPECT_EQ(d.rebuild, (std::vector<int>{5}));
+  }
+}
+
+TEST(DecisionCopies, SingleCannotSurviveANodeLostDuringAnUpdate) {
+  auto f = std::vector<RankFinding>(8, RankFinding{true, ControlState{5, 6, -1, -1}});
+  f[3] = RankFinding{};
+  const auto d = decide_recovery_copies(f, two_groups(), 1, nodes(), 1);
+  EXPECT_EQ(d.source, RecoverySource::unrecoverable);
+  EXPECT_NE(d.reason.find("single mode"), std::string::npos) << d.reason;
+}
+
+TEST(DecisionCopies, SingleFinishesAnUpdateWhenNoMemoryWasLost) {
+  auto f = std::vector<RankFinding>(8, RankFinding{true, ControlState{5, 5, -1, -1}});
+  f[2].state = ControlState{5, 6, -1, -1};  // crashed while writing; its memory survived
+  const auto d = decide_recovery_copies(f, two_groups(), 1, nodes(), 1);
+  EXPECT_EQ(d.source, RecoverySource::redo);
+  EXPECT_EQ(d.epoch, 6);
+}
+
+TEST(DecisionCopies, SteadyStateRebuildsAndTooManyLossesAreRefused) {
+  auto f = std::vector<RankFinding>(8, RankFinding{true, ControlState{4, 4, -1, -1}});
+  f[6] = RankFinding{};
+  EXPECT_EQ(decide_recovery_copies(f, two_groups(), 1, nodes(), 1).source,
+            RecoverySource::committed);
+  f[4] = RankFinding{};
+  const auto d = decide_recovery_copies(f, two_groups(), 1, nodes(), 2);
+  EXPECT_EQ(d.source, RecoverySource::unrecoverable);
+  EXPECT_NE(d.reason.find("group 0 lost 2"), std::string::npos) << d.reason;
+}
+
 }  // namespace
 }  // namespace skt

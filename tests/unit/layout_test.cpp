@@ -29,6 +29,25 @@ TEST(Layout, RegionsStartOnChunkBoundariesOfTheStream) {
   EXPECT_EQ(copies.bytes, chunks.bytes);
 }
 
+TEST(Layout, FirstRegionIsPaddedToWholePeriods) {
+  const auto l = WorkspaceLayout::plan({{"private", 64}, {"a", 10000}}, 4096, 5);
+  EXPECT_EQ(l.chunk_count, (std::vector<std::uint64_t>{5, 3}));
+  EXPECT_EQ(l.first_chunk, (std::vector<std::uint64_t>{0, 5}));
+  EXPECT_EQ(l.chunks, 8u);
+  std::vector<std::byte> p(64), a(10000);
+  std::vector<std::byte*> starts{p.data(), a.data()};
+  const auto chunks = l.chunks_at(starts);
+  ASSERT_EQ(chunks.size(), 8u);
+  EXPECT_EQ(chunks.bytes[0], 64u);
+  for (int i = 1; i < 5; ++i) {
+    EXPECT_EQ(chunks.data[static_cast<std::size_t>(i)], nullptr);
+    EXPECT_EQ(chunks.bytes[static_cast<std::size_t>(i)], 0u);
+  }
+  EXPECT_EQ(chunks.data[5], a.data());
+  // The padding does not change what the layout describes.
+  EXPECT_EQ(l.hash, WorkspaceLayout::plan({{"private", 64}, {"a", 10000}}, 4096).hash);
+}
+
 TEST(Layout, HashChangesWithNamesAndSizes) {
   const auto base = WorkspaceLayout::plan({{"a", 100}, {"b", 200}}, 4096).hash;
   EXPECT_EQ(base, WorkspaceLayout::plan({{"a", 100}, {"b", 200}}, 4096).hash);

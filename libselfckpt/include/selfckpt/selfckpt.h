@@ -75,6 +75,29 @@ int skt_recover(skt_context* ctx, uint64_t* epoch);
 /* Collective. Commits the workspace and the protected regions as the next epoch. */
 int skt_checkpoint(skt_context* ctx);
 
+/* Bytes of a workspace region changed since the last checkpoint. */
+typedef struct skt_range {
+  const char* region; /* name given to skt_alloc */
+  size_t offset;      /* first changed byte */
+  size_t length;      /* changed bytes from there */
+} skt_range;
+
+/* Collective. An incremental checkpoint: like skt_checkpoint, but the caller promises that only
+ * these ranges (each rank its own; count may be 0) changed since the last checkpoint, so only the
+ * stripes they touch are encoded, sent and flushed: D = C + code(W - B) over them. Protected
+ * regions always count as changed. The committed copy and checksums come out identical to a full
+ * checkpoint's. Bytes changed outside the ranges are not protected: after a failure they come
+ * back as they were at the last full checkpoint that covered them. The first checkpoint after a
+ * fresh start, the sum scheme, and the single and double modes always checkpoint in full. */
+int skt_checkpoint_dirty(skt_context* ctx, const skt_range* ranges, size_t count);
+
+/* Collective. Sets *need to 1 when the optimum checkpoint interval has passed since the last
+ * checkpoint (or recovery), else 0. The interval is Daly's higher-order optimum from the cost of
+ * the last checkpoint (the slowest rank's time) and the mean time between failures configured
+ * with SKT_MTBF; rank 0's clock decides for all ranks. Before the first checkpoint, *need is 1,
+ * so that its cost gets measured. SKT_ERR_CONFIG without an MTBF. */
+int skt_need_checkpoint(skt_context* ctx, int* need);
+
 /* Collective. discard = 1 removes this job's segments (the run is complete); 0 keeps them so that a
  * relaunch can recover. Frees ctx in both cases. */
 int skt_finalize(skt_context* ctx, int discard);
@@ -88,16 +111,18 @@ void skt_free(void* ptr);
 
 /* Sizes and state of a context. */
 typedef struct skt_stats {
-  uint64_t epoch;          /* epoch committed or restored last */
-  int group;               /* this rank's group */
-  int group_size;          /* members of that group */
-  int member;              /* this rank's index in it */
-  size_t workspace_bytes;  /* |W|: regions plus the staged private regions */
-  size_t checkpoint_bytes; /* |B|: the committed copy */
-  size_t checksum_bytes;   /* |C| (= |D|): this rank's share of its group's checksum */
-  size_t shm_bytes;        /* every shared-memory segment of this rank, headers included */
-  double last_checkpoint_seconds;
+  uint64_t epoch;                 /* epoch committed or restored last */
+  int group;                      /* this rank's group */
+  int group_size;                 /* members of that group */
+  int member;                     /* this rank's index in it */
+  size_t workspace_bytes;         /* |W|: regions plus the staged private regions */
+  size_t checkpoint_bytes;        /* |B|: the committed copy */
+  size_t checksum_bytes;          /* |C| (= |D|): this rank's share of its group's checksum */
+  size_t shm_bytes;               /* every shared-memory segment of this rank, headers included */
+  double last_checkpoint_seconds; /* the slowest rank's time */
   double last_recover_seconds;
+  uint64_t last_sent_bytes;    /* bytes this rank sent to its group in the last checkpoint */
+  uint64_t last_flushed_bytes; /* bytes it copied into the committed copy and checksum */
 } skt_stats;
 
 int skt_get_stats(const skt_context* ctx, skt_stats* stats);

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -103,6 +104,22 @@ class Context {
   }
 
   void checkpoint() { detail::check(skt_checkpoint(ctx_)); }
+
+  // An incremental checkpoint: only these ranges changed since the last one.
+  void checkpoint_dirty(const skt_range* ranges, std::size_t count) {
+    detail::check(skt_checkpoint_dirty(ctx_, ranges, count));
+  }
+  template <class Ranges>
+  void checkpoint_dirty(const Ranges& ranges) {
+    checkpoint_dirty(std::data(ranges), std::size(ranges));
+  }
+
+  // Collective: whether the optimum checkpoint interval has passed (needs SKT_MTBF).
+  bool need_checkpoint() {
+    int need = 0;
+    detail::check(skt_need_checkpoint(ctx_, &need));
+    return need != 0;
+  }
 
   skt_stats stats() const {
     skt_stats s{};
