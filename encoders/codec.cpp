@@ -30,6 +30,20 @@ int tolerance(Scheme /*scheme*/, int parity) noexcept {
   return parity;
 }
 
+void Codec::encode_row(std::byte* out, const std::byte* base,
+                       std::span<const std::byte* const> sources, int slot,
+                       std::size_t bytes) const {
+  // Source by source, in data-position order, so that even sum's rounding is reproducible.
+  for (std::size_t t = 0; t < sources.size(); ++t) {
+    const Coef c = encode_coef(slot, static_cast<int>(t));
+    if (t == 0 && base == nullptr) {
+      scale(out, sources[t], bytes, c);
+    } else {
+      combine(out, t == 0 ? base : out, sources[t], bytes, c);
+    }
+  }
+}
+
 void check_shape(Scheme scheme, int group_size, int parity) {
   const std::string name(scheme_name(scheme));
   if (scheme != Scheme::reed_solomon && parity != 1) {

@@ -56,6 +56,12 @@ class Codec {
   virtual void combine_delta(std::byte* out, const std::byte* acc, const std::byte* x,
                              const std::byte* y, std::size_t bytes, Coef c) const = 0;
 
+  // One parity item of a row: out = [base +] Σ_t coef(slot, t)·sources[t], t over the row's G-m
+  // data positions in order. `base` may be null. Fast codecs do it in one pass over the sources.
+  virtual void encode_row(std::byte* out, const std::byte* base,
+                          std::span<const std::byte* const> sources, int slot,
+                          std::size_t bytes) const;
+
   // Whether a rebuilt item is bit-identical to the lost one (false for sum: rounding).
   virtual bool exact() const noexcept { return true; }
   // Byte granularity of the data the scheme can encode (8 for sum's doubles).

@@ -1,7 +1,9 @@
 #include "encoders/group.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 
 #include "encoders/exchange.hpp"
@@ -75,85 +77,192 @@ void report(const PipelineOptions& options, std::uint64_t done, std::uint64_t to
 
 }  // namespace
 
+ScratchPool::~ScratchPool() {
+  for (auto& b : blocks_)
+    std::free(b.data);
+}
+
+std::byte* ScratchPool::get(int slot, std::size_t bytes) {
+  const auto i = static_cast<std::size_t>(slot);
+  if (blocks_.size() <= i) blocks_.resize(i + 1);
+  Block& b = blocks_[i];
+  if (b.bytes < bytes) {
+    std::free(b.data);
+    b = Block{};
+    const std::size_t rounded = (std::max<std::size_t>(bytes, 64) + 63) / 64 * 64;
+    b.data = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
+    if (b.data == nullptr) throw std::bad_alloc();
+    b.bytes = rounded;
+  }
+  return b.data;
+}
+
+namespace {
+
+// The requests of one period, completed together.
+struct PeriodTransfers {
+  std::vector<MPI_Request> receives;
+  std::vector<MPI_Request> sends;
+  std::vector<int> received_from;  // per receive: the slot in `sources` it fills, for short tails
+  ~PeriodTransfers() {
+    for (auto* list : {&receives, &sends}) {
+      for (auto& r : *list) {
+        if (r != MPI_REQUEST_NULL) {
+          MPI_Cancel(&r);
+          MPI_Wait(&r, MPI_STATUS_IGNORE);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
 std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
                            const ChunkList& mine, std::byte* parity, const PipelineOptions& options,
                            const Incremental* incremental) {
   const int g = geometry.group_size;
-  if (geometry.parity == 0 || g < 2) return 0;
+  const int m = geometry.parity;
+  if (m == 0 || g < 2) return 0;
   int me = 0;
   SKT_MPI(MPI_Comm_rank(group, &me));
-  const int next = wrap(me + 1, g);
-  const int prev = wrap(me - 1, g);
   const std::size_t chunk = geometry.chunk_bytes;
+  const int k = geometry.data_width();
+  std::vector<std::uint64_t> counts(static_cast<std::size_t>(g));
+  const std::uint64_t mine_count = mine.size();
+  SKT_MPI(MPI_Allgather(&mine_count, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, group));
 
-  // The parity items of each block that this encoding recomputes: all, or those of dirty rows.
-  std::vector<std::vector<std::uint64_t>> items(static_cast<std::size_t>(g));
-  std::uint64_t longest = 0;
-  for (int block = 0; block < g; ++block) {
-    auto& list = items[static_cast<std::size_t>(block)];
-    for (std::uint64_t index = 0; index < geometry.parity_chunks(); ++index) {
-      if (incremental == nullptr ||
-          (*incremental->dirty_rows)[geometry.parity_row(block, index)] != 0) {
-        list.push_back(index);
+  auto dirty_row = [&](std::uint64_t row) {
+    return incremental == nullptr || (*incremental->dirty_rows)[row] != 0;
+  };
+  // Every data member of a row sends its chunk straight to the row's m parity holders, which
+  // combine the G-m chunks in one pass; a member's chunks go out untouched from its stream (with
+  // `incremental`, its change since B instead, or nothing new when it did not change). Rows go a
+  // period (G rows) at a time, `depth` periods in flight: each period's receives and sends are all
+  // posted before any of them is waited for, and every member walks the periods in the same order.
+  const std::uint64_t periods = geometry.rows / static_cast<std::uint64_t>(g);
+  const std::size_t per_period = static_cast<std::size_t>(m) * static_cast<std::size_t>(k);
+  // About `depth` rows' worth of chunks in flight per member, and at least two periods, so that
+  // one period's transfers overlap another's combining.
+  const std::uint64_t window = std::max<std::uint64_t>(
+      2, (static_cast<std::uint64_t>(std::max(1, options.depth)) * static_cast<std::uint64_t>(g) +
+          per_period - 1) /
+             per_period);
+  ScratchPool own;
+  ScratchPool& pool = options.scratch != nullptr ? *options.scratch : own;
+  std::byte* const inbox = pool.get(0, window * per_period * chunk);
+  std::byte* const outbox =
+      pool.get(1, incremental != nullptr ? window * static_cast<std::size_t>(k) * chunk : 64);
+  std::byte* const zeros = pool.get(2, chunk);
+  std::memset(zeros, 0, chunk);
+  std::vector<PeriodTransfers> transfers(window);
+  std::vector<const std::byte*> sources(window * per_period);
+  // With one data chunk per row and a coefficient of 1 (groups of 2 under xor or sum), a parity
+  // item is that chunk: it lands in place.
+  bool in_place = k == 1 && incremental == nullptr;
+  for (int l = 0; l < m; ++l)
+    in_place = in_place && codec.encode_coef(l, 0) == Codec::identity;
+  std::uint64_t sent = 0;
+
+  auto post = [&](std::uint64_t q) {
+    const std::uint64_t w = q % window;
+    auto& t = transfers[w];
+    t.receives.clear();
+    t.sends.clear();
+    t.received_from.clear();
+    // My parity items of this period: slot l of row q·G + (me - l).
+    for (int l = 0; l < m; ++l) {
+      const std::uint64_t row =
+          q * static_cast<std::uint64_t>(g) + static_cast<std::uint64_t>(wrap(me - l, g));
+      for (int position = 0; position < k; ++position) {
+        const std::size_t at = w * per_period + static_cast<std::size_t>(l * k + position);
+        sources[at] = zeros;
+        const int member =
+            wrap(static_cast<int>(row % static_cast<std::uint64_t>(g)) + m + position, g);
+        const std::uint64_t j = *geometry.chunk_of_row(member, row);
+        if (!dirty_row(row) || j >= counts[static_cast<std::size_t>(member)]) continue;
+        const std::uint64_t index =
+            q * static_cast<std::uint64_t>(m) + static_cast<std::uint64_t>(l);
+        std::byte* buffer = in_place ? parity + index * chunk : inbox + at * chunk;
+        sources[at] = buffer;
+        t.receives.emplace_back();
+        t.received_from.push_back(static_cast<int>(at));
+        SKT_MPI(MPI_Irecv(buffer, static_cast<int>(chunk), MPI_BYTE, member, l, group,
+                          &t.receives.back()));
       }
     }
-    longest = std::max<std::uint64_t>(longest, list.size());
-  }
-
-  // My share of parity item `index` of member `block`.
-  auto contribution = [&](int block, std::uint64_t index) {
-    const std::uint64_t row = geometry.parity_row(block, index);
-    const auto position = geometry.chunk_of_row(me, row);
-    if (!position || *position >= mine.size()) return Piece{};
-    if (incremental != nullptr && (*incremental->dirty_chunks)[*position] == 0) return Piece{};
-    const int slot = static_cast<int>(index % static_cast<std::uint64_t>(geometry.parity));
-    return Piece{mine.data[*position], mine.bytes[*position],
-                 codec.encode_coef(slot, geometry.data_position(me, row)),
-                 incremental != nullptr ? incremental->base->data[*position] : nullptr};
+    // My chunks of this period, to each holder of their row.
+    int outgoing = 0;
+    for (int residue = 0; residue < g; ++residue) {
+      const std::uint64_t row =
+          q * static_cast<std::uint64_t>(g) + static_cast<std::uint64_t>(residue);
+      const auto j = geometry.chunk_of_row(me, row);
+      if (!j || *j >= mine_count || !dirty_row(row)) continue;
+      const std::byte* data = mine.data[*j];
+      int bytes = static_cast<int>(mine.bytes[*j]);
+      if (incremental != nullptr) {
+        if ((*incremental->dirty_chunks)[*j] == 0) {
+          bytes = 0;  // unchanged: nothing to add to the holders' committed parity
+        } else {
+          std::byte* change =
+              outbox +
+              (w * static_cast<std::size_t>(k) + static_cast<std::size_t>(outgoing)) * chunk;
+          codec.combine_delta(change, zeros, data, incremental->base->data[*j],
+                              static_cast<std::size_t>(bytes), Codec::identity);
+          data = change;
+        }
+        ++outgoing;
+      }
+      for (int l = 0; l < m; ++l) {
+        t.sends.emplace_back();
+        SKT_MPI(
+            MPI_Isend(data, bytes, MPI_BYTE, geometry.holder(row, l), l, group, &t.sends.back()));
+        if (bytes > 0) ++sent;
+      }
+    }
   };
 
-  // Ring reduce-scatter: at step s a member passes on the partial result for block me-s-1 and
-  // receives the one for block me-s-2; after G-1 steps it holds the sum for its own block, which
-  // its predecessor sends straight into `parity`. Items go in batches of `depth`, step by step
-  // within a batch: a successor has the whole batch's first step posted before it consumes
-  // anything, so the ring never waits on itself, and transfers of a batch overlap its combining.
-  Exchange ex(group, chunk, options.depth, &codec);
-  std::uint64_t streamed = 0;
-  for (int step = 1; step < g - 1; ++step) {
-    streamed += items[static_cast<std::size_t>(wrap(me - step - 1, g))].size();
-  }
-  const auto& own = items[static_cast<std::size_t>(me)];
-  ex.expect_stream(prev, streamed);
-  ex.expect_direct(prev, own.size(), [&](std::uint64_t i) {
-    const std::uint64_t offset = own[i] * chunk;
-    return Landing{parity + offset, static_cast<std::uint32_t>(chunk),
-                   incremental != nullptr ? incremental->committed_parity + offset : nullptr};
-  });
-  std::uint64_t total = 0;
-  for (int step = 0; step < g - 1; ++step) {
-    total += items[static_cast<std::size_t>(wrap(me - step - 1, g))].size();
-  }
-  const auto batch = static_cast<std::uint64_t>(std::max(1, options.depth));
-  std::uint64_t done = 0;
-  for (std::uint64_t first = 0; first < longest; first += batch) {
-    for (int step = 0; step < g - 1; ++step) {
-      const int block = wrap(me - step - 1, g);
-      const auto& list = items[static_cast<std::size_t>(block)];
-      const bool last = step == g - 2;
-      const std::uint64_t end = std::min<std::uint64_t>(list.size(), first + batch);
-      for (std::uint64_t at = first; at < end; ++at) {
-        const Piece piece = contribution(block, list[at]);
-        if (step == 0) {
-          send_piece(ex, codec, piece, chunk, next, last);
-        } else {
-          forward_piece(ex, codec, piece, chunk, ex.take(), next, last);
-        }
-        report(options, ++done, total);
+  auto complete = [&](std::uint64_t q) {
+    const std::uint64_t w = q % window;
+    auto& t = transfers[w];
+    std::vector<MPI_Status> statuses(t.receives.size());
+    SKT_MPI(MPI_Waitall(static_cast<int>(t.receives.size()), t.receives.data(), statuses.data()));
+    for (std::size_t i = 0; i < statuses.size(); ++i) {
+      int bytes = 0;
+      SKT_MPI(MPI_Get_count(&statuses[i], MPI_BYTE, &bytes));
+      const auto at = static_cast<std::size_t>(t.received_from[i]);
+      auto* buffer = const_cast<std::byte*>(sources[at]);
+      if (static_cast<std::size_t>(bytes) < chunk) {
+        std::memset(buffer + bytes, 0, chunk - static_cast<std::size_t>(bytes));
       }
     }
+    for (int l = 0; l < m; ++l) {
+      const std::uint64_t row =
+          q * static_cast<std::uint64_t>(g) + static_cast<std::uint64_t>(wrap(me - l, g));
+      if (!dirty_row(row)) continue;
+      const std::uint64_t index = q * static_cast<std::uint64_t>(m) + static_cast<std::uint64_t>(l);
+      if (in_place) {
+        const std::size_t at = w * per_period + static_cast<std::size_t>(l * k);
+        if (sources[at] == zeros) std::memset(parity + index * chunk, 0, chunk);
+        continue;  // received in place
+      }
+      const std::span<const std::byte* const> row_sources(
+          sources.data() + w * per_period + static_cast<std::size_t>(l * k),
+          static_cast<std::size_t>(k));
+      codec.encode_row(
+          parity + index * chunk,
+          incremental != nullptr ? incremental->committed_parity + index * chunk : nullptr,
+          row_sources, l, chunk);
+    }
+    SKT_MPI(MPI_Waitall(static_cast<int>(t.sends.size()), t.sends.data(), MPI_STATUSES_IGNORE));
+    report(options, q + 1, periods);
+  };
+
+  for (std::uint64_t q = 0; q < periods + window; ++q) {
+    if (q >= window) complete(q - window);
+    if (q < periods) post(q);
   }
-  ex.finish();
-  return done;
+  return sent;
 }
 
 void rebuild_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,

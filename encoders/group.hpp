@@ -29,12 +29,33 @@ struct ChunkList {
   }
 };
 
+// Scratch memory that group operations reuse from one call to the next, so that a checkpoint does
+// not map fresh pages every time. Grows to the largest size asked; not shared between threads.
+class ScratchPool {
+ public:
+  ScratchPool() = default;
+  ~ScratchPool();
+  ScratchPool(const ScratchPool&) = delete;
+  ScratchPool& operator=(const ScratchPool&) = delete;
+  // At least `bytes` bytes, 64-byte aligned, in slot `slot` (distinct slots do not overlap).
+  std::byte* get(int slot, std::size_t bytes);
+
+ private:
+  struct Block {
+    std::byte* data = nullptr;
+    std::size_t bytes = 0;
+  };
+  std::vector<Block> blocks_;
+};
+
 struct PipelineOptions {
   // Chunks in flight per direction; the transfers of one chunk overlap the combining of another.
   int depth = 4;
   // Called after each chunk this member has handled, with (handled, total). Fault injection uses
   // it to stop a member in the middle of an operation.
   std::function<void(std::uint64_t, std::uint64_t)> progress;
+  // Reused scratch memory; without it each call allocates its own.
+  ScratchPool* scratch = nullptr;
 };
 
 // What an incremental encoding starts from: the committed stream B and its parity C, and what

@@ -35,6 +35,41 @@ class RsCodec final : public Codec {
       ec_init_tables(2, 1, two, combine_tables_[static_cast<std::size_t>(c)].data());
       ec_init_tables(3, 1, three, delta_tables_[static_cast<std::size_t>(c)].data());
     }
+    // A parity slot's row of the generator, with and without a leading 1 for a base.
+    for (int slot = 0; slot < parity; ++slot) {
+      std::vector<unsigned char> coefs(static_cast<std::size_t>(k_) + 1, 1);
+      for (int t = 0; t < k_; ++t)
+        coefs[static_cast<std::size_t>(t) + 1] = generator(k_ + slot, t);
+      row_tables_.emplace_back(32 * static_cast<std::size_t>(k_));
+      ec_init_tables(k_, 1, coefs.data() + 1, row_tables_.back().data());
+      base_row_tables_.emplace_back(32 * static_cast<std::size_t>(k_ + 1));
+      ec_init_tables(k_ + 1, 1, coefs.data(), base_row_tables_.back().data());
+    }
+  }
+
+  void encode_row(std::byte* out, const std::byte* base, std::span<const std::byte* const> sources,
+                  int slot, std::size_t bytes) const override {
+    if (reference_) {
+      Codec::encode_row(out, base, sources, slot, bytes);
+      return;
+    }
+    std::vector<unsigned char*> src;
+    if (base != nullptr)
+      src.push_back(reinterpret_cast<unsigned char*>(const_cast<std::byte*>(base)));
+    for (const std::byte* s : sources) {
+      src.push_back(reinterpret_cast<unsigned char*>(const_cast<std::byte*>(s)));
+    }
+    const auto& tables = base != nullptr ? base_row_tables_[static_cast<std::size_t>(slot)]
+                                         : row_tables_[static_cast<std::size_t>(slot)];
+    for (std::size_t done = 0; done < bytes; done += kIsalLimit) {
+      const auto len = static_cast<int>(std::min(kIsalLimit, bytes - done));
+      std::vector<unsigned char*> at(src.size());
+      for (std::size_t i = 0; i < src.size(); ++i)
+        at[i] = src[i] + done;
+      unsigned char* dest[1] = {reinterpret_cast<unsigned char*>(out + done)};
+      ec_encode_data(len, static_cast<int>(at.size()), 1, const_cast<unsigned char*>(tables.data()),
+                     at.data(), dest);
+    }
   }
 
   Coef encode_coef(int slot, int data_position) const override {
@@ -141,6 +176,8 @@ class RsCodec final : public Codec {
   std::array<std::array<unsigned char, 32>, 256> scale_tables_{};
   std::array<std::array<unsigned char, 64>, 256> combine_tables_{};
   std::array<std::array<unsigned char, 96>, 256> delta_tables_{};
+  std::vector<std::vector<unsigned char>> row_tables_;       // per parity slot
+  std::vector<std::vector<unsigned char>> base_row_tables_;  // the same after a leading 1
   bool reference_;
 };
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "encoders/codecs.hpp"
 
@@ -19,26 +20,29 @@ bool aligned32(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 32 == 0;
 }
 
-// XOR of `count` sources into `out`, with ISA-L's vector kernel when every pointer is 32-byte
+// XOR of two or more sources into `out`, with ISA-L's vector kernel when every pointer is 32-byte
 // aligned (all of the library's buffers are) and its portable kernel otherwise.
-void xor_into(std::byte* out, std::initializer_list<const std::byte*> sources, std::size_t bytes) {
-  void* vectors[4];
-  const int count = static_cast<int>(sources.size()) + 1;
+void xor_into(std::byte* out, std::span<const std::byte* const> sources, std::size_t bytes) {
+  std::vector<void*> vectors(sources.size() + 1);
+  const int count = static_cast<int>(vectors.size());
   for (std::size_t done = 0; done < bytes; done += kIsalLimit) {
     const auto len = static_cast<int>(std::min(kIsalLimit, bytes - done));
-    int i = 0;
     bool aligned = aligned32(out + done);
-    for (const std::byte* s : sources) {
-      vectors[i++] = const_cast<std::byte*>(s + done);
-      aligned = aligned && aligned32(s + done);
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      vectors[i] = const_cast<std::byte*>(sources[i] + done);
+      aligned = aligned && aligned32(sources[i] + done);
     }
-    vectors[i] = out + done;
+    vectors.back() = out + done;
     if (aligned) {
-      xor_gen(count, len, vectors);
+      xor_gen(count, len, vectors.data());
     } else {
-      xor_gen_base(count, len, vectors);
+      xor_gen_base(count, len, vectors.data());
     }
   }
+}
+
+void xor_into(std::byte* out, std::initializer_list<const std::byte*> sources, std::size_t bytes) {
+  xor_into(out, std::span<const std::byte* const>(sources.begin(), sources.size()), bytes);
 }
 
 class XorCodec final : public Codec {
@@ -88,6 +92,18 @@ class XorCodec final : public Codec {
         out[i] = acc[i] ^ x[i] ^ y[i];
     } else {
       xor_into(out, {acc, x, y}, bytes);
+    }
+  }
+
+  void encode_row(std::byte* out, const std::byte* base, std::span<const std::byte* const> sources,
+                  int slot, std::size_t bytes) const override {
+    std::vector<const std::byte*> all;
+    if (base != nullptr) all.push_back(base);
+    all.insert(all.end(), sources.begin(), sources.end());
+    if (reference_ || all.size() < 2) {
+      Codec::encode_row(out, base, sources, slot, bytes);
+    } else {
+      xor_into(out, all, bytes);
     }
   }
 

@@ -573,9 +573,12 @@ void Session::ensure_checkpoint_segment(bool keep_existing) {
     SegmentHeader header;
     header.identity = identity(SegmentKind::checkpoint, "checkpoint");
     header.nranks = nranks_;
-    header.data_bytes = static_cast<std::size_t>(copies()) * (copy_bytes + parity_bytes) +
-                        (config_.mode == Mode::self ? parity_bytes : 0);
-    checkpoint_ = Segment::create(header, config_.huge_pages);
+    const std::size_t copies_bytes =
+        static_cast<std::size_t>(copies()) * (copy_bytes + parity_bytes);
+    header.data_bytes = copies_bytes + (config_.mode == Mode::self ? parity_bytes : 0);
+    // D gets its pages when the first checkpoint encodes it in full; the copies are written now
+    // by a rebuild, or soon by the first flush.
+    checkpoint_ = Segment::create(header, config_.huge_pages, kHeaderBytes + copies_bytes);
     encode_checkpoint_info(checkpoint_.base(), info_);
     clear_control(checkpoint_.base());
   }
@@ -694,9 +697,10 @@ std::uint64_t Session::encode(const enc::ChunkList& source, std::byte* parity, s
     return 0;
   }
   return geometry_.chunk_bytes *
-         enc::encode_group(group_comm_.get(), geometry_, *codec_, source, parity,
-                           {config_.pipeline_depth, fault_->midway(FaultStep::encode, epoch)},
-                           incremental);
+         enc::encode_group(
+             group_comm_.get(), geometry_, *codec_, source, parity,
+             {config_.pipeline_depth, fault_->midway(FaultStep::encode, epoch), &scratch_},
+             incremental);
 }
 
 std::vector<int> Session::lost_members(const GroupPlan& plan,
@@ -729,6 +733,7 @@ void Session::settle_self(const GroupPlan& plan, const RecoveryDecision& decisio
     write_state();
   }
   SKT_MPI(MPI_Barrier(comm_.get()));
+  const double settle_start = MPI_Wtime();
 
   const bool clean = state_.committed == target && state_.encoded == target &&
                      state_.agreed == target && state_.resumed < target;
@@ -749,22 +754,27 @@ void Session::settle_self(const GroupPlan& plan, const RecoveryDecision& decisio
     }
   }
 
+  const double rebuilt = MPI_Wtime();
   const std::size_t parity_bytes = geometry_.parity_bytes();
+  bool pending_valid = true;
   if (from_copy) {
     if (lost || !clean) {
-      // Roll W and D back to the committed epoch.
+      // Roll W back to the committed epoch. D is left stale rather than copied from C: the next
+      // checkpoint encodes in full (see recover), so it is never read before being rewritten.
       state_.encoded = -1;
       write_state();
       copy_pieces(whole_stream(copy.chunks, workspace_chunks_), lost ? nullptr : midway);
-      std::memcpy(pending_, copy.checksum, parity_bytes);
+      pending_valid = false;
     }
   } else if (state_.committed != target) {
     // Finish the flush that the failure interrupted.
     copy_pieces(whole_stream(workspace_chunks_, copy.chunks), lost ? nullptr : midway);
     std::memcpy(copy.checksum, pending_, parity_bytes);
   }
-  state_ = ControlState{target, target, target, -1};
+  state_ = ControlState{target, pending_valid ? target : -1, target, -1};
   write_state();
+  log_->debug("rebuilt {} lost member(s) of the group in {:.4f} s, then settled in {:.4f} s",
+              lost_in_group.size(), rebuilt - settle_start, MPI_Wtime() - rebuilt);
 }
 
 void Session::settle_copies(const GroupPlan& plan, const RecoveryDecision& decision) {
@@ -857,11 +867,13 @@ std::uint64_t Session::recover() {
     }
   }
 
+  const double decided = MPI_Wtime();
   join_group(plan, decision, mine);
   const bool survivor =
       decision.source != RecoverySource::fresh && mine.valid &&
       !std::binary_search(decision.rebuild.begin(), decision.rebuild.end(), rank_);
   ensure_checkpoint_segment(survivor);
+  const double joined = MPI_Wtime();
   std::uint64_t restored = static_cast<std::uint64_t>(decision.epoch);
   if (decision.source == RecoverySource::fresh) {
     state_ = ControlState{0, -1, 0, -1};
@@ -880,12 +892,18 @@ std::uint64_t Session::recover() {
       state_.resumed = decision.epoch;
       write_state();
     }
-    full_encode_needed_ = false;
+    // D may be stale on ranks that rolled back: the first checkpoint after any recovery encodes
+    // in full, on every rank alike.
+    full_encode_needed_ = true;
   }
   epoch_ = restored;
   log_->set_epoch(epoch_);
   recovered_ = true;
   last_recover_seconds_ = MPI_Wtime() - start;
+  log_->debug(
+      "recovery took {:.4f} s: {:.4f} s to inspect and decide, {:.4f} s to join the group, "
+      "{:.4f} s to rebuild and settle",
+      last_recover_seconds_, decided - start, joined - decided, MPI_Wtime() - joined);
   last_commit_time_ = MPI_Wtime();
   if (decision.source == RecoverySource::fresh) {
     log_->job("fresh start: {} groups, this rank is member {} of group {} ({} members)",

@@ -148,6 +148,7 @@ class Session {
   enc::ChunkList workspace_chunks_;
   std::vector<Copy> copies_;        // self and single: one; double: two
   std::byte* pending_ = nullptr;    // D (self mode)
+  enc::ScratchPool scratch_;        // encoding buffers, kept from one checkpoint to the next
   bool full_encode_needed_ = true;  // after a fresh start, B and C say nothing about W
 
   double last_checkpoint_seconds_ = 0;  // slowest rank's time for the last checkpoint

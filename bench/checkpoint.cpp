@@ -1,0 +1,199 @@
+// bench-checkpoint: what a checkpoint and a recovery cost through the library, by mode, scheme and
+// group size, next to a memcpy of the workspace by the same ranks in the same run; and the shared
+// memory per rank next to the formulas of the three modes.
+//
+//   mpirun -n 16 bench-checkpoint --mib 32
+//
+// Each rank is its own node (SKT_NODE). A full checkpoint writes the whole workspace; an
+// incremental one declares a slice of it (the same place on every rank, as in LU) as changed. A
+// recovery follows the loss of one node: the workspace was changed after the checkpoint, so every
+// survivor rolls back and the lost rank is rebuilt by its group.
+#include <fmt/format.h>
+#include <mpi.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "bench/mpi_timing.hpp"
+#include "bench/table.hpp"
+#include "libselfckpt/src/segment.hpp"
+#include "selfckpt/selfckpt.hpp"
+
+namespace {
+
+struct Variant {
+  std::string mode;
+  std::string scheme;
+  int parity;
+};
+
+std::vector<std::string> split(const std::string& text, char separator = ',') {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, separator))
+    out.push_back(item);
+  return out;
+}
+
+void remove_job(const std::string& job, int rank) {
+  for (const auto& s : skt::list_own_segments()) {
+    if (s.header.identity.job == job && s.header.identity.rank == rank) {
+      if (auto seg = skt::Segment::attach(s.shmid, true)) seg->remove();
+    }
+  }
+}
+
+double usable_fraction(const std::string& mode, int g, int m) {
+  const double k = g - m;
+  if (mode == "self") return k / (2.0 * g);
+  if (mode == "double") return k / (3.0 * g - m);
+  return k / (2.0 * g - m);
+}
+
+double slowest(double seconds) {
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return seconds;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  CLI::App app{"bench-checkpoint: checkpoint and recovery through the library vs memcpy"};
+  std::size_t mib = 32;
+  std::string groups = "4,8,16";
+  std::string variants_text = "self:xor:1,self:rs:2,self:sum:1,double:xor:1,single:xor:1";
+  double dirty_percent = 10;
+  int repeats = 3;
+  std::string chunk = "256K";
+  std::string csv = "checkpoint.csv";
+  app.add_option("--mib", mib, "workspace per rank in MiB");
+  app.add_option("--groups", groups, "group sizes, comma separated");
+  app.add_option("--variants", variants_text, "mode:scheme:parity, comma separated");
+  app.add_option("--dirty-percent", dirty_percent,
+                 "share of the workspace an incremental checkpoint declares");
+  app.add_option("--repeats", repeats, "timed repetitions (best kept)");
+  app.add_option("--chunk", chunk, "SKT_CHUNK_SIZE");
+  app.add_option("--csv", csv, "CSV output (rank 0)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = rank == 0 ? app.exit(e) : 0;
+    MPI_Finalize();
+    return code;
+  }
+  setenv("SKT_NODE", fmt::format("b{}", rank).c_str(), 1);
+  setenv("SKT_CHUNK_SIZE", chunk.c_str(), 1);
+  setenv("SKT_LOG", "warn", 0);  // a default; the caller's SKT_LOG wins
+  const std::size_t bytes = mib << 20;
+  const std::size_t doubles = bytes / sizeof(double);
+
+  std::vector<double> scratch(doubles, 1.0), target(doubles);
+  const double memcpy_time = skt::bench::slowest(
+      MPI_COMM_WORLD, repeats, [&] { std::memcpy(target.data(), scratch.data(), bytes); });
+  std::unique_ptr<skt::bench::Table> table;
+  if (rank == 0) {
+    fmt::print(
+        "{} ranks, {} MiB workspace per rank; memcpy of it by every rank at once: {:.4f} s\n", size,
+        mib, memcpy_time);
+    table = std::make_unique<skt::bench::Table>(
+        std::vector<std::string>{"mode", "scheme", "m", "G", "ckpt_s", "ckpt/memcpy", "incr_s",
+                                 "incr/full", "recover_s", "recover/ckpt", "relaunch_s",
+                                 "mem_usable", "formula"},
+        csv);
+  }
+
+  for (const auto& g_text : split(groups)) {
+    const int g = std::stoi(g_text);
+    if (g < 2 || g > size) continue;
+    for (const auto& v_text : split(variants_text)) {
+      const auto parts = split(v_text, ':');
+      const Variant v{parts.at(0), parts.at(1), std::stoi(parts.at(2))};
+      if (v.parity >= g) continue;
+      setenv("SKT_MODE", v.mode.c_str(), 1);
+      setenv("SKT_SCHEME", v.scheme.c_str(), 1);
+      setenv("SKT_PARITY", std::to_string(v.parity).c_str(), 1);
+      setenv("SKT_GROUP_SIZE", std::to_string(g).c_str(), 1);
+      std::array<char, 64> tag{};
+      if (rank == 0) {
+        const auto t = fmt::format("bench-{}-{}-{}-{}-{}", v.mode, v.scheme, v.parity, g, getpid());
+        std::memcpy(tag.data(), t.data(), std::min(t.size(), tag.size() - 1));
+      }
+      MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
+      const std::string job = tag.data();
+      setenv("SKT_JOB", job.c_str(), 1);
+
+      double full = 1e30, incremental = 1e30, recover = 0, relaunch = 0, usable = 0;
+      {
+        skt::Context ctx(MPI_COMM_WORLD);
+        auto data = ctx.alloc<double>("data", doubles);
+        long step = 0;
+        ctx.protect("step", step);
+        ctx.recover();
+        for (std::size_t i = 0; i < doubles; ++i)
+          data[i] = static_cast<double>(i % 1000) + rank;
+        for (int i = 0; i < repeats; ++i) {
+          ctx.checkpoint();
+          full = std::min(full, ctx.stats().last_checkpoint_seconds);
+        }
+        const auto slice = static_cast<std::size_t>(doubles * dirty_percent / 100.0);
+        const std::size_t begin = doubles / 3;
+        const skt_range range{"data", begin * sizeof(double), slice * sizeof(double)};
+        for (int i = 0; i < repeats; ++i) {
+          for (std::size_t j = begin; j < begin + slice; ++j)
+            data[j] += 1.0;
+          ++step;
+          ctx.checkpoint_dirty(&range, 1);
+          incremental = std::min(incremental, ctx.stats().last_checkpoint_seconds);
+        }
+        const skt_stats s = ctx.stats();
+        const double total = static_cast<double>(s.workspace_bytes + s.checkpoint_bytes) +
+                             static_cast<double>(s.checksum_bytes) * (v.mode == "self"     ? 2
+                                                                      : v.mode == "double" ? 2
+                                                                                           : 1);
+        usable = static_cast<double>(s.workspace_bytes) / total;
+        for (std::size_t i = 0; i < doubles; ++i)
+          data[i] = -1;  // work after the checkpoint
+        ctx.finalize(false);
+      }
+      // Rank 1's node is lost: its memory goes, and a spare takes its place.
+      if (rank == 1) {
+        remove_job(job, rank);
+        setenv("SKT_NODE", "spare", 1);
+      }
+      {
+        // The relaunch: attaching (or, on the spare, creating) the segments, then recovering.
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double start = MPI_Wtime();
+        skt::Context ctx(MPI_COMM_WORLD);
+        ctx.alloc<double>("data", doubles);
+        long step = 0;
+        ctx.protect("step", step);
+        ctx.recover();
+        relaunch = slowest(MPI_Wtime() - start);
+        recover = slowest(ctx.stats().last_recover_seconds);
+        ctx.finalize(true);
+      }
+      setenv("SKT_NODE", fmt::format("b{}", rank).c_str(), 1);
+      remove_job(job, rank);
+      if (rank == 0) {
+        const bool self = v.mode == "self";
+        table->row({v.mode, v.scheme, std::to_string(v.parity), std::to_string(g),
+                    skt::bench::num(full, 4), skt::bench::num(full / memcpy_time, 2),
+                    skt::bench::num(incremental, 4),
+                    self && v.scheme != "sum" ? skt::bench::num(incremental / full, 3) : "-",
+                    skt::bench::num(recover, 4), skt::bench::num(recover / full, 2),
+                    skt::bench::num(relaunch, 4), skt::bench::num(usable, 4),
+                    skt::bench::num(usable_fraction(v.mode, g, v.parity), 4)});
+      }
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}

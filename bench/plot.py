@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Draws the PNG plots of a benchmark directory (encode.csv, checkpoint.csv, kernels.csv) with
+gnuplot: one plot per CSV found, next to it."""
+
+import csv
+import pathlib
+import subprocess
+import sys
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def gnuplot(script, data_blocks):
+    text = ""
+    for name, lines in data_blocks.items():
+        text += f"${name} << EOD\n" + "\n".join(lines) + "\nEOD\n"
+    subprocess.run(["gnuplot"], input=text + script, text=True, check=True)
+
+
+def series(table, key_columns, x, y):
+    out = {}
+    for r in table:
+        key = " ".join(r[c] for c in key_columns)
+        out.setdefault(key, []).append(f"{r[x]} {r[y]}")
+    return out
+
+
+def block_name(key):
+    return "d_" + "".join(ch if ch.isalnum() else "_" for ch in key)
+
+
+def line_plot(png, title, xlabel, ylabel, groups, extra=""):
+    blocks = {block_name(k): v for k, v in groups.items()}
+    plots = ", ".join(f'${block_name(k)} using 1:2 with linespoints lw 2 title "{k}"' for k in groups)
+    gnuplot(f"""set terminal pngcairo size 900,560 font "sans,11"
+set output "{png}"
+set title "{title}"
+set xlabel "{xlabel}"
+set ylabel "{ylabel}"
+set key outside right
+set grid
+set logscale x 2
+{extra}
+plot {plots}
+""", blocks)
+
+
+def main(directory):
+    d = pathlib.Path(directory)
+    made = []
+    if (d / "encode.csv").exists():
+        t = rows(d / "encode.csv")
+        line_plot(d / "encode.png", "Group encoding time / memcpy of the same bytes",
+                  "group size G", "encode / memcpy", series(t, ["scheme", "m"], "G", "encode/memcpy"))
+        made.append("encode.png")
+    if (d / "checkpoint.csv").exists():
+        t = rows(d / "checkpoint.csv")
+        line_plot(d / "checkpoint.png", "Full checkpoint time / memcpy of the workspace",
+                  "group size G", "checkpoint / memcpy",
+                  series(t, ["mode", "scheme", "m"], "G", "ckpt/memcpy"))
+        line_plot(d / "recovery.png", "Recovery of one lost node / checkpoint time",
+                  "group size G", "recovery / checkpoint",
+                  series(t, ["mode", "scheme", "m"], "G", "recover/ckpt"))
+        measured = {}
+        for r in t:
+            if r["scheme"] == "xor":
+                measured.setdefault(f"{r['mode']} measured", []).append(f"{r['G']} {r['mem_usable']}")
+        blocks = {block_name(k): v for k, v in measured.items()}
+        plots = ", ".join(f'${block_name(k)} using 1:2 with points pt 7 ps 1.5 title "{k}"'
+                          for k in measured)
+        gnuplot(f"""set terminal pngcairo size 900,560 font "sans,11"
+set output "{d / 'memory.png'}"
+set title "Share of memory left to the application (xor)"
+set xlabel "group size G"
+set ylabel "usable fraction"
+set key outside right
+set grid
+set xrange [2:20]
+plot (x-1)/(2*x) lw 2 title "self (G-1)/(2G)", (x-1)/(3*x-1) lw 2 title "double (G-1)/(3G-1)", \\
+     (x-1)/(2*x-1) lw 2 title "single (G-1)/(2G-1)", {plots}
+""", blocks)
+        made += ["checkpoint.png", "recovery.png", "memory.png"]
+    if (d / "kernels.csv").exists():
+        t = rows(d / "kernels.csv")
+        lines = [f'"{r["scheme"]} m={r["m"]}" {r["kernel_GBs"]} {r["raw_isal_GBs"].replace("-", "0")} '
+                 f'{r["memcpy_GBs"]}' for r in t]
+        gnuplot(f"""set terminal pngcairo size 900,560 font "sans,11"
+set output "{d / 'kernels.png'}"
+set title "Local kernels, one core (GB/s of input)"
+set style data histograms
+set style fill solid 0.8 border -1
+set ylabel "GB/s"
+set grid ytics
+set key outside right
+plot $k using 2:xtic(1) title "selfckpt kernel", '' using 3 title "ISA-L directly", '' using 4 title "memcpy"
+""", {"k": lines})
+        made.append("kernels.png")
+    print("plots: " + ", ".join(str(d / m) for m in made))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".")

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs the benchmarks side by side on this machine and writes tables, CSV and PNG plots into a
+# dated directory: local kernels, group encoding, checkpoint and recovery through the library.
+#   bench/run.sh [--ranks N] [--mib M] [--out DIR]
+# Defaults: 16 ranks (oversubscribed on small machines), 32 MiB per rank, bench/results/<date>.
+set -euo pipefail
+source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$source_dir/tools/lib/common.sh"
+ranks=16
+mib=32
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ranks) ranks=$2; shift 2 ;;
+    --mib) mib=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+skt_ensure_packages gnuplot-nox
+skt_mpi_environment
+build_dir=${SKT_BUILD_DIR:-$source_dir/build}
+skt_build "$source_dir" "$build_dir" >/dev/null
+out=${out:-$source_dir/bench/results/$(date +%Y-%m-%d)}
+mkdir -p "$out"
+bin=$build_dir/bench
+groups=""
+for g in 2 4 8 16; do
+  if [ "$g" -le "$ranks" ]; then groups+="${groups:+,}$g"; fi
+done
+{
+  echo "# $(date -Iseconds) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+  skt_say "local kernels (one core)"
+  "$bin/bench-kernels" --csv "$out/kernels.csv"
+  skt_say "group encoding: $ranks ranks, $mib MiB each"
+  mpirun -n "$ranks" "$bin/bench-encode" --mib "$mib" --groups "$groups" --csv "$out/encode.csv"
+  skt_say "checkpoint and recovery: $ranks ranks, $mib MiB each"
+  mpirun -n "$ranks" "$bin/bench-checkpoint" --mib "$mib" --groups "$groups" --csv "$out/checkpoint.csv"
+} 2>&1 | tee "$out/tables.txt"
+python3 "$source_dir/bench/plot.py" "$out"
