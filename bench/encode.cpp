@@ -1,5 +1,5 @@
-// bench-encode: the group encoding (pipelined ring reduce-scatter) of each scheme, m and group
-// size, next to a memcpy of the same bytes by the same ranks in the same run.
+// bench-encode: the group encoding (pipelined, straight to the parity holders) of each scheme, m
+// and group size, next to a memcpy of the same bytes by the same ranks in the same run.
 //
 //   mpirun -n 16 bench-encode --mib 32
 //

@@ -1,8 +1,9 @@
 // bench-kernels: the local kernels of each scheme on one core, next to ISA-L called directly on the
 // same buffers and to a memcpy of the same bytes.
 //
-// For each scheme the kernel is the one a ring step runs: out = acc + c·src over a chunk. "raw" is
-// the same operation through ISA-L's own entry point (xor_gen, ec_encode_data) without the codec.
+// For each scheme the kernel is the one a rebuild step runs: out = acc + c·src over a chunk. "raw"
+// is the same operation through ISA-L's own entry point (xor_gen, ec_encode_data) without the
+// codec.
 #include <isa-l.h>
 #include <CLI/CLI.hpp>
 

@@ -68,10 +68,11 @@ struct Incremental {
 };
 
 // Collective over `group` (its ranks are the member indices): every member computes its parity
-// chunks of the group's data into `parity` (geometry.parity_bytes() bytes). A ring reduce-scatter
-// pipelined chunk by chunk: each member sends and receives about its own stream's size once.
-// With `incremental`, only the dirty rows travel, and only changed chunks are read. Returns how
-// many chunks this member sent.
+// chunks of the group's data into `parity` (geometry.parity_bytes() bytes). Each data chunk goes
+// straight from the stream to the m holders of its row, which combine a row's G-m chunks in one
+// pass; rows go a period at a time with several periods in flight. A member sends m times its
+// stream and receives as much. With `incremental`, only the dirty rows travel, and only changed
+// chunks are read. Returns how many chunks this member sent.
 std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
                            const ChunkList& mine, std::byte* parity, const PipelineOptions& options,
                            const Incremental* incremental = nullptr);

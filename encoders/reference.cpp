@@ -33,8 +33,8 @@ std::vector<Bytes> reference_encode(const StripeGeometry& geometry, const Codec&
       const std::uint64_t row = geometry.parity_row(block, index);
       const int slot = geometry.parity_slot(block, row);
       Bytes acc(chunk, std::byte{0});
-      // In the order the ring adds them (block+1, block+2, ...), so that even a scheme with
-      // rounding gives the same bits.
+      // In the order the holder adds them (its row's data positions, which follow the members
+      // after it), so that even a scheme with rounding gives the same bits.
       for (int step = 1; step < g; ++step) {
         const int member = (block + step) % g;
         const auto position = geometry.chunk_of_row(member, row);
