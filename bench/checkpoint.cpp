@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
   app.add_option("--groups", groups, "group sizes, comma separated");
   app.add_option("--variants", variants_text, "mode:scheme:parity, comma separated");
   app.add_option("--dirty-percent", dirty_percent,
-                 "share of the workspace an incremental checkpoint declares");
+                 "share of the workspace an incremental checkpoint declares")
+      ->check(CLI::Range(0.0, 100.0));
   app.add_option("--repeats", repeats, "timed repetitions (best kept)");
   app.add_option("--chunk", chunk, "SKT_CHUNK_SIZE");
   app.add_option("--csv", csv, "CSV output (rank 0)");
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
           full = std::min(full, ctx.stats().last_checkpoint_seconds);
         }
         const auto slice = static_cast<std::size_t>(doubles * dirty_percent / 100.0);
-        const std::size_t begin = doubles / 3;
+        const std::size_t begin = std::min(doubles / 3, doubles - slice);
         const skt_range range{"data", begin * sizeof(double), slice * sizeof(double)};
         for (int i = 0; i < repeats; ++i) {
           for (std::size_t j = begin; j < begin + slice; ++j)

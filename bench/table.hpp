@@ -1,4 +1,6 @@
-// Output of every benchmark: an aligned table on stdout and the same rows in a CSV file.
+// Output of every benchmark: an aligned table on stdout and the same rows in a CSV file. Text
+// columns may be given a width of their own; a cell wider than its column still keeps a space
+// before it, and CSV cells holding commas or quotes are quoted.
 #pragma once
 
 #include <fmt/format.h>
@@ -13,41 +15,52 @@ namespace skt::bench {
 
 class Table {
  public:
-  Table(std::vector<std::string> columns, const std::string& csv_path, bool print = true)
-      : columns_(std::move(columns)), print_(print) {
+  Table(std::vector<std::string> columns, const std::string& csv_path, bool print = true,
+        std::vector<int> widths = {})
+      : columns_(std::move(columns)), widths_(std::move(widths)), print_(print) {
+    widths_.resize(columns_.size(), kDefaultWidth);
     if (!csv_path.empty()) {
       csv_.open(csv_path);
       if (!csv_) throw std::runtime_error("cannot write " + csv_path);
-      for (std::size_t i = 0; i < columns_.size(); ++i)
-        csv_ << (i ? "," : "") << columns_[i];
-      csv_ << '\n';
     }
-    if (print_) {
-      std::string line;
-      for (const auto& c : columns_)
-        line += fmt::format("{:>14}", c);
-      fmt::print("{}\n", line);
-    }
+    emit(columns_);
   }
 
-  void row(const std::vector<std::string>& cells) {
+  void row(const std::vector<std::string>& cells) { emit(cells); }
+
+ private:
+  static constexpr int kDefaultWidth = 14;
+
+  static std::string csv_cell(const std::string& cell) {
+    if (cell.find_first_of(",\"\n") == std::string::npos) return cell;
+    std::string quoted = "\"";
+    for (const char c : cell) {
+      quoted += c;
+      if (c == '"') quoted += '"';
+    }
+    return quoted + '"';
+  }
+
+  void emit(const std::vector<std::string>& cells) {
     if (csv_.is_open()) {
       for (std::size_t i = 0; i < cells.size(); ++i)
-        csv_ << (i ? "," : "") << cells[i];
+        csv_ << (i ? "," : "") << csv_cell(cells[i]);
       csv_ << '\n';
       csv_.flush();
     }
     if (print_) {
       std::string line;
-      for (const auto& c : cells)
-        line += fmt::format("{:>14}", c);
+      for (std::size_t i = 0; i < cells.size(); ++i) {
+        const int width = i < widths_.size() ? widths_[i] : kDefaultWidth;
+        line += fmt::format(" {:>{}}", cells[i], width - 1);
+      }
       fmt::print("{}\n", line);
       std::fflush(stdout);
     }
   }
 
- private:
   std::vector<std::string> columns_;
+  std::vector<int> widths_;
   std::ofstream csv_;
   bool print_;
 };

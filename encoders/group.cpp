@@ -135,6 +135,16 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
   auto dirty_row = [&](std::uint64_t row) {
     return incremental == nullptr || (*incremental->dirty_rows)[row] != 0;
   };
+  // A row whose every data chunk changed is cheaper to encode afresh than by its change.
+  auto fresh_row = [&](std::uint64_t row) {
+    if (incremental == nullptr) return true;
+    int present = 0;
+    for (int position = 0; position < k; ++position) {
+      const int member = wrap(static_cast<int>(row % static_cast<std::uint64_t>(g)) + m + position, g);
+      if (*geometry.chunk_of_row(member, row) < counts[static_cast<std::size_t>(member)]) ++present;
+    }
+    return present > 0 && (*incremental->dirty_rows)[row] == present;
+  };
   // Every data member of a row sends its chunk straight to the row's m parity holders, which
   // combine the G-m chunks in one pass; a member's chunks go out untouched from its stream (with
   // `incremental`, its change since B instead, or nothing new when it did not change). Rows go a
@@ -158,10 +168,11 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
   std::vector<PeriodTransfers> transfers(window);
   std::vector<const std::byte*> sources(window * per_period);
   // With one data chunk per row and a coefficient of 1 (groups of 2 under xor or sum), a parity
-  // item is that chunk: it lands in place.
-  bool in_place = k == 1 && incremental == nullptr;
+  // item encoded afresh is that chunk: it lands in place.
+  bool single_identity = k == 1;
   for (int l = 0; l < m; ++l)
-    in_place = in_place && codec.encode_coef(l, 0) == Codec::identity;
+    single_identity = single_identity && codec.encode_coef(l, 0) == Codec::identity;
+  auto in_place = [&](std::uint64_t row) { return single_identity && fresh_row(row); };
   std::uint64_t sent = 0;
 
   auto post = [&](std::uint64_t q) {
@@ -183,7 +194,7 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
         if (!dirty_row(row) || j >= counts[static_cast<std::size_t>(member)]) continue;
         const std::uint64_t index =
             q * static_cast<std::uint64_t>(m) + static_cast<std::uint64_t>(l);
-        std::byte* buffer = in_place ? parity + index * chunk : inbox + at * chunk;
+        std::byte* buffer = in_place(row) ? parity + index * chunk : inbox + at * chunk;
         sources[at] = buffer;
         t.receives.emplace_back();
         t.received_from.push_back(static_cast<int>(at));
@@ -200,7 +211,7 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
       if (!j || *j >= mine_count || !dirty_row(row)) continue;
       const std::byte* data = mine.data[*j];
       int bytes = static_cast<int>(mine.bytes[*j]);
-      if (incremental != nullptr) {
+      if (incremental != nullptr && !fresh_row(row)) {
         if ((*incremental->dirty_chunks)[*j] == 0) {
           bytes = 0;  // unchanged: nothing to add to the holders' committed parity
         } else {
@@ -241,7 +252,7 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
           q * static_cast<std::uint64_t>(g) + static_cast<std::uint64_t>(wrap(me - l, g));
       if (!dirty_row(row)) continue;
       const std::uint64_t index = q * static_cast<std::uint64_t>(m) + static_cast<std::uint64_t>(l);
-      if (in_place) {
+      if (in_place(row)) {
         const std::size_t at = w * per_period + static_cast<std::size_t>(l * k);
         if (sources[at] == zeros) std::memset(parity + index * chunk, 0, chunk);
         continue;  // received in place
@@ -249,10 +260,9 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
       const std::span<const std::byte* const> row_sources(
           sources.data() + w * per_period + static_cast<std::size_t>(l * k),
           static_cast<std::size_t>(k));
-      codec.encode_row(
-          parity + index * chunk,
-          incremental != nullptr ? incremental->committed_parity + index * chunk : nullptr,
-          row_sources, l, chunk);
+      codec.encode_row(parity + index * chunk,
+                       fresh_row(row) ? nullptr : incremental->committed_parity + index * chunk,
+                       row_sources, l, chunk);
     }
     SKT_MPI(MPI_Waitall(static_cast<int>(t.sends.size()), t.sends.data(), MPI_STATUSES_IGNORE));
     report(options, q + 1, periods);

@@ -59,12 +59,14 @@ struct PipelineOptions {
 };
 
 // What an incremental encoding starts from: the committed stream B and its parity C, and what
-// changed since. Rows not marked dirty keep their parity; the others get C + code(W - B).
+// changed since. Rows no member changed keep their parity; rows every member changed are encoded
+// afresh from W (no need to read B or C); the others get C + code(W - B).
 struct Incremental {
   const ChunkList* base = nullptr;                          // B, chunk by chunk like the stream
   const std::byte* committed_parity = nullptr;              // C, like `parity`
   const std::vector<std::uint8_t>* dirty_chunks = nullptr;  // this member's changed chunks
-  const std::vector<std::uint8_t>* dirty_rows = nullptr;    // rows to encode; equal on all members
+  // Per row, how many members changed their chunk of it; equal on all members.
+  const std::vector<std::uint8_t>* dirty_rows = nullptr;
 };
 
 // Collective over `group` (its ranks are the member indices): every member computes its parity

@@ -184,6 +184,12 @@ const std::vector<Option>& options() {
   return table;
 }
 
+bool is_program_variable(std::string_view name) {
+  return name.rfind("SKT_HPL_", 0) == 0 || name.rfind("SKT_RUN_", 0) == 0;
+}
+
+bool is_program_table(std::string_view key) { return key == "hpl" || key == "run"; }
+
 std::string known_variables() {
   std::string out = "SKT_CONFIG";
   for (const auto& option : options())
@@ -210,6 +216,7 @@ void apply_file(Config& config, const std::string& path) {
     throw Error(SKT_ERR_CONFIG, fmt::format("configuration file {}: {}", path, e.what()));
   }
   for (const auto& [key, node] : table) {
+    if (node.is_table() && is_program_table(key.str())) continue;
     const std::string origin =
         fmt::format("{}:{}: {}", path, node.source().begin.line, std::string_view(key));
     const auto option = std::find_if(options().begin(), options().end(),
@@ -371,7 +378,7 @@ Config load_config(const std::string& path, const Environment& env) {
   }
   if (!file.empty()) apply_file(config, file);
   for (const auto& [name, value] : env) {
-    if (name == "SKT_CONFIG") continue;
+    if (name == "SKT_CONFIG" || is_program_variable(name)) continue;
     const auto option = std::find_if(options().begin(), options().end(),
                                      [&](const Option& o) { return o.env == name; });
     if (option == options().end()) {

@@ -49,7 +49,9 @@ struct Config {
   std::string shared_settings() const;
 };
 
-// SKT_* variables of the process environment.
+// SKT_* variables of the process environment. Variables starting with SKT_HPL_ or SKT_RUN_, and
+// the [hpl] and [run] tables of a configuration file, belong to the programs built on the library
+// (skt-hpl, skt-run), which check them; the library leaves them alone.
 using Environment = std::vector<std::pair<std::string, std::string>>;
 Environment skt_environment();
 

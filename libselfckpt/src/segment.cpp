@@ -120,7 +120,7 @@ void Segment::remove() {
   }
 }
 
-Segment Segment::create(SegmentHeader header, bool huge_pages, std::size_t populate_bytes) {
+Segment Segment::create(SegmentHeader header, bool huge_pages) {
   const std::size_t bytes = segment_size(header.data_bytes, huge_pages);
   header.segment_bytes = bytes;
   int flags = IPC_CREAT | IPC_EXCL | 0600;
@@ -144,7 +144,7 @@ Segment Segment::create(SegmentHeader header, bool huge_pages, std::size_t popul
     s.base_ = static_cast<std::byte*>(p);
     s.header_ = header;
     try {
-      populate(p, std::min(bytes, populate_bytes));
+      populate(p, bytes);
     } catch (...) {
       s.remove();
       throw;

@@ -31,10 +31,9 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   // Creates a segment for `header.identity` with room for header.data_bytes after the header page,
-  // and maps its first `populate_bytes` now. Throws skt::Error(SKT_ERR_SHM) naming the kernel limit
-  // to raise when the kernel refuses.
-  static Segment create(SegmentHeader header, bool huge_pages,
-                        std::size_t populate_bytes = SIZE_MAX);
+  // and maps all of it now. Throws skt::Error(SKT_ERR_SHM) naming the kernel limit to raise when
+  // the kernel refuses.
+  static Segment create(SegmentHeader header, bool huge_pages);
 
   // Attaches an existing segment by id after checking it; nothing is written. Returns nothing if
   // it is not a valid segment of the calling user, and then says why in *why (if given).

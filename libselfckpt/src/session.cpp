@@ -576,9 +576,10 @@ void Session::ensure_checkpoint_segment(bool keep_existing) {
     const std::size_t copies_bytes =
         static_cast<std::size_t>(copies()) * (copy_bytes + parity_bytes);
     header.data_bytes = copies_bytes + (config_.mode == Mode::self ? parity_bytes : 0);
-    // D gets its pages when the first checkpoint encodes it in full; the copies are written now
-    // by a rebuild, or soon by the first flush.
-    checkpoint_ = Segment::create(header, config_.huge_pages, kHeaderBytes + copies_bytes);
+    // Every page now, D's too: a first touch costs far more than a copy (the kernel clears the
+    // page, a virtual machine's host may have to back it), and it belongs to the set-up, not to
+    // the first checkpoint.
+    checkpoint_ = Segment::create(header, config_.huge_pages);
     encode_checkpoint_info(checkpoint_.base(), info_);
     clear_control(checkpoint_.base());
   }
@@ -952,8 +953,9 @@ void Session::checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>*
     state_.encoded = -1;
     write_state();
     if (incremental) {
+      // A member has at most one chunk per row: the sum counts the members that changed it.
       SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, dirty_rows.data(), static_cast<int>(dirty_rows.size()),
-                            MPI_UINT8_T, MPI_MAX, group_comm_.get()));
+                            MPI_UINT8_T, MPI_SUM, group_comm_.get()));
       const enc::Incremental inc{&copy.chunks, copy.checksum, &dirty_chunks, &dirty_rows};
       last_sent_bytes_ = encode(workspace_chunks_, pending_, next, &inc);
     } else {

@@ -135,8 +135,9 @@ TEST_P(GroupOps, EncodeIncrementalAndEveryLossPatternMatchTheReference) {
                            geometry.parity_bytes()))
       << describe(c) << ": member " << me << " parity differs from the reference";
 
-  // Incremental: members change a few chunks each (member 0 none); encoding only those rows
-  // from B and C must give the parity a full encoding of the new data gives.
+  // Incremental: members change a few chunks each (member 0 none), and all of them their last
+  // third (rows every member changed, encoded afresh); encoding only the changed rows must give
+  // the parity a full encoding of the new data gives.
   Aligned committed(geometry.parity_bytes());
   std::memcpy(committed.data, parity.data, geometry.parity_bytes());
   Aligned copy(original.size());
@@ -151,8 +152,13 @@ TEST_P(GroupOps, EncodeIncrementalAndEveryLossPatternMatchTheReference) {
     for (std::uint64_t j = static_cast<std::uint64_t>(m % 3); m > 0 && j < flags.size();
          j += 3 + static_cast<std::uint64_t>(m)) {
       flags[j] = 1;
-      dirty_rows[geometry.row_of_chunk(m, j)] = 1;
-      auto& bytes = changed[static_cast<std::size_t>(m)];
+    }
+    for (std::uint64_t j = flags.size() * 2 / 3; j < flags.size(); ++j)
+      flags[j] = 1;
+    auto& bytes = changed[static_cast<std::size_t>(m)];
+    for (std::uint64_t j = 0; j < flags.size(); ++j) {
+      if (flags[j] == 0) continue;
+      ++dirty_rows[geometry.row_of_chunk(m, j)];
       for (std::size_t i = j * c.chunk; i < std::min(bytes.size(), (j + 1) * c.chunk); i += 5) {
         bytes[i] = static_cast<std::byte>(static_cast<unsigned>(bytes[i]) * 7u + 3u);
       }

@@ -117,6 +117,14 @@ TEST(Config, ModesSchemesAndMtbf) {
   EXPECT_EQ(parse_duration("2d"), 172800.0);
 }
 
+TEST(Config, ProgramSettingsAreLeftToThePrograms) {
+  TempFile file("group_size = 2\n[hpl]\ncheckpoint_every = 3\n");
+  const Config c = load_config(file.path(), {{"SKT_HPL_CHECKPOINT_EVERY", "5"}, {"SKT_RUN_X", "1"}});
+  EXPECT_EQ(c.group_size, 2);
+  TempFile other("[elsewhere]\nx = 1\n");
+  EXPECT_NE(config_error(other.path(), {}).find("elsewhere: unknown key"), std::string::npos);
+}
+
 TEST(Config, FaultSpecs) {
   const auto f = parse_fault("flush:3:2");
   ASSERT_TRUE(f.has_value());

@@ -1,0 +1,512 @@
+#include "hpl/lu.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+
+#include "encoders/mpi_util.hpp"
+
+namespace skt::hpl {
+
+namespace {
+
+// The pivot search of one column, as one reduction over the panel's process column: the buffer
+// carries the candidate (|value|, global row, its whole panel row) and the row it replaces (from
+// the process holding the diagonal block). Ties go to the smaller row, so the result does not
+// depend on the order of the reduction.
+extern "C" void pivot_reduce(void* in, void* inout, int* len, MPI_Datatype* type) {
+  int bytes = 0;
+  MPI_Type_size(*type, &bytes);
+  const int width = bytes / static_cast<int>(sizeof(double));
+  const int jb = (width - 3) / 2;
+  for (int k = 0; k < *len; ++k) {
+    const double* a = static_cast<const double*>(in) + static_cast<std::ptrdiff_t>(k) * width;
+    double* b = static_cast<double*>(inout) + static_cast<std::ptrdiff_t>(k) * width;
+    const bool better = a[0] > b[0] || (a[0] == b[0] && a[0] >= 0 && a[1] < b[1]);
+    if (better) {
+      b[0] = a[0];
+      b[1] = a[1];
+      std::memcpy(b + 3, a + 3, static_cast<std::size_t>(jb) * sizeof(double));
+    }
+    if (a[2] != 0) {
+      b[2] = 1;
+      std::memcpy(b + 3 + jb, a + 3 + jb, static_cast<std::size_t>(jb) * sizeof(double));
+    }
+  }
+}
+
+std::size_t slot_size(int rows, int jb) {
+  return static_cast<std::size_t>(rows) * static_cast<std::size_t>(jb) +
+         static_cast<std::size_t>(jb) * static_cast<std::size_t>(jb) + static_cast<std::size_t>(jb);
+}
+
+}  // namespace
+
+struct Factorization::Panel {
+  int jn = 0;
+  int jb = 0;
+  bool top = false;  // this process holds the diagonal block
+  int lr0 = 0;       // first local row of the panel
+  int m = 0;         // local rows from lr0
+  double* a = nullptr;
+  int lda = 0;
+  std::vector<double> t;  // jb × jb, column-major: the pivot rows as they are chosen
+  std::vector<int> ipiv;  // global row swapped with row jn + c
+
+  int candidates(int c) const noexcept { return top ? c : 0; }  // rows that may become pivot c
+  int below(int c) const noexcept { return top ? c + 1 : 0; }   // rows under pivot row c
+  double& at(int r, int c) const noexcept { return a[r + static_cast<std::ptrdiff_t>(c) * lda]; }
+  double& tt(int r, int c) noexcept { return t[static_cast<std::size_t>(r + c * jb)]; }
+};
+
+std::string Algorithm::encode(bool column_major_map) const {
+  const char facts[] = {'L', 'C', 'R'};
+  std::string s = "W";
+  s += column_major_map ? 'C' : 'R';
+  s += std::to_string(depth % 10);
+  s += static_cast<char>('0' + static_cast<int>(bcast));
+  s += facts[static_cast<int>(rfact)];
+  s += std::to_string(ndiv % 10);
+  s += facts[static_cast<int>(pfact)];
+  s += std::to_string(nbmin % 10);
+  return s;
+}
+
+Factorization::Factorization(const Grid& grid, const Algorithm& algorithm,
+                             const LocalMatrix& matrix)
+    : grid_(grid), algo_(algorithm), matrix_(matrix) {
+  if (algo_.depth > 1) {
+    throw std::invalid_argument("look-ahead depth " + std::to_string(algo_.depth) +
+                                " is not implemented: SKT-HPL runs depth 0 or 1");
+  }
+  SKT_MPI(MPI_Op_create(&pivot_reduce, 1, &pivot_op_));
+}
+
+Factorization::~Factorization() {
+  if (pivot_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&pivot_type_);
+  if (pivot_op_ != MPI_OP_NULL) MPI_Op_free(&pivot_op_);
+}
+
+void Factorization::pivot(Panel& p, int c) {
+  const int jb = p.jb;
+  const int width = 3 + 2 * jb;
+  pivot_buffer_.assign(static_cast<std::size_t>(width), 0.0);
+  double* b = pivot_buffer_.data();
+  b[0] = -1;
+  const int first = p.candidates(c);
+  if (p.m > first) {
+    const int r = first + static_cast<int>(cblas_idamax(p.m - first, &p.at(first, c), 1));
+    b[0] = std::fabs(p.at(r, c));
+    b[1] = global_index(p.lr0 + r, matrix_.nb, grid_.myrow(), grid_.nprow());
+    for (int k = 0; k < jb; ++k) b[3 + k] = p.at(r, k);
+  }
+  if (p.top) {
+    b[2] = 1;
+    for (int k = 0; k < jb; ++k) b[3 + jb + k] = p.at(c, k);
+  }
+  if (grid_.nprow() > 1) {
+    if (pivot_type_width_ != width) {
+      if (pivot_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&pivot_type_);
+      SKT_MPI(MPI_Type_contiguous(width, MPI_DOUBLE, &pivot_type_));
+      SKT_MPI(MPI_Type_commit(&pivot_type_));
+      pivot_type_width_ = width;
+    }
+    SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, b, 1, pivot_type_, pivot_op_, grid_.col()));
+  }
+  const int g = static_cast<int>(b[1]);
+  p.ipiv[static_cast<std::size_t>(c)] = g;
+  for (int k = 0; k < jb; ++k) p.tt(c, k) = b[3 + k];
+  if (b[0] == 0 && info_ == 0) info_ = p.jn + c + 1;
+  // The row that was at position jn + c goes to where the pivot row was.
+  if (g != p.jn + c && owner(g, matrix_.nb, grid_.nprow()) == grid_.myrow()) {
+    const int r = local_index(g, matrix_.nb, grid_.nprow()) - p.lr0;
+    for (int k = 0; k < jb; ++k) p.at(r, k) = b[3 + jb + k];
+  }
+}
+
+void Factorization::factor_base(Panel& p, int c0, int n) {
+  const int end = c0 + n;
+  for (int c = c0; c < end; ++c) {
+    const int k = c - c0;  // columns of the block before c
+    if (algo_.pfact != Fact::right && k > 0) {
+      // Left and Crout apply the block's earlier columns to column c only now.
+      if (algo_.pfact == Fact::left) {
+        cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasUnit, k, &p.tt(c0, c0), p.jb,
+                    &p.tt(c0, c), 1);
+      }
+      const int first = p.candidates(c);
+      if (p.m > first) {
+        cblas_dgemv(CblasColMajor, CblasNoTrans, p.m - first, k, -1.0, &p.at(first, c0), p.lda,
+                    &p.tt(c0, c), 1, 1.0, &p.at(first, c), 1);
+      }
+    }
+    pivot(p, c);
+    if (algo_.pfact == Fact::crout && k > 0 && c + 1 < end) {
+      // Crout: the pivot row's U part, right away.
+      cblas_dgemv(CblasColMajor, CblasTrans, k, end - c - 1, -1.0, &p.tt(c0, c + 1), p.jb,
+                  &p.tt(c, c0), p.jb, 1.0, &p.tt(c, c + 1), p.jb);
+    }
+    const double piv = p.tt(c, c);
+    const int below = p.below(c);
+    const int rows = p.m - below;
+    if (rows > 0 && piv != 0) cblas_dscal(rows, 1.0 / piv, &p.at(below, c), 1);
+    if (algo_.pfact == Fact::right && c + 1 < end && rows > 0) {
+      cblas_dger(CblasColMajor, rows, end - c - 1, -1.0, &p.at(below, c), 1, &p.tt(c, c + 1),
+                 p.jb, &p.at(below, c + 1), p.lda);
+    }
+  }
+}
+
+void Factorization::factor_segment(Panel& p, int c0, int n) {
+  if (n <= algo_.nbmin) {
+    factor_base(p, c0, n);
+    return;
+  }
+  // NDIV sub-panels, the last taking the remainder. Whatever the variant, a segment leaves the
+  // columns after it untouched: its parent applies it to them.
+  const int part = std::max(1, n / algo_.ndiv);
+  const int end = c0 + n;
+  for (int s0 = c0; s0 < end;) {
+    const int s1 = (end - s0 < 2 * part) ? end : s0 + part;
+    const int before = s0 - c0;
+    if (algo_.rfact != Fact::right && before > 0) {
+      if (algo_.rfact == Fact::left) {
+        cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, before,
+                    s1 - s0, 1.0, &p.tt(c0, c0), p.jb, &p.tt(c0, s0), p.jb);
+      }
+      const int first = p.candidates(s0);
+      if (p.m > first) {
+        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, p.m - first, s1 - s0, before,
+                    -1.0, &p.at(first, c0), p.lda, &p.tt(c0, s0), p.jb, 1.0, &p.at(first, s0),
+                    p.lda);
+      }
+    }
+    factor_segment(p, s0, s1 - s0);
+    if (s1 < end) {
+      if (algo_.rfact == Fact::crout && before > 0) {
+        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, s1 - s0, end - s1, before, -1.0,
+                    &p.tt(s0, c0), p.jb, &p.tt(c0, s1), p.jb, 1.0, &p.tt(s0, s1), p.jb);
+      }
+      if (algo_.rfact != Fact::left) {
+        cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, s1 - s0,
+                    end - s1, 1.0, &p.tt(s0, s0), p.jb, &p.tt(s0, s1), p.jb);
+      }
+      if (algo_.rfact == Fact::right) {
+        const int below = p.below(s1 - 1);
+        if (p.m > below) {
+          cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, p.m - below, end - s1, s1 - s0,
+                      -1.0, &p.at(below, s0), p.lda, &p.tt(s0, s1), p.jb, 1.0, &p.at(below, s1),
+                      p.lda);
+        }
+      }
+    }
+    s0 = s1;
+  }
+}
+
+void Factorization::factor_and_send(int j) {
+  const int nb = matrix_.nb;
+  const int jn = j * nb;
+  const int jb = std::min(nb, matrix_.n - jn);
+  const int pcol = j % grid_.npcol();
+  const int lr0 = numroc(jn, nb, grid_.myrow(), grid_.nprow());
+  const int rows = matrix_.mp - lr0;
+  const int s = slot(j);
+  if (grid_.mycol() != pcol) return;
+  const double started = MPI_Wtime();
+  bcast_[s].wait();
+  Panel p;
+  p.jn = jn;
+  p.jb = jb;
+  p.top = grid_.myrow() == j % grid_.nprow();
+  p.lr0 = lr0;
+  p.m = rows;
+  p.lda = matrix_.lda;
+  p.a = matrix_.a + lr0 + static_cast<std::ptrdiff_t>(numroc(jn, nb, pcol, grid_.npcol())) * matrix_.lda;
+  p.t.assign(static_cast<std::size_t>(jb) * static_cast<std::size_t>(jb), 0.0);
+  p.ipiv.assign(static_cast<std::size_t>(jb), 0);
+  factor_segment(p, 0, jb);
+  if (p.top) {
+    for (int k = 0; k < jb; ++k) {
+      for (int r = 0; r < jb; ++r) p.at(r, k) = p.tt(r, k);
+    }
+  }
+  // Pack this process row's L rows, T (in the L1 form asked for) and the pivots.
+  auto& buffer = panel_[s];
+  buffer.resize(slot_size(rows, jb));
+  double* l = buffer.data();
+  for (int k = 0; k < jb; ++k) std::memcpy(l + static_cast<std::ptrdiff_t>(k) * rows, &p.at(0, k), static_cast<std::size_t>(rows) * sizeof(double));
+  double* t = l + static_cast<std::ptrdiff_t>(rows) * jb;
+  for (int c = 0; c < jb; ++c) {
+    for (int r = 0; r < jb; ++r) {
+      t[algo_.l1_notrans ? r + c * jb : c + r * jb] = p.tt(r, c);
+    }
+  }
+  for (int c = 0; c < jb; ++c) t[jb * jb + c] = p.ipiv[static_cast<std::size_t>(c)];
+  panel_rows_[s] = rows;
+  bcast_[s].start(grid_.row(), algo_.bcast, pcol, buffer.data(), buffer.size(), 0x700 + s);
+  timing_.factor += MPI_Wtime() - started;
+}
+
+void Factorization::receive(int j) {
+  const double started = MPI_Wtime();
+  const int nb = matrix_.nb;
+  const int jn = j * nb;
+  const int jb = std::min(nb, matrix_.n - jn);
+  const int pcol = j % grid_.npcol();
+  const int s = slot(j);
+  if (grid_.mycol() != pcol) {
+    const int rows = matrix_.mp - numroc(jn, nb, grid_.myrow(), grid_.nprow());
+    panel_[s].resize(slot_size(rows, jb));
+    panel_rows_[s] = rows;
+    bcast_[s].start(grid_.row(), algo_.bcast, pcol, panel_[s].data(), panel_[s].size(), 0x700 + s);
+  }
+  bcast_[s].finish();
+  timing_.receive += MPI_Wtime() - started;
+}
+
+void Factorization::apply(int j, int begin, int end) {
+  if (begin >= end) return;
+  const double started = MPI_Wtime();
+  const int nb = matrix_.nb;
+  const int nprow = grid_.nprow();
+  const int myrow = grid_.myrow();
+  const int jn = j * nb;
+  const int jb = std::min(nb, matrix_.n - jn);
+  const int s = slot(j);
+  const int rows = panel_rows_[s];
+  const double* l = panel_[s].data();
+  const double* t = l + static_cast<std::ptrdiff_t>(rows) * jb;
+  const double* pivots = t + static_cast<std::ptrdiff_t>(jb) * jb;
+  const int ncols = end - begin;
+  const auto width = static_cast<std::size_t>(ncols);
+  const int lda = matrix_.lda;
+  double* a = matrix_.a;
+  // Rows travel row-major (a row's columns contiguous), but are read and written column by column,
+  // so that consecutive accesses stay within a column of A.
+  auto gather = [&](const std::vector<int>& rows, double* out) {
+    for (int k = 0; k < ncols; ++k) {
+      const double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
+      for (std::size_t i = 0; i < rows.size(); ++i) out[i * width + static_cast<std::size_t>(k)] = column[rows[i]];
+    }
+  };
+  auto scatter = [&](const std::vector<int>& rows, const double* in) {
+    for (int k = 0; k < ncols; ++k) {
+      double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
+      for (std::size_t i = 0; i < rows.size(); ++i) column[rows[i]] = in[i * width + static_cast<std::size_t>(k)];
+    }
+  };
+  auto local = [&](int g) { return local_index(g, nb, nprow); };
+
+  // Where every row involved in the panel's swaps ends up.
+  std::map<int, int> content;  // position → original row now there
+  auto at = [&](int position) {
+    const auto it = content.find(position);
+    return it == content.end() ? position : it->second;
+  };
+  for (int i = 0; i < jb; ++i) {
+    const int g = static_cast<int>(pivots[i]);
+    const int a1 = at(jn + i), a2 = at(g);
+    content[jn + i] = a2;
+    content[g] = a1;
+  }
+  // U's rows, spread to every process of the column, grouped by the process row owning them.
+  std::vector<int> counts(static_cast<std::size_t>(nprow), 0);
+  for (int i = 0; i < jb; ++i) ++counts[static_cast<std::size_t>(owner(at(jn + i), nb, nprow))];
+  packed_.resize(static_cast<std::size_t>(counts[static_cast<std::size_t>(myrow)]) * width);
+  {
+    std::vector<int> rows;
+    for (int i = 0; i < jb; ++i) {
+      const int src = at(jn + i);
+      if (owner(src, nb, nprow) == myrow) rows.push_back(local(src));
+    }
+    gather(rows, packed_.data());
+  }
+  // Rows moving below the panel's diagonal block, read before anything is written.
+  std::vector<std::pair<int, int>> moves;  // (position, source row), by position
+  for (const auto& [position, source] : content) {
+    if (position >= jn + jb && source != position) moves.emplace_back(position, source);
+  }
+  std::vector<int> send_counts(static_cast<std::size_t>(nprow), 0), recv_counts(static_cast<std::size_t>(nprow), 0);
+  for (const auto& [position, source] : moves) {
+    if (owner(source, nb, nprow) == myrow) ++send_counts[static_cast<std::size_t>(owner(position, nb, nprow))];
+    if (owner(position, nb, nprow) == myrow) ++recv_counts[static_cast<std::size_t>(owner(source, nb, nprow))];
+  }
+  std::vector<int> send_displ(static_cast<std::size_t>(nprow) + 1, 0), recv_displ(static_cast<std::size_t>(nprow) + 1, 0);
+  for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q) {
+    send_displ[q + 1] = send_displ[q] + send_counts[q];
+    recv_displ[q + 1] = recv_displ[q] + recv_counts[q];
+  }
+  moved_out_.resize(static_cast<std::size_t>(send_displ.back()) * width);
+  moved_in_.resize(static_cast<std::size_t>(recv_displ.back()) * width);
+  {
+    // Grouped by destination process row, in position order within each group.
+    std::vector<int> rows(static_cast<std::size_t>(send_displ.back()));
+    std::vector<int> fill(send_displ.begin(), send_displ.end() - 1);
+    for (const auto& [position, source] : moves) {
+      if (owner(source, nb, nprow) != myrow) continue;
+      rows[static_cast<std::size_t>(fill[static_cast<std::size_t>(owner(position, nb, nprow))]++)] = local(source);
+    }
+    gather(rows, moved_out_.data());
+  }
+
+  const bool binary = algo_.swap == SwapAlgo::binary_exchange ||
+                      (algo_.swap == SwapAlgo::mix && ncols <= algo_.swap_threshold);
+  gathered_.resize(static_cast<std::size_t>(jb) * width);
+  gather_rows(grid_.col(), binary, algo_.equil, counts, width, packed_.data(), gathered_.data());
+  if (nprow > 1) {
+    std::vector<int> sc(send_counts), rc(recv_counts), sd(send_displ.begin(), send_displ.end() - 1), rd(recv_displ.begin(), recv_displ.end() - 1);
+    for (auto* v : {&sc, &rc, &sd, &rd}) {
+      for (auto& x : *v) x *= ncols;
+    }
+    SKT_MPI(MPI_Alltoallv(moved_out_.data(), sc.data(), sd.data(), MPI_DOUBLE, moved_in_.data(),
+                          rc.data(), rd.data(), MPI_DOUBLE, grid_.col()));
+  } else {
+    moved_in_ = moved_out_;
+  }
+  {
+    std::vector<int> rows(static_cast<std::size_t>(recv_displ.back()));
+    std::vector<int> fill(recv_displ.begin(), recv_displ.end() - 1);
+    for (const auto& [position, source] : moves) {
+      if (owner(position, nb, nprow) != myrow) continue;
+      rows[static_cast<std::size_t>(fill[static_cast<std::size_t>(owner(source, nb, nprow))]++)] = local(position);
+    }
+    scatter(rows, moved_in_.data());
+  }
+
+  // U in the form asked for: transposed (ncols × jb, a row of U per column) or not (jb × ncols).
+  u_.resize(static_cast<std::size_t>(jb) * width);
+  {
+    std::vector<std::size_t> next(static_cast<std::size_t>(nprow), 0);
+    for (std::size_t q = 1; q < next.size(); ++q) next[q] = next[q - 1] + static_cast<std::size_t>(counts[q - 1]);
+    for (int i = 0; i < jb; ++i) {
+      const auto q = static_cast<std::size_t>(owner(at(jn + i), nb, nprow));
+      const double* row = gathered_.data() + (next[q]++) * width;
+      if (algo_.u_notrans) {
+        for (int k = 0; k < ncols; ++k) u_[static_cast<std::size_t>(i + k * jb)] = row[k];
+      } else {
+        std::memcpy(u_.data() + static_cast<std::size_t>(i) * width, row, width * sizeof(double));
+      }
+    }
+  }
+  const double swapped = MPI_Wtime();
+  timing_.swap += swapped - started;
+  // U = L11^-1 U, with L11 the unit lower triangle of T.
+  const CBLAS_UPLO tri = algo_.l1_notrans ? CblasLower : CblasUpper;
+  const CBLAS_TRANSPOSE ttrans = algo_.l1_notrans ? CblasNoTrans : CblasTrans;
+  if (algo_.u_notrans) {
+    cblas_dtrsm(CblasColMajor, CblasLeft, tri, ttrans, CblasUnit, jb, ncols, 1.0, t, jb, u_.data(), jb);
+  } else {
+    cblas_dtrsm(CblasColMajor, CblasRight, tri, ttrans == CblasNoTrans ? CblasTrans : CblasNoTrans,
+                CblasUnit, ncols, jb, 1.0, t, jb, u_.data(), ncols);
+  }
+  const double solved = MPI_Wtime();
+  timing_.trsm += solved - swapped;
+  const int top = j % nprow;
+  if (myrow == top) {
+    // U becomes the panel's rows of these columns: jb contiguous rows of each column.
+    const int lr = local_index(jn, nb, nprow);
+    for (int k = 0; k < ncols; ++k) {
+      double* column = a + lr + static_cast<std::ptrdiff_t>(begin + k) * lda;
+      if (algo_.u_notrans) {
+        std::memcpy(column, u_.data() + static_cast<std::size_t>(k) * static_cast<std::size_t>(jb), static_cast<std::size_t>(jb) * sizeof(double));
+      } else {
+        for (int i = 0; i < jb; ++i) column[i] = u_[static_cast<std::size_t>(i) * width + static_cast<std::size_t>(k)];
+      }
+    }
+  }
+  // The trailing update: A22 -= L21 U.
+  const int lr0 = numroc(jn, nb, myrow, nprow);
+  const int lr2 = numroc(jn + jb, nb, myrow, nprow);
+  const int m2 = matrix_.mp - lr2;
+  if (m2 > 0) {
+    cblas_dgemm(CblasColMajor, CblasNoTrans, algo_.u_notrans ? CblasNoTrans : CblasTrans, m2, ncols,
+                jb, -1.0, l + (lr2 - lr0), rows, u_.data(), algo_.u_notrans ? jb : ncols, 1.0,
+                a + lr2 + static_cast<std::ptrdiff_t>(begin) * lda, lda);
+  }
+  timing_.update += MPI_Wtime() - solved;
+}
+
+void Factorization::factor(int first, const std::function<bool(int)>& checkpoint_due,
+                           const std::function<void(int)>& checkpoint) {
+  const int total = panels();
+  if (first >= total) return;
+  const int nb = matrix_.nb;
+  factor_and_send(first);
+  for (int j = first; j < total; ++j) {
+    receive(j);
+    const bool take = checkpoint_due(j);
+    const int jn = j * nb;
+    const int jb = std::min(nb, matrix_.n - jn);
+    const int trailing = numroc(jn + jb, nb, grid_.mycol(), grid_.npcol());
+    const bool ahead = algo_.depth >= 1 && j + 1 < total && !take;
+    if (ahead) {
+      // The next panel's columns first, then that panel, then the rest.
+      const int next_owner = (j + 1) % grid_.npcol();
+      const int next_width = std::min(nb, matrix_.n - (j + 1) * nb);
+      const int split = grid_.mycol() == next_owner ? trailing + next_width : trailing;
+      apply(j, trailing, split);
+      factor_and_send(j + 1);
+      apply(j, split, matrix_.nq);
+    } else {
+      apply(j, trailing, matrix_.nq);
+      if (take) checkpoint(j + 1);
+      if (j + 1 < total) factor_and_send(j + 1);
+    }
+  }
+  bcast_[0].wait();
+  bcast_[1].wait();
+}
+
+std::vector<double> Factorization::solve() {
+  const double started = MPI_Wtime();
+  const int n = matrix_.n;
+  const int nb = matrix_.nb;
+  const int nprow = grid_.nprow(), npcol = grid_.npcol();
+  const int myrow = grid_.myrow(), mycol = grid_.mycol();
+  const int lda = matrix_.lda;
+  std::vector<double> x(static_cast<std::size_t>(n), 0.0);
+  const int bcol = owner(n, nb, npcol);
+  const int lb = local_index(n, nb, npcol);
+  const int nqa = numroc(n, nb, mycol, npcol);
+  std::vector<double> v, xl;
+  for (int k = panels() - 1; k >= 0; --k) {
+    const int kn = k * nb;
+    const int kb = std::min(nb, n - kn);
+    const int prow = k % nprow, pcol = k % npcol;
+    v.assign(static_cast<std::size_t>(kb), 0.0);
+    if (myrow == prow) {
+      const int lr = local_index(kn, nb, nprow);
+      if (mycol == bcol) {
+        for (int i = 0; i < kb; ++i) v[static_cast<std::size_t>(i)] = matrix_.a[lr + i + static_cast<std::ptrdiff_t>(lb) * lda];
+      }
+      const int c0 = numroc(kn + kb, nb, mycol, npcol);
+      if (nqa > c0) {
+        xl.resize(static_cast<std::size_t>(nqa - c0));
+        for (int c = c0; c < nqa; ++c) xl[static_cast<std::size_t>(c - c0)] = x[static_cast<std::size_t>(global_index(c, nb, mycol, npcol))];
+        cblas_dgemv(CblasColMajor, CblasNoTrans, kb, nqa - c0, -1.0,
+                    matrix_.a + lr + static_cast<std::ptrdiff_t>(c0) * lda, lda, xl.data(), 1, 1.0,
+                    v.data(), 1);
+      }
+      if (npcol > 1) {
+        SKT_MPI(MPI_Reduce(mycol == pcol ? MPI_IN_PLACE : v.data(), v.data(), kb, MPI_DOUBLE,
+                           MPI_SUM, pcol, grid_.row()));
+      }
+      if (mycol == pcol) {
+        const int lc = local_index(kn, nb, npcol);
+        cblas_dtrsv(CblasColMajor, CblasUpper, CblasNoTrans, CblasNonUnit, kb,
+                    matrix_.a + lr + static_cast<std::ptrdiff_t>(lc) * lda, lda, v.data(), 1);
+      }
+    }
+    SKT_MPI(MPI_Bcast(v.data(), kb, MPI_DOUBLE, grid_.rank_of(prow, pcol), grid_.all()));
+    std::copy(v.begin(), v.end(), x.begin() + kn);
+  }
+  timing_.solve += MPI_Wtime() - started;
+  return x;
+}
+
+}  // namespace skt::hpl

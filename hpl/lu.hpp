@@ -1,0 +1,90 @@
+// Right-looking LU with partial pivoting of the distributed [A|b], and the back substitution.
+//
+// Iteration j factors panel j (global columns j·NB ..) in its process column, recursively, with a
+// replicated copy T of the panel's pivot rows on every process of that column; broadcasts L, T and
+// the pivots along the process rows; swaps the rows of the trailing columns and spreads U (the
+// panel's rows of them) down the process columns; and updates the trailing matrix with one DGEMM.
+// With look-ahead depth 1, the next panel's columns are updated and the next panel factored and
+// sent before the rest of the update. b is the last column, so L never needs keeping: when the
+// factorization ends, column N holds the solution of Ly = Pb.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <vector>
+
+#include "hpl/algorithm.hpp"
+#include "hpl/grid.hpp"
+#include "hpl/patterns.hpp"
+
+namespace skt::hpl {
+
+class Factorization {
+ public:
+  Factorization(const Grid& grid, const Algorithm& algorithm, const LocalMatrix& matrix);
+  ~Factorization();
+  Factorization(const Factorization&) = delete;
+  Factorization& operator=(const Factorization&) = delete;
+
+  int panels() const noexcept { return (matrix_.n + matrix_.nb - 1) / matrix_.nb; }
+
+  // Factors panels first .. panels()-1. At the start of iteration j, `checkpoint_due(j)` (called
+  // on every rank) says whether to take a checkpoint once panel j is applied; then
+  // `checkpoint(j + 1)` runs at that iteration boundary, with no look-ahead state outstanding.
+  void factor(int first, const std::function<bool(int)>& checkpoint_due,
+              const std::function<void(int)>& checkpoint);
+
+  // Solves U x = y once factored; x (all N entries) is returned on every rank of the grid.
+  std::vector<double> solve();
+
+  // 0, or 1 + the global column of the first zero pivot.
+  int info() const noexcept { return info_; }
+
+  // Seconds this rank spent in each phase, like HPL's detailed timing.
+  struct Timing {
+    double factor = 0;   // panel factorization, pivot search included
+    double receive = 0;  // waiting for panels
+    double swap = 0;     // row swaps and U's spread
+    double trsm = 0;
+    double update = 0;   // the trailing DGEMM
+    double solve = 0;
+  };
+  const Timing& timing() const noexcept { return timing_; }
+
+ private:
+  struct Panel;
+  // Panel j in this process's part of column `pcol`: factor it and start its broadcast.
+  void factor_and_send(int j);
+  // Panel j is here: its pivots and T, and this process row's L rows.
+  void receive(int j);
+  // Apply panel j to local columns [begin, end): swaps, U, update.
+  void apply(int j, int begin, int end);
+
+  // Panel factorization, on the processes of the panel's column.
+  void factor_segment(Panel& p, int c0, int n);
+  void factor_base(Panel& p, int c0, int n);
+  void pivot(Panel& p, int c);
+
+  int slot(int j) const noexcept { return j % 2; }
+
+  const Grid& grid_;
+  Algorithm algo_;
+  LocalMatrix matrix_;
+  int info_ = 0;
+  Timing timing_;
+
+  // Per slot (two panels in flight with look-ahead): packed L rows, T and pivots.
+  std::vector<double> panel_[2];
+  PanelBroadcast bcast_[2];
+  int panel_rows_[2] = {0, 0};  // L rows in the slot (this process row's rows from the panel top)
+
+  std::vector<double> pivot_buffer_;
+  MPI_Datatype pivot_type_ = MPI_DATATYPE_NULL;
+  int pivot_type_width_ = 0;
+  MPI_Op pivot_op_ = MPI_OP_NULL;
+
+  std::vector<double> u_, gathered_, packed_, moved_in_, moved_out_;
+};
+
+}  // namespace skt::hpl

@@ -1,0 +1,402 @@
+// skt-hpl: HPL on selfckpt. Reads a netlib HPL.dat, runs every listed combination, prints HPL's
+// output, and keeps the matrix in self-checkpointed shared memory: after a node is lost, the job
+// relaunched with the same SKT_JOB resumes at the last checkpointed panel.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <mpi.h>
+#include <toml++/toml.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <optional>
+#include <sstream>
+
+#include "hpl/hpldat.hpp"
+#include "hpl/lu.hpp"
+#include "hpl/matgen.hpp"
+#include "hpl/report.hpp"
+#include "hpl/run.hpp"
+#include "hpl/suggest.hpp"
+#include "hpl/verify.hpp"
+#include "selfckpt/selfckpt.hpp"
+
+namespace skt::hpl {
+namespace {
+
+constexpr std::size_t kRecordText = 3000;
+
+struct Options {
+  std::string hpldat = "HPL.dat";
+  std::optional<int> group_size;
+  std::optional<std::string> scheme;
+  std::optional<int> parity;
+  std::optional<std::string> mode;
+  std::optional<std::string> mtbf;
+  CheckpointPolicy policy;
+  bool timing = false;
+  bool suggest = false;
+  std::string mem_per_node;
+  int ranks_per_node = 1;
+  std::string config;
+};
+
+// One finished test, in the progress record of the whole run.
+struct TestRecord {
+  std::int32_t done;
+  std::int32_t passed;
+  char text[kRecordText];
+};
+
+[[noreturn]] void usage_error(int rank, const std::string& message) {
+  if (rank == 0) fmt::print(stderr, "skt-hpl: {}\n", message);
+  MPI_Finalize();
+  std::exit(2);
+}
+
+// Options from the environment (SKT_HPL_*) and the [hpl] table of a configuration file; flags
+// given on the command line win.
+void apply_settings(Options& o, const CLI::App& app, int rank) {
+  auto given = [&](const char* flag) { return app.count(flag) > 0; };
+  auto set_every = [&](const std::string& v, const std::string& origin) {
+    try {
+      o.policy.every = std::stoi(v);
+    } catch (const std::exception&) {
+      usage_error(rank, fmt::format("{}: '{}' is not a number of panels", origin, v));
+    }
+    if (o.policy.every < 1) usage_error(rank, fmt::format("{}: must be at least 1", origin));
+  };
+  auto set_strategy = [&](const std::string& v, const std::string& origin) {
+    if (v == "corner") {
+      o.policy.strategy = Strategy::corner;
+    } else if (v == "side") {
+      o.policy.strategy = Strategy::side;
+    } else if (v == "full") {
+      o.policy.strategy = Strategy::full;
+    } else {
+      usage_error(rank, fmt::format("{}: '{}' is not corner, side or full", origin, v));
+    }
+  };
+  if (!o.config.empty()) {
+    try {
+      const auto file = toml::parse_file(o.config);
+      if (const auto* hpl = file["hpl"].as_table()) {
+        for (const auto& [key, node] : *hpl) {
+          const std::string origin = fmt::format("{}: [hpl] {}", o.config, std::string_view(key));
+          const std::string value = node.is_string() ? node.as_string()->get()
+                                    : node.is_integer() ? std::to_string(node.as_integer()->get())
+                                    : node.is_boolean() ? (node.as_boolean()->get() ? "true" : "false")
+                                                        : "";
+          if (key == "checkpoint_every") {
+            if (!given("--checkpoint-every")) set_every(value, origin);
+          } else if (key == "checkpoint_interval") {
+            if (value != "auto") usage_error(rank, origin + ": only 'auto' is supported");
+            if (!given("--checkpoint-interval")) o.policy.automatic = true;
+          } else if (key == "checkpoint_strategy") {
+            if (!given("--checkpoint-strategy")) set_strategy(value, origin);
+          } else if (key == "no_checkpoint") {
+            if (!given("--no-checkpoint")) o.policy.none = value == "true";
+          } else {
+            usage_error(rank, origin + ": unknown key (checkpoint_every, checkpoint_interval, "
+                                       "checkpoint_strategy, no_checkpoint)");
+          }
+        }
+      }
+    } catch (const toml::parse_error& e) {
+      usage_error(rank, fmt::format("{}:{}: {}", o.config, e.source().begin.line, e.description()));
+    }
+    setenv("SKT_CONFIG", o.config.c_str(), 1);
+  }
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (entry.rfind("SKT_HPL_", 0) != 0) continue;
+    const auto eq = entry.find('=');
+    const std::string name = entry.substr(0, eq), value = entry.substr(eq + 1);
+    if (name == "SKT_HPL_CHECKPOINT_EVERY") {
+      if (!given("--checkpoint-every")) set_every(value, name);
+    } else if (name == "SKT_HPL_CHECKPOINT_INTERVAL") {
+      if (value != "auto") usage_error(rank, name + ": only 'auto' is supported");
+      o.policy.automatic = true;
+    } else if (name == "SKT_HPL_CHECKPOINT_STRATEGY") {
+      if (!given("--checkpoint-strategy")) set_strategy(value, name);
+    } else if (name == "SKT_HPL_NO_CHECKPOINT") {
+      o.policy.none = o.policy.none || value == "1" || value == "true";
+    } else if (name == "SKT_HPL_TIMING") {
+      o.timing = value == "1" || value == "true";
+    } else {
+      usage_error(rank, name + ": unknown variable (SKT_HPL_CHECKPOINT_EVERY, "
+                               "SKT_HPL_CHECKPOINT_INTERVAL, SKT_HPL_CHECKPOINT_STRATEGY, "
+                               "SKT_HPL_NO_CHECKPOINT)");
+    }
+  }
+  // The library's own settings travel as its variables.
+  if (o.group_size) setenv("SKT_GROUP_SIZE", std::to_string(*o.group_size).c_str(), 1);
+  if (o.scheme) setenv("SKT_SCHEME", o.scheme->c_str(), 1);
+  if (o.parity) setenv("SKT_PARITY", std::to_string(*o.parity).c_str(), 1);
+  if (o.mode) setenv("SKT_MODE", o.mode->c_str(), 1);
+  if (o.mtbf) setenv("SKT_MTBF", o.mtbf->c_str(), 1);
+  if (o.policy.automatic && std::getenv("SKT_MTBF") == nullptr) {
+    usage_error(rank, "--checkpoint-interval auto needs the mean time between failures: "
+                      "--mtbf SECONDS (or SKT_MTBF)");
+  }
+  if (o.policy.none && (o.policy.automatic || o.policy.every > 0)) {
+    usage_error(rank, "--no-checkpoint contradicts --checkpoint-every / --checkpoint-interval");
+  }
+  // Without checkpoints nothing needs a group: run wherever the ranks are, like plain HPL.
+  if (o.policy.none) setenv("SKT_GROUP_SIZE", "1", 1);
+}
+
+// HPL's loop order: grid, N, NB, depth, broadcast, recursive factorization, NDIV, NBMIN, panel
+// factorization.
+std::vector<Test> tests_of(const HplDat& d) {
+  std::vector<Test> out;
+  for (std::size_t g = 0; g < d.ps.size(); ++g) {
+    for (const int n : d.ns) {
+      for (const int nb : d.nbs) {
+        for (const int depth : d.depths) {
+          for (const Bcast bcast : d.bcasts) {
+            for (const Fact rfact : d.rfacts) {
+              for (const int ndiv : d.ndivs) {
+                for (const int nbmin : d.nbmins) {
+                  for (const Fact pfact : d.pfacts) {
+                    Algorithm a;
+                    a.pfact = pfact;
+                    a.rfact = rfact;
+                    a.nbmin = nbmin;
+                    a.ndiv = ndiv;
+                    a.bcast = bcast;
+                    a.depth = depth;
+                    a.swap = d.swap;
+                    a.swap_threshold = d.swap_threshold;
+                    a.l1_notrans = d.l1_notrans;
+                    a.u_notrans = d.u_notrans;
+                    a.equil = d.equil;
+                    a.align = d.align;
+                    out.push_back({n, nb, d.ps[g], d.qs[g], a});
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// Refuses what cannot run, before anything runs, with what to change.
+void check_tests(const std::vector<Test>& tests, int size, int rank) {
+  for (const Test& t : tests) {
+    if (t.p * t.q > size) {
+      usage_error(rank, fmt::format("the grid {}x{} needs {} processes but mpirun started {}; "
+                                    "start at least {} or change P and Q in HPL.dat",
+                                    t.p, t.q, t.p * t.q, size, t.p * t.q));
+    }
+    if (t.algo.depth > 1) {
+      usage_error(rank, fmt::format("look-ahead depth {} is not implemented: SKT-HPL runs DEPTH 0 "
+                                    "or 1",
+                                    t.algo.depth));
+    }
+    const long step = std::lcm(static_cast<long>(t.nb) * t.p, static_cast<long>(t.nb) * t.q);
+    if (t.n < 1 || t.n % step != 0) {
+      const long below = t.n / step * step;
+      const long above = below + step;
+      usage_error(rank,
+                  fmt::format("N={} breaks the equal-partition rule for NB={} on a {}x{} grid: N "
+                              "must be a multiple of NB*P={} and NB*Q={}, so that every process "
+                              "holds the same share; the nearest valid values are {}",
+                              t.n, t.nb, t.p, t.q, t.nb * t.p, t.nb * t.q,
+                              below > 0 ? fmt::format("{} and {}", below, above) : std::to_string(above)));
+    }
+  }
+}
+
+std::string base_job_tag(MPI_Comm world) {
+  if (const char* j = std::getenv("SKT_JOB")) return j;
+  if (const char* s = std::getenv("SLURM_JOB_ID")) return std::string("slurm-") + s;
+  std::array<char, 64> tag{};
+  int rank = 0;
+  MPI_Comm_rank(world, &rank);
+  if (rank == 0) {
+    const auto t = fmt::format("hpl-{:x}-{:x}", getpid(), static_cast<long long>(std::time(nullptr)));
+    std::memcpy(tag.data(), t.data(), std::min(t.size(), tag.size() - 1));
+  }
+  MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, world);
+  return tag.data();
+}
+
+int run(int argc, char** argv) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  CLI::App app{"skt-hpl: HPL with self-checkpointing. Reads a netlib HPL.dat (default ./HPL.dat),\n"
+               "runs every combination it lists, and prints HPL's output. The matrix lives in\n"
+               "self-checkpointed shared memory: a job relaunched with the same SKT_JOB after a\n"
+               "node is lost resumes at the last checkpoint. Every option has an environment\n"
+               "variable (SKT_GROUP_SIZE, SKT_SCHEME, SKT_PARITY, SKT_MODE, SKT_MTBF,\n"
+               "SKT_HPL_CHECKPOINT_EVERY, SKT_HPL_CHECKPOINT_INTERVAL, SKT_HPL_CHECKPOINT_STRATEGY,\n"
+               "SKT_HPL_NO_CHECKPOINT) and a configuration-file key (--config; [hpl] table for the\n"
+               "checkpoint_* keys). Exit codes: 0 passed, 2 bad input, 3 unrecoverable, 4 a\n"
+               "residual check failed."};
+  Options o;
+  app.add_option("hpldat", o.hpldat, "the HPL.dat to run");
+  app.add_option("--group-size", o.group_size, "ranks per checkpoint group (SKT_GROUP_SIZE)");
+  app.add_option("--scheme", o.scheme, "checksum scheme: xor, rs or sum (SKT_SCHEME)");
+  app.add_option("--parity", o.parity, "Reed-Solomon parity chunks per row (SKT_PARITY)");
+  app.add_option("--mode", o.mode, "self, double or single (SKT_MODE)");
+  app.add_option("--checkpoint-every", o.policy.every, "checkpoint every K panels");
+  app.add_option_function<std::string>(
+         "--checkpoint-interval",
+         [&](const std::string& v) {
+           if (v != "auto") throw CLI::ValidationError("--checkpoint-interval", "only 'auto' is supported");
+           o.policy.automatic = true;
+         },
+         "auto: checkpoint at Daly's optimum interval (needs --mtbf)");
+  app.add_option("--mtbf", o.mtbf, "mean time between failures, seconds or 30m, 6h... (SKT_MTBF)");
+  app.add_option_function<std::string>(
+         "--checkpoint-strategy",
+         [&](const std::string& v) {
+           if (v == "corner") o.policy.strategy = Strategy::corner;
+           else if (v == "side") o.policy.strategy = Strategy::side;
+           else if (v == "full") o.policy.strategy = Strategy::full;
+           else throw CLI::ValidationError("--checkpoint-strategy", "corner, side or full");
+         },
+         "what a checkpoint encodes: corner (the trailing submatrix, default), side, full");
+  app.add_flag("--no-checkpoint", o.policy.none, "never checkpoint (plain HPL)");
+  app.add_flag("--timing", o.timing, "also print the time of each phase (SKT_HPL_TIMING)");
+  app.add_flag("--suggest-n", o.suggest, "print the largest valid N for the memory and exit");
+  app.add_option("--mem-per-node", o.mem_per_node, "memory per node for --suggest-n (bytes, or 64G)");
+  app.add_option("--ranks-per-node", o.ranks_per_node, "ranks per node for --suggest-n")->check(CLI::PositiveNumber);
+  app.add_option("--config", o.config, "a TOML configuration file (SKT_CONFIG)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    if (rank == 0) app.exit(e);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (rank == 0) app.exit(e);
+    return 2;
+  }
+  apply_settings(o, app, rank);
+
+  // Rank 0 reads HPL.dat; everyone parses the same text.
+  std::string text;
+  int length = 0;
+  if (rank == 0) {
+    std::ifstream in(o.hpldat);
+    if (in) {
+      std::stringstream s;
+      s << in.rdbuf();
+      text = s.str();
+      length = static_cast<int>(text.size());
+    } else {
+      length = -1;
+    }
+  }
+  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (length < 0) {
+    usage_error(rank, fmt::format("cannot open {}: give the path of an HPL.dat (see skt-hpl --help)",
+                                  o.hpldat));
+  }
+  text.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(text.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  HplDat dat;
+  try {
+    dat = parse_hpldat(text, o.hpldat);
+  } catch (const HplDatError& e) {
+    usage_error(rank, e.what());
+  }
+  if (o.suggest) {
+    if (o.mem_per_node.empty()) usage_error(rank, "--suggest-n needs --mem-per-node BYTES");
+    if (rank == 0) {
+      try {
+        print_suggestions(dat, o.mem_per_node, o.ranks_per_node);
+      } catch (const std::exception& e) {
+        usage_error(rank, e.what());
+      }
+    }
+    return 0;
+  }
+  const std::vector<Test> tests = tests_of(dat);
+  check_tests(tests, size, rank);
+
+  Report report(dat, rank == 0);
+  report.banner_and_parameters(dat);
+
+  // The run's progress: which tests are done, and what they printed, kept like the matrices.
+  const std::string base = base_job_tag(MPI_COMM_WORLD);
+  const char* restart_env = std::getenv("SKT_RESTART");
+  const std::string restart = restart_env != nullptr ? restart_env : "";
+  setenv("SKT_JOB", (base + "-hpl").c_str(), 1);
+  skt::Context progress(MPI_COMM_WORLD);
+  auto records = progress.alloc<TestRecord>("tests", tests.size());
+  progress.recover();
+  int passed = 0, failed = 0;
+  std::size_t resume = 0;
+  while (resume < tests.size() && records[resume].done != 0) {
+    report.raw(records[resume].text);
+    (records[resume].passed != 0 ? passed : failed) += 1;
+    ++resume;
+  }
+  for (std::size_t i = resume; i < tests.size(); ++i) {
+    const Test& t = tests[i];
+    // Only the test that was running can have checkpoints; later ones are first launches.
+    setenv("SKT_JOB", fmt::format("{}-t{}", base, i).c_str(), 1);
+    if (i > resume && !restart.empty()) setenv("SKT_RESTART", "0", 1);
+    std::string printed;
+    bool ok = false;
+    {
+      Grid grid(MPI_COMM_WORLD, t.p, t.q, dat.column_major_map);
+      if (grid.in()) {
+        const TestResult r =
+            run_test(t, grid, o.policy, dat.column_major_map, dat.threshold, &report, o.timing);
+        ok = r.passed;
+        printed = r.text;
+      }
+    }
+    int verdict = ok ? 1 : 0;
+    MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    (verdict != 0 ? passed : failed) += 1;
+    if (rank == 0) {
+      std::strncpy(records[i].text, printed.c_str(), kRecordText - 1);
+    }
+    MPI_Bcast(records[i].text, static_cast<int>(kRecordText), MPI_CHAR, 0, MPI_COMM_WORLD);
+    records[i].done = 1;
+    records[i].passed = verdict;
+    progress.checkpoint();
+  }
+  report.summary(static_cast<int>(tests.size()), passed, failed, 0);
+  progress.finalize(true);
+  return failed > 0 ? 4 : 0;
+}
+
+}  // namespace
+}  // namespace skt::hpl
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int code = 0;
+  try {
+    code = skt::hpl::run(argc, argv);
+  } catch (const skt::Error& e) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fmt::print(stderr, "skt-hpl rank {}: {}\n", rank, e.what());
+    std::fflush(stderr);
+    // Collective errors stop every rank with this code; a local one ends the job through mpirun.
+    std::exit(e.exit_code());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "skt-hpl: {}\n", e.what());
+    std::fflush(stderr);
+    std::exit(1);
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,279 @@
+#include "hpl/patterns.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "encoders/mpi_util.hpp"
+
+namespace skt::hpl {
+
+namespace {
+
+constexpr std::size_t kMaxMessage = std::size_t{1} << 30;  // doubles per MPI call, below INT_MAX
+
+int count_of(std::size_t n) { return static_cast<int>(n); }
+
+std::vector<int> relative_members(int root, int size, int first) {
+  std::vector<int> out;
+  for (int k = first; k < size; ++k) out.push_back((root + k) % size);
+  return out;
+}
+
+// Offsets in doubles of the pieces a buffer of `count` doubles is cut into for `parts` ranks.
+std::vector<std::size_t> piece_offsets(std::size_t count, std::size_t parts) {
+  std::vector<std::size_t> off(parts + 1);
+  for (std::size_t i = 0; i <= parts; ++i) off[i] = count * i / parts;
+  return off;
+}
+
+}  // namespace
+
+PanelBroadcast::~PanelBroadcast() {
+  for (auto& r : sends_) {
+    if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
+  }
+}
+
+void PanelBroadcast::post_send(int dest, const double* data, std::size_t count, int tag) {
+  if (count > kMaxMessage) throw std::length_error("panel too large for one message");
+  sends_.emplace_back();
+  SKT_MPI(MPI_Isend(const_cast<double*>(data), count_of(count), MPI_DOUBLE, dest, tag, comm_,
+                    &sends_.back()));
+}
+
+void PanelBroadcast::receive(int source, double* data, std::size_t count, int tag) {
+  SKT_MPI(MPI_Recv(data, count_of(count), MPI_DOUBLE, source, tag, comm_, MPI_STATUS_IGNORE));
+}
+
+void PanelBroadcast::start(MPI_Comm comm, Bcast topology, int root, double* buffer,
+                           std::size_t count, int tag) {
+  wait();
+  comm_ = comm;
+  topology_ = topology;
+  root_ = root;
+  buffer_ = buffer;
+  count_ = count;
+  tag_ = tag;
+  SKT_MPI(MPI_Comm_rank(comm, &me_));
+  SKT_MPI(MPI_Comm_size(comm, &size_));
+  if (size_ == 1 || me_ != root_) return;
+  auto halves = [&](int first) {
+    const auto members = relative_members(root_, size_, first);
+    const std::size_t half = (members.size() + 1) / 2;
+    post_send(members[0], buffer_, count_, tag_);
+    if (members.size() > half) post_send(members[half], buffer_, count_, tag_);
+  };
+  auto scatter = [&](int first) {
+    const auto members = relative_members(root_, size_, first);
+    const auto off = piece_offsets(count_, members.size());
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      post_send(members[i], buffer_ + off[i], off[i + 1] - off[i], tag_);
+    }
+  };
+  switch (topology_) {
+    case Bcast::ring:
+      post_send((root_ + 1) % size_, buffer_, count_, tag_);
+      break;
+    case Bcast::ring_modified:
+      post_send((root_ + 1) % size_, buffer_, count_, tag_);
+      if (size_ > 2) post_send((root_ + 2) % size_, buffer_, count_, tag_);
+      break;
+    case Bcast::two_rings:
+      halves(1);
+      break;
+    case Bcast::two_rings_modified:
+      post_send((root_ + 1) % size_, buffer_, count_, tag_);
+      if (size_ > 2) halves(2);
+      break;
+    case Bcast::spread:
+      scatter(1);
+      break;
+    case Bcast::spread_modified:
+      post_send((root_ + 1) % size_, buffer_, count_, tag_);
+      if (size_ > 2) scatter(2);
+      break;
+  }
+}
+
+void PanelBroadcast::chain(const std::vector<int>& members) {
+  const auto it = std::find(members.begin(), members.end(), me_);
+  if (it == members.end()) return;
+  const auto i = static_cast<std::size_t>(it - members.begin());
+  receive(i == 0 ? root_ : members[i - 1], buffer_, count_, tag_);
+  if (i + 1 < members.size()) post_send(members[i + 1], buffer_, count_, tag_);
+}
+
+void PanelBroadcast::spread(const std::vector<int>& members, bool /*root_sends*/) {
+  const auto it = std::find(members.begin(), members.end(), me_);
+  if (it == members.end()) return;
+  const std::size_t n = members.size();
+  const auto i = static_cast<std::size_t>(it - members.begin());
+  const auto off = piece_offsets(count_, n);
+  receive(root_, buffer_ + off[i], off[i + 1] - off[i], tag_);
+  // Roll the pieces around the members until each has all of them.
+  const int next = members[(i + 1) % n];
+  const int prev = members[(i + n - 1) % n];
+  for (std::size_t s = 0; s + 1 < n; ++s) {
+    const std::size_t out = (i + n - s) % n;
+    const std::size_t in = (i + n - s - 1) % n;
+    SKT_MPI(MPI_Sendrecv(buffer_ + off[out], count_of(off[out + 1] - off[out]), MPI_DOUBLE, next,
+                         tag_, buffer_ + off[in], count_of(off[in + 1] - off[in]), MPI_DOUBLE,
+                         prev, tag_, comm_, MPI_STATUS_IGNORE));
+  }
+}
+
+void PanelBroadcast::finish() {
+  if (size_ == 1 || me_ == root_ || buffer_ == nullptr) return;
+  const int position = (me_ - root_ + size_) % size_;
+  auto two_chains = [&](int first) {
+    const auto members = relative_members(root_, size_, first);
+    const std::size_t half = (members.size() + 1) / 2;
+    chain(std::vector<int>(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(half)));
+    chain(std::vector<int>(members.begin() + static_cast<std::ptrdiff_t>(half), members.end()));
+  };
+  switch (topology_) {
+    case Bcast::ring:
+      chain(relative_members(root_, size_, 1));
+      break;
+    case Bcast::ring_modified:
+      if (position == 1) {
+        receive(root_, buffer_, count_, tag_);
+      } else {
+        chain(relative_members(root_, size_, 2));
+      }
+      break;
+    case Bcast::two_rings:
+      two_chains(1);
+      break;
+    case Bcast::two_rings_modified:
+      if (position == 1) {
+        receive(root_, buffer_, count_, tag_);
+      } else {
+        two_chains(2);
+      }
+      break;
+    case Bcast::spread:
+      spread(relative_members(root_, size_, 1), true);
+      break;
+    case Bcast::spread_modified:
+      if (position == 1) {
+        receive(root_, buffer_, count_, tag_);
+      } else {
+        spread(relative_members(root_, size_, 2), true);
+      }
+      break;
+  }
+}
+
+void PanelBroadcast::wait() {
+  if (!sends_.empty()) {
+    SKT_MPI(MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE));
+  }
+  sends_.clear();
+}
+
+void gather_rows(MPI_Comm comm, bool binary_exchange, bool equilibrate,
+                 const std::vector<int>& counts, std::size_t width, const double* mine,
+                 double* all) {
+  int me = 0, size = 1;
+  SKT_MPI(MPI_Comm_rank(comm, &me));
+  SKT_MPI(MPI_Comm_size(comm, &size));
+  const auto p = static_cast<std::size_t>(size);
+  std::vector<std::size_t> first(p + 1, 0);  // first row of each rank's contribution
+  for (std::size_t r = 0; r < p; ++r) first[r + 1] = first[r] + static_cast<std::size_t>(counts[r]);
+  const auto u = static_cast<std::size_t>(me);
+  std::memcpy(all + first[u] * width, mine, (first[u + 1] - first[u]) * width * sizeof(double));
+  if (size == 1) return;
+  constexpr int kTag = 0x5a5;
+  auto rows = [&](std::size_t begin, std::size_t end) { return count_of((end - begin) * width); };
+
+  if (binary_exchange) {
+    // Recursive doubling over the largest power of two; the ranks beyond it hand their rows to a
+    // partner first and get everything back at the end.
+    int pow2 = 1;
+    while (pow2 * 2 <= size) pow2 *= 2;
+    const bool extra = me >= pow2;
+    if (extra) {
+      const auto partner = static_cast<std::size_t>(me - pow2);
+      SKT_MPI(MPI_Send(all + first[u] * width, rows(first[u], first[u + 1]), MPI_DOUBLE,
+                       static_cast<int>(partner), kTag, comm));
+      SKT_MPI(MPI_Recv(all, rows(0, first[p]), MPI_DOUBLE, static_cast<int>(partner), kTag, comm,
+                       MPI_STATUS_IGNORE));
+      return;
+    }
+    if (me + pow2 < size) {
+      const auto partner = static_cast<std::size_t>(me + pow2);
+      SKT_MPI(MPI_Recv(all + first[partner] * width, rows(first[partner], first[partner + 1]),
+                       MPI_DOUBLE, static_cast<int>(partner), kTag, comm, MPI_STATUS_IGNORE));
+    }
+    // At step k a rank holds the ranks of its aligned group of 2^k (and their extras).
+    for (int k = 1; k < pow2; k *= 2) {
+      const int partner = me ^ k;
+      const auto my_low = static_cast<std::size_t>(me & ~(k - 1));
+      const auto their_low = static_cast<std::size_t>(partner & ~(k - 1));
+      const auto span = static_cast<std::size_t>(k);
+      std::vector<MPI_Request> requests;
+      auto exchange = [&](std::size_t mine_lo, std::size_t theirs_lo) {
+        // Ranks [lo, lo+k) are contiguous in `all`, and so are their extras [lo+pow2, ...).
+        for (const std::size_t shift : {std::size_t{0}, static_cast<std::size_t>(pow2)}) {
+          const std::size_t a0 = std::min(p, mine_lo + shift), a1 = std::min(p, mine_lo + shift + span);
+          const std::size_t b0 = std::min(p, theirs_lo + shift), b1 = std::min(p, theirs_lo + shift + span);
+          if (first[a1] > first[a0]) {
+            requests.emplace_back();
+            SKT_MPI(MPI_Isend(all + first[a0] * width, rows(first[a0], first[a1]), MPI_DOUBLE,
+                              partner, kTag, comm, &requests.back()));
+          }
+          if (first[b1] > first[b0]) {
+            requests.emplace_back();
+            SKT_MPI(MPI_Irecv(all + first[b0] * width, rows(first[b0], first[b1]), MPI_DOUBLE,
+                              partner, kTag, comm, &requests.back()));
+          }
+        }
+      };
+      exchange(my_low, their_low);
+      SKT_MPI(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+    }
+    if (me + pow2 < size) {
+      SKT_MPI(MPI_Send(all, rows(0, first[p]), MPI_DOUBLE, me + pow2, kTag, comm));
+    }
+    return;
+  }
+
+  // Spread-roll. With equilibration, rank r first collects the r-th equal share of the rows (in
+  // the final order), so that every step of the roll moves as much as any other.
+  std::vector<std::size_t> block(p + 1);
+  if (equilibrate) {
+    for (std::size_t r = 0; r <= p; ++r) block[r] = first[p] * r / p;
+    std::vector<MPI_Request> requests;
+    for (std::size_t q = 0; q < p; ++q) {
+      if (q == u) continue;
+      // What I own of q's share goes to q; what q owns of my share comes to me.
+      const std::size_t s0 = std::max(first[u], block[q]), s1 = std::min(first[u + 1], block[q + 1]);
+      if (s1 > s0) {
+        requests.emplace_back();
+        SKT_MPI(MPI_Isend(all + s0 * width, rows(s0, s1), MPI_DOUBLE, static_cast<int>(q), kTag,
+                          comm, &requests.back()));
+      }
+      const std::size_t r0 = std::max(first[q], block[u]), r1 = std::min(first[q + 1], block[u + 1]);
+      if (r1 > r0) {
+        requests.emplace_back();
+        SKT_MPI(MPI_Irecv(all + r0 * width, rows(r0, r1), MPI_DOUBLE, static_cast<int>(q), kTag,
+                          comm, &requests.back()));
+      }
+    }
+    SKT_MPI(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  } else {
+    block = first;
+  }
+  const int next = (me + 1) % size;
+  const int prev = (me + size - 1) % size;
+  for (std::size_t s = 0; s + 1 < p; ++s) {
+    const std::size_t out = (u + p - s) % p;
+    const std::size_t in = (u + p - s - 1) % p;
+    SKT_MPI(MPI_Sendrecv(all + block[out] * width, rows(block[out], block[out + 1]), MPI_DOUBLE,
+                         next, kTag, all + block[in] * width, rows(block[in], block[in + 1]),
+                         MPI_DOUBLE, prev, kTag, comm, MPI_STATUS_IGNORE));
+  }
+}
+
+}  // namespace skt::hpl

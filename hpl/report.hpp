@@ -1,0 +1,40 @@
+// Output in HPL's format, so that scripts parsing HPL output keep working: the parameter echo,
+// T/V rows, the residual line and the summary. Rank 0 writes; the others stay silent.
+#pragma once
+
+#include <cstdio>
+#include <ctime>
+#include <string>
+
+#include "hpl/hpldat.hpp"
+#include "hpl/verify.hpp"
+
+namespace skt::hpl {
+
+class Report {
+ public:
+  // Opens the output HPL.dat names (device 6: stdout, 7: stderr, else the file) on rank 0.
+  Report(const HplDat& dat, bool root);
+  ~Report();
+  Report(const Report&) = delete;
+  Report& operator=(const Report&) = delete;
+
+  void banner_and_parameters(const HplDat& dat);
+  // One test's lines; returns the text written, for reprinting after a relaunch.
+  std::string result(const std::string& variant, int n, int nb, int p, int q, double seconds,
+                     std::time_t start, std::time_t end);
+  std::string residual(const Residual& r, double threshold);
+  std::string line(const std::string& text);  // an SKT line of this test
+  void raw(const std::string& text);          // previously written text, as it was
+  void summary(int tests, int passed, int failed, int skipped);
+
+  static double gflops(int n, double seconds);
+
+ private:
+  void write(const std::string& text);
+  bool root_;
+  std::FILE* out_ = nullptr;
+  bool owned_ = false;
+};
+
+}  // namespace skt::hpl

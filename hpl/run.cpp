@@ -1,0 +1,199 @@
+#include "hpl/run.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <functional>
+#include <vector>
+
+#include "encoders/mpi_util.hpp"
+#include "hpl/matgen.hpp"
+#include "hpl/report.hpp"
+#include "selfckpt/selfckpt.hpp"
+
+namespace skt::hpl {
+
+namespace {
+
+// What a test checkpoints besides the matrix.
+struct TestState {
+  std::uint64_t fingerprint;  // of the test's parameters: a relaunch must run the same test
+  std::int32_t next_panel;
+  std::int32_t last_checkpoint_panel;
+  std::int32_t relaunches;
+  std::int32_t checkpoints;
+  double compute_seconds;  // time in the solve up to the last checkpoint
+  double start_wall;       // when the test first started, seconds since 1970
+  double checkpoint_seconds;
+};
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::uint64_t fingerprint(const Test& t) {
+  const std::string s = fmt::format(
+      "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", t.n, t.nb, t.p, t.q,
+      static_cast<int>(t.algo.pfact), static_cast<int>(t.algo.rfact), t.algo.nbmin, t.algo.ndiv,
+      static_cast<int>(t.algo.bcast), t.algo.depth, static_cast<int>(t.algo.swap),
+      t.algo.swap_threshold, t.algo.l1_notrans, t.algo.u_notrans, t.algo.equil);
+  return std::hash<std::string>{}(s);
+}
+
+// A multiple of the alignment, and not a power of two (which would make cache sets collide).
+int leading_dimension(int mp, int align) {
+  int ld = std::max(1, (mp + align - 1) / align * align);
+  if ((ld & (ld - 1)) == 0) ld += align;
+  return ld;
+}
+
+// What iterations since panel `since` changed: rows and columns from since·NB (corner), or whole
+// columns from there (side).
+std::vector<skt_range> changed_since(const LocalMatrix& m, const Grid& grid, Strategy strategy,
+                                     int since) {
+  const int from = since * m.nb;
+  const int r0 = strategy == Strategy::corner ? numroc(from, m.nb, grid.myrow(), grid.nprow()) : 0;
+  const int c0 = numroc(from, m.nb, grid.mycol(), grid.npcol());
+  std::vector<skt_range> ranges;
+  if (m.mp <= r0) return ranges;
+  for (int c = c0; c < m.nq; ++c) {
+    ranges.push_back({"A",
+                      (static_cast<std::size_t>(c) * static_cast<std::size_t>(m.lda) +
+                       static_cast<std::size_t>(r0)) * sizeof(double),
+                      static_cast<std::size_t>(m.mp - r0) * sizeof(double)});
+  }
+  return ranges;
+}
+
+}  // namespace
+
+const char* strategy_name(Strategy s) noexcept {
+  switch (s) {
+    case Strategy::corner:
+      return "corner";
+    case Strategy::side:
+      return "right side";
+    case Strategy::full:
+      return "full";
+  }
+  return "?";
+}
+
+TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& policy,
+                    bool column_major_map, double threshold, Report* report, bool timing) {
+  TestResult result;
+  LocalMatrix m;
+  m.n = t.n;
+  m.nb = t.nb;
+  m.mp = numroc(t.n, t.nb, grid.myrow(), grid.nprow());
+  m.nq = numroc(t.n + 1, t.nb, grid.mycol(), grid.npcol());
+  m.lda = leading_dimension(m.mp, t.algo.align);
+  skt::Context ctx(grid.all());
+  auto a = ctx.alloc<double>("A", static_cast<std::size_t>(m.lda) * static_cast<std::size_t>(std::max(1, m.nq)));
+  m.a = a.data();
+  TestState state{};
+  ctx.protect("state", state);
+  result.epoch = ctx.recover();
+  result.restarted = result.epoch > 0;
+  if (!result.restarted) {
+    state = TestState{};
+    state.fingerprint = fingerprint(t);
+    state.start_wall = wall_now();
+    generate_local(kSeed, t.n, t.nb, grid.myrow(), grid.nprow(), grid.mycol(), grid.npcol(), m.a, m.lda);
+  } else {
+    if (state.fingerprint != fingerprint(t)) {
+      throw skt::Error(SKT_ERR_MISMATCH, "the checkpoint of this job belongs to another test of "
+                                         "HPL.dat; relaunch with the same HPL.dat");
+    }
+    ++state.relaunches;
+  }
+  result.next_panel = state.next_panel;
+  Factorization lu(grid, t.algo, m);
+  const int panels = lu.panels();
+  auto due = [&](int j) {
+    if (policy.none || j + 1 >= panels) return false;
+    if (policy.automatic) return ctx.need_checkpoint();
+    return policy.every > 0 && (j + 1) % policy.every == 0;
+  };
+  const double accumulated = state.compute_seconds;
+  double start = 0;
+  auto checkpoint = [&](int next) {
+    const int since = state.last_checkpoint_panel;
+    state.next_panel = next;
+    state.last_checkpoint_panel = next;
+    state.compute_seconds = accumulated + (MPI_Wtime() - start);
+    ++state.checkpoints;
+    const double begin = MPI_Wtime();
+    if (policy.strategy == Strategy::full) {
+      ctx.checkpoint();
+    } else {
+      ctx.checkpoint_dirty(changed_since(m, grid, policy.strategy, since));
+    }
+    state.checkpoint_seconds += MPI_Wtime() - begin;
+    result.sent_bytes += ctx.stats().last_sent_bytes;
+  };
+  SKT_MPI(MPI_Barrier(grid.all()));
+  const std::time_t started = std::time(nullptr);
+  start = MPI_Wtime();
+  lu.factor(state.next_panel, due, checkpoint);
+  const std::vector<double> x = lu.solve();
+  double elapsed = MPI_Wtime() - start;
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, grid.all()));
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &result.sent_bytes, 1, MPI_UINT64_T, MPI_SUM, grid.all()));
+  const std::time_t ended = std::time(nullptr);
+  result.uninterrupted = accumulated + elapsed;
+  result.wall = result.restarted ? wall_now() - state.start_wall : elapsed;
+  result.relaunches = state.relaunches;
+  result.checkpoints = state.checkpoints;
+  result.checkpoint_seconds = state.checkpoint_seconds;
+  const auto& tm = lu.timing();
+  double phases[6] = {tm.factor, tm.receive, tm.swap, tm.trsm, tm.update, tm.solve};
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, phases, 6, MPI_DOUBLE, MPI_MAX, grid.all()));
+  result.timing = {phases[0], phases[1], phases[2], phases[3], phases[4], phases[5]};
+
+  auto print = [&](const std::string& line) {
+    if (report != nullptr) result.text += report->line(line);
+  };
+  if (report != nullptr) {
+    result.text += report->result(t.algo.encode(column_major_map), t.n, t.nb, t.p, t.q, result.wall,
+                                  result.restarted ? static_cast<std::time_t>(state.start_wall) : started,
+                                  ended);
+  }
+  if (result.restarted) {
+    print(fmt::format("SKT: restored epoch {} (panel {} of {}) after {} relaunch{}; time lost {:.2f} s",
+                      result.epoch, result.next_panel, panels, state.relaunches,
+                      state.relaunches == 1 ? "" : "es", result.wall - result.uninterrupted));
+    print(fmt::format("SKT: wall time {:.2f} s ({:.4e} Gflops); uninterrupted computation {:.2f} s "
+                      "({:.4e} Gflops)",
+                      result.wall, Report::gflops(t.n, result.wall), result.uninterrupted,
+                      Report::gflops(t.n, result.uninterrupted)));
+  }
+  if (state.checkpoints > 0) {
+    print(fmt::format("SKT: {} checkpoint{} ({}), {:.2f} s in all ({:.1f} % of the solve); {:.1f} MiB "
+                      "sent by all ranks in this run",
+                      state.checkpoints, state.checkpoints == 1 ? "" : "s",
+                      strategy_name(policy.strategy), state.checkpoint_seconds,
+                      100.0 * state.checkpoint_seconds / std::max(result.uninterrupted, 1e-9),
+                      static_cast<double>(result.sent_bytes) / 1048576.0));
+  }
+  if (timing) {
+    print(fmt::format("SKT: max time per rank: factor {:.2f} s, receive {:.2f} s, swap {:.2f} s, "
+                      "trsm {:.2f} s, update {:.2f} s, solve {:.2f} s",
+                      phases[0], phases[1], phases[2], phases[3], phases[4], phases[5]));
+  }
+  if (lu.info() != 0) {
+    result.singular = true;
+    print(fmt::format("HPL ERROR: the matrix is singular at column {}; skip", lu.info() - 1));
+  } else {
+    result.residual = verify(grid, t.n, t.nb, kSeed, x);
+    if (report != nullptr) result.text += report->residual(result.residual, threshold);
+    result.passed = result.residual.scaled < threshold;
+  }
+  ctx.finalize(true);
+  return result;
+}
+
+}  // namespace skt::hpl

@@ -1,0 +1,58 @@
+// One HPL test on selfckpt: the matrix in a context of its own, checkpoints between panels, and
+// resumption after a relaunch. Shared by skt-hpl and the benchmarks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hpl/algorithm.hpp"
+#include "hpl/grid.hpp"
+#include "hpl/lu.hpp"
+#include "hpl/verify.hpp"
+
+namespace skt::hpl {
+
+class Report;
+
+inline constexpr std::uint64_t kSeed = 100;  // HPL's ISEED
+
+// What a checkpoint encodes: the trailing submatrix changed since the last one (corner), every
+// column from there (side), or everything (full).
+enum class Strategy { corner, side, full };
+const char* strategy_name(Strategy s) noexcept;
+
+struct CheckpointPolicy {
+  bool none = false;
+  int every = 0;           // panels; 0: never, unless automatic
+  bool automatic = false;  // when skt_need_checkpoint says so (Daly's interval, SKT_MTBF)
+  Strategy strategy = Strategy::corner;
+};
+
+struct Test {
+  int n = 0, nb = 0, p = 1, q = 1;
+  Algorithm algo;
+};
+
+struct TestResult {
+  bool passed = false;
+  bool singular = false;
+  Residual residual;
+  double wall = 0;           // from the first start to the end, relaunches included
+  double uninterrupted = 0;  // the computation as if no failure had happened
+  bool restarted = false;
+  std::uint64_t epoch = 0;   // restored on the last relaunch
+  int next_panel = 0;        // where it resumed
+  int relaunches = 0;
+  int checkpoints = 0;
+  double checkpoint_seconds = 0;
+  std::uint64_t sent_bytes = 0;  // by all ranks, for checkpoints, in this run
+  Factorization::Timing timing;  // slowest rank's time per phase
+  std::string text;              // what was printed, if anything
+};
+
+// Runs `test` on the ranks of `grid` (collective over grid.all()). The context's job tag comes
+// from SKT_JOB. `report` may be null: then nothing is printed.
+TestResult run_test(const Test& test, const Grid& grid, const CheckpointPolicy& policy,
+                    bool column_major_map, double threshold, Report* report, bool timing);
+
+}  // namespace skt::hpl
