@@ -1,5 +1,7 @@
 #include "encoders/geometry.hpp"
 
+#include <algorithm>
+
 namespace skt::enc {
 
 namespace {
@@ -70,6 +72,46 @@ std::optional<std::uint64_t> StripeGeometry::parity_index(int member,
   if (slot < 0) return std::nullopt;
   return row / static_cast<std::uint64_t>(group_size) * static_cast<std::uint64_t>(parity) +
          static_cast<std::uint64_t>(slot);
+}
+
+std::size_t StripeGeometry::block_bytes() const noexcept {
+  const std::size_t per_block = (chunk_bytes + 63) / 64;
+  return std::max<std::size_t>(64, (per_block + 63) / 64 * 64);
+}
+
+int StripeGeometry::blocks_per_chunk() const noexcept {
+  return static_cast<int>((chunk_bytes + block_bytes() - 1) / block_bytes());
+}
+
+std::uint64_t StripeGeometry::block_mask(std::size_t begin, std::size_t end) const noexcept {
+  end = std::min(end, chunk_bytes);
+  if (begin >= end) return 0;
+  const std::size_t block = block_bytes();
+  const auto first = static_cast<int>(begin / block);
+  const auto last = static_cast<int>((end - 1) / block);
+  const std::uint64_t upto_last = last >= 63 ? ~std::uint64_t{0} : (std::uint64_t{1} << (last + 1)) - 1;
+  return upto_last & ~((std::uint64_t{1} << first) - 1);
+}
+
+std::vector<RowSegment> StripeGeometry::segments(std::uint64_t any, std::uint64_t all) const {
+  std::vector<RowSegment> out;
+  const std::size_t block = block_bytes();
+  const int count = blocks_per_chunk();
+  for (int b = 0; b < count;) {
+    const std::uint64_t bit = std::uint64_t{1} << b;
+    if ((any & bit) == 0) {
+      ++b;
+      continue;
+    }
+    const bool fresh = (all & bit) != 0;
+    int e = b + 1;
+    while (e < count && (any >> e & 1u) != 0 && ((all >> e & 1u) != 0) == fresh)
+      ++e;
+    out.push_back({static_cast<std::size_t>(b) * block,
+                   std::min(chunk_bytes, static_cast<std::size_t>(e) * block), fresh});
+    b = e;
+  }
+  return out;
 }
 
 }  // namespace skt::enc

@@ -9,8 +9,21 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace skt::enc {
+
+// A stretch of a row, in bytes within its chunks, that travels as one transfer per member:
+// encoded afresh from the data where every data member changed all of it, else as a change to
+// the committed parity.
+struct RowSegment {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  bool fresh = false;
+
+  std::size_t bytes() const noexcept { return end - begin; }
+  bool operator==(const RowSegment&) const = default;
+};
 
 struct StripeGeometry {
   int group_size = 1;           // G
@@ -41,6 +54,16 @@ struct StripeGeometry {
   // Row of the member's `index`-th parity chunk, and back.
   std::uint64_t parity_row(int member, std::uint64_t index) const noexcept;
   std::optional<std::uint64_t> parity_index(int member, std::uint64_t row) const noexcept;
+
+  // Changes are tracked in blocks of a chunk: at most 64 (one bit each of a mask), each a
+  // multiple of 64 bytes but the last, so that a change of a few bytes costs a few bytes.
+  std::size_t block_bytes() const noexcept;
+  int blocks_per_chunk() const noexcept;
+  // The blocks that bytes [begin, end) of a chunk touch.
+  std::uint64_t block_mask(std::size_t begin, std::size_t end) const noexcept;
+  // A row's segments, in order, from the blocks some member changed (`any`) and those every data
+  // member changed (`all`): runs of `any`, cut where membership in `all` changes.
+  std::vector<RowSegment> segments(std::uint64_t any, std::uint64_t all) const;
 };
 
 }  // namespace skt::enc

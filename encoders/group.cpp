@@ -103,7 +103,8 @@ namespace {
 struct PeriodTransfers {
   std::vector<MPI_Request> receives;
   std::vector<MPI_Request> sends;
-  std::vector<int> received_from;  // per receive: the slot in `sources` it fills, for short tails
+  // Per receive: where it lands and how much it may carry (the rest is zero-filled).
+  std::vector<std::pair<std::byte*, std::size_t>> received_into;
   ~PeriodTransfers() {
     for (auto* list : {&receives, &sends}) {
       for (auto& r : *list) {
@@ -117,6 +118,34 @@ struct PeriodTransfers {
 };
 
 }  // namespace
+
+RowMasks agree_row_masks(MPI_Comm group, const StripeGeometry& geometry, const ChunkList& mine,
+                         const std::vector<std::uint64_t>& changed) {
+  int me = 0;
+  SKT_MPI(MPI_Comm_rank(group, &me));
+  const std::uint64_t rows = geometry.rows;
+  // One reduction: the changed blocks, and the blocks each member did not change (the complement
+  // of `all` is the union of those).
+  std::vector<std::uint64_t> masks(2 * rows, 0);
+  for (std::uint64_t row = 0; row < rows; ++row) {
+    const auto j = geometry.chunk_of_row(me, row);
+    if (!j || *j >= mine.size()) continue;
+    const std::size_t block = geometry.block_bytes();
+    const std::uint64_t past_end =
+        geometry.block_mask((mine.bytes[*j] + block - 1) / block * block, geometry.chunk_bytes);
+    const std::uint64_t valid_blocks = geometry.block_mask(0, geometry.chunk_bytes);
+    masks[row] = changed[*j] & ~past_end;
+    masks[rows + row] = valid_blocks & ~(changed[*j] | past_end);
+  }
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, masks.data(), static_cast<int>(masks.size()), MPI_UINT64_T,
+                        MPI_BOR, group));
+  RowMasks out;
+  out.any.assign(masks.begin(), masks.begin() + static_cast<std::ptrdiff_t>(rows));
+  out.all.resize(rows);
+  for (std::uint64_t row = 0; row < rows; ++row)
+    out.all[row] = ~masks[rows + row];
+  return out;
+}
 
 std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
                            const ChunkList& mine, std::byte* parity, const PipelineOptions& options,
@@ -132,24 +161,19 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
   const std::uint64_t mine_count = mine.size();
   SKT_MPI(MPI_Allgather(&mine_count, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, group));
 
-  auto dirty_row = [&](std::uint64_t row) {
-    return incremental == nullptr || (*incremental->dirty_rows)[row] != 0;
+  // What of a row travels: all of it, encoded afresh, or the segments of its changed blocks.
+  const std::vector<RowSegment> whole{{0, chunk, true}};
+  auto segments_of = [&](std::uint64_t row) {
+    if (incremental == nullptr) return whole;
+    return geometry.segments(incremental->rows->any[row], incremental->rows->all[row]);
   };
-  // A row whose every data chunk changed is cheaper to encode afresh than by its change.
-  auto fresh_row = [&](std::uint64_t row) {
-    if (incremental == nullptr) return true;
-    int present = 0;
-    for (int position = 0; position < k; ++position) {
-      const int member = wrap(static_cast<int>(row % static_cast<std::uint64_t>(g)) + m + position, g);
-      if (*geometry.chunk_of_row(member, row) < counts[static_cast<std::size_t>(member)]) ++present;
-    }
-    return present > 0 && (*incremental->dirty_rows)[row] == present;
-  };
-  // Every data member of a row sends its chunk straight to the row's m parity holders, which
-  // combine the G-m chunks in one pass; a member's chunks go out untouched from its stream (with
-  // `incremental`, its change since B instead, or nothing new when it did not change). Rows go a
-  // period (G rows) at a time, `depth` periods in flight: each period's receives and sends are all
-  // posted before any of them is waited for, and every member walks the periods in the same order.
+  // Every data member of a row sends its part of each segment straight to the row's m parity
+  // holders, which combine the G-m parts in one pass; a member's data goes out untouched from its
+  // stream where the segment is encoded afresh, as its change since B elsewhere (nothing when it
+  // changed none of the segment). Rows go a period (G rows) at a time, `depth` periods in flight:
+  // each period's receives and sends are all posted before any of them is waited for, and every
+  // member walks the periods, rows and segments in the same order, which is what pairs a send
+  // with its receive.
   const std::uint64_t periods = geometry.rows / static_cast<std::uint64_t>(g);
   const std::size_t per_period = static_cast<std::size_t>(m) * static_cast<std::size_t>(k);
   // About `depth` rows' worth of chunks in flight per member, and at least two periods, so that
@@ -162,7 +186,7 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
   ScratchPool& pool = options.scratch != nullptr ? *options.scratch : own;
   std::byte* const inbox = pool.get(0, window * per_period * chunk);
   std::byte* const outbox =
-      pool.get(1, incremental != nullptr ? window * static_cast<std::size_t>(k) * chunk : 64);
+      pool.get(1, incremental != nullptr ? window * static_cast<std::size_t>(g) * chunk : 64);
   std::byte* const zeros = pool.get(2, chunk);
   std::memset(zeros, 0, chunk);
   std::vector<PeriodTransfers> transfers(window);
@@ -172,7 +196,10 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
   bool single_identity = k == 1;
   for (int l = 0; l < m; ++l)
     single_identity = single_identity && codec.encode_coef(l, 0) == Codec::identity;
-  auto in_place = [&](std::uint64_t row) { return single_identity && fresh_row(row); };
+  auto in_place = [&](const std::vector<RowSegment>& segments) {
+    return single_identity &&
+           std::all_of(segments.begin(), segments.end(), [](const RowSegment& s) { return s.fresh; });
+  };
   std::uint64_t sent = 0;
 
   auto post = [&](std::uint64_t q) {
@@ -180,55 +207,60 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
     auto& t = transfers[w];
     t.receives.clear();
     t.sends.clear();
-    t.received_from.clear();
+    t.received_into.clear();
     // My parity items of this period: slot l of row q·G + (me - l).
     for (int l = 0; l < m; ++l) {
       const std::uint64_t row =
           q * static_cast<std::uint64_t>(g) + static_cast<std::uint64_t>(wrap(me - l, g));
+      const auto segments = segments_of(row);
+      const std::uint64_t index = q * static_cast<std::uint64_t>(m) + static_cast<std::uint64_t>(l);
       for (int position = 0; position < k; ++position) {
         const std::size_t at = w * per_period + static_cast<std::size_t>(l * k + position);
         sources[at] = zeros;
         const int member =
             wrap(static_cast<int>(row % static_cast<std::uint64_t>(g)) + m + position, g);
         const std::uint64_t j = *geometry.chunk_of_row(member, row);
-        if (!dirty_row(row) || j >= counts[static_cast<std::size_t>(member)]) continue;
-        const std::uint64_t index =
-            q * static_cast<std::uint64_t>(m) + static_cast<std::uint64_t>(l);
-        std::byte* buffer = in_place(row) ? parity + index * chunk : inbox + at * chunk;
+        if (segments.empty() || j >= counts[static_cast<std::size_t>(member)]) continue;
+        std::byte* buffer = in_place(segments) ? parity + index * chunk : inbox + at * chunk;
         sources[at] = buffer;
-        t.receives.emplace_back();
-        t.received_from.push_back(static_cast<int>(at));
-        SKT_MPI(MPI_Irecv(buffer, static_cast<int>(chunk), MPI_BYTE, member, l, group,
-                          &t.receives.back()));
+        for (const auto& segment : segments) {
+          t.receives.emplace_back();
+          t.received_into.push_back({buffer + segment.begin, segment.bytes()});
+          SKT_MPI(MPI_Irecv(buffer + segment.begin, static_cast<int>(segment.bytes()), MPI_BYTE,
+                            member, l, group, &t.receives.back()));
+        }
       }
     }
     // My chunks of this period, to each holder of their row.
-    int outgoing = 0;
     for (int residue = 0; residue < g; ++residue) {
       const std::uint64_t row =
           q * static_cast<std::uint64_t>(g) + static_cast<std::uint64_t>(residue);
       const auto j = geometry.chunk_of_row(me, row);
-      if (!j || *j >= mine_count || !dirty_row(row)) continue;
+      if (!j || *j >= mine_count) continue;
       const std::byte* data = mine.data[*j];
-      int bytes = static_cast<int>(mine.bytes[*j]);
-      if (incremental != nullptr && !fresh_row(row)) {
-        if ((*incremental->dirty_chunks)[*j] == 0) {
-          bytes = 0;  // unchanged: nothing to add to the holders' committed parity
-        } else {
-          std::byte* change =
-              outbox +
-              (w * static_cast<std::size_t>(k) + static_cast<std::size_t>(outgoing)) * chunk;
-          codec.combine_delta(change, zeros, data, incremental->base->data[*j],
-                              static_cast<std::size_t>(bytes), Codec::identity);
-          data = change;
+      const std::size_t valid = mine.bytes[*j];
+      std::byte* change = outbox + (w * static_cast<std::size_t>(g) +
+                                    static_cast<std::size_t>(residue)) * chunk;
+      for (const auto& segment : segments_of(row)) {
+        const std::byte* from = data + segment.begin;
+        std::size_t bytes = valid > segment.begin ? std::min(valid, segment.end) - segment.begin : 0;
+        if (!segment.fresh) {
+          const std::uint64_t mask = geometry.block_mask(segment.begin, segment.end);
+          if (((*incremental->changed)[*j] & mask) == 0) {
+            bytes = 0;  // unchanged: nothing to add to the holders' committed parity
+          } else {
+            codec.combine_delta(change + segment.begin, zeros, from,
+                                incremental->base->data[*j] + segment.begin, bytes,
+                                Codec::identity);
+            from = change + segment.begin;
+          }
         }
-        ++outgoing;
-      }
-      for (int l = 0; l < m; ++l) {
-        t.sends.emplace_back();
-        SKT_MPI(
-            MPI_Isend(data, bytes, MPI_BYTE, geometry.holder(row, l), l, group, &t.sends.back()));
-        if (bytes > 0) ++sent;
+        for (int l = 0; l < m; ++l) {
+          t.sends.emplace_back();
+          SKT_MPI(MPI_Isend(from, static_cast<int>(bytes), MPI_BYTE, geometry.holder(row, l), l,
+                            group, &t.sends.back()));
+          sent += bytes;
+        }
       }
     }
   };
@@ -241,28 +273,36 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
     for (std::size_t i = 0; i < statuses.size(); ++i) {
       int bytes = 0;
       SKT_MPI(MPI_Get_count(&statuses[i], MPI_BYTE, &bytes));
-      const auto at = static_cast<std::size_t>(t.received_from[i]);
-      auto* buffer = const_cast<std::byte*>(sources[at]);
-      if (static_cast<std::size_t>(bytes) < chunk) {
-        std::memset(buffer + bytes, 0, chunk - static_cast<std::size_t>(bytes));
+      const auto [into, expected] = t.received_into[i];
+      // Past the end of a short chunk, or no change: zeros.
+      if (static_cast<std::size_t>(bytes) < expected) {
+        std::memset(into + bytes, 0, expected - static_cast<std::size_t>(bytes));
       }
     }
+    std::vector<const std::byte*> shifted(static_cast<std::size_t>(k));
     for (int l = 0; l < m; ++l) {
       const std::uint64_t row =
           q * static_cast<std::uint64_t>(g) + static_cast<std::uint64_t>(wrap(me - l, g));
-      if (!dirty_row(row)) continue;
+      const auto segments = segments_of(row);
       const std::uint64_t index = q * static_cast<std::uint64_t>(m) + static_cast<std::uint64_t>(l);
-      if (in_place(row)) {
-        const std::size_t at = w * per_period + static_cast<std::size_t>(l * k);
-        if (sources[at] == zeros) std::memset(parity + index * chunk, 0, chunk);
-        continue;  // received in place
+      std::byte* const out = parity + index * chunk;
+      const std::size_t first = w * per_period + static_cast<std::size_t>(l * k);
+      if (in_place(segments)) {
+        if (sources[first] != zeros) continue;  // received in place
+        for (const auto& segment : segments)
+          std::memset(out + segment.begin, 0, segment.bytes());
+        continue;
       }
-      const std::span<const std::byte* const> row_sources(
-          sources.data() + w * per_period + static_cast<std::size_t>(l * k),
-          static_cast<std::size_t>(k));
-      codec.encode_row(parity + index * chunk,
-                       fresh_row(row) ? nullptr : incremental->committed_parity + index * chunk,
-                       row_sources, l, chunk);
+      for (const auto& segment : segments) {
+        for (int position = 0; position < k; ++position) {
+          shifted[static_cast<std::size_t>(position)] =
+              sources[first + static_cast<std::size_t>(position)] + segment.begin;
+        }
+        codec.encode_row(out + segment.begin,
+                         segment.fresh ? nullptr
+                                       : incremental->committed_parity + index * chunk + segment.begin,
+                         shifted, l, segment.bytes());
+      }
     }
     SKT_MPI(MPI_Waitall(static_cast<int>(t.sends.size()), t.sends.data(), MPI_STATUSES_IGNORE));
     report(options, q + 1, periods);

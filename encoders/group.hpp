@@ -58,23 +58,36 @@ struct PipelineOptions {
   ScratchPool* scratch = nullptr;
 };
 
+// Per row, the blocks (see StripeGeometry::block_bytes) that some data member changed, and those
+// that every data member changed: equal on all members of the group.
+struct RowMasks {
+  std::vector<std::uint64_t> any;
+  std::vector<std::uint64_t> all;
+};
+
+// Collective over `group`: the row masks from each member's changed blocks, chunk by chunk of its
+// stream (`changed[j]` for chunk j of `mine`). Blocks past the end of a short chunk count as
+// changed by its member: they read as zero before and after.
+RowMasks agree_row_masks(MPI_Comm group, const StripeGeometry& geometry, const ChunkList& mine,
+                         const std::vector<std::uint64_t>& changed);
+
 // What an incremental encoding starts from: the committed stream B and its parity C, and what
-// changed since. Rows no member changed keep their parity; rows every member changed are encoded
-// afresh from W (no need to read B or C); the others get C + code(W - B).
+// changed since. Blocks no member changed keep their parity, and the parity buffer must already
+// hold it there (C's, or the same). Blocks every data member changed are encoded afresh from W,
+// without reading B or C; the others get C + code(W - B).
 struct Incremental {
-  const ChunkList* base = nullptr;                          // B, chunk by chunk like the stream
-  const std::byte* committed_parity = nullptr;              // C, like `parity`
-  const std::vector<std::uint8_t>* dirty_chunks = nullptr;  // this member's changed chunks
-  // Per row, how many members changed their chunk of it; equal on all members.
-  const std::vector<std::uint8_t>* dirty_rows = nullptr;
+  const ChunkList* base = nullptr;                     // B, chunk by chunk like the stream
+  const std::byte* committed_parity = nullptr;         // C, like `parity`
+  const std::vector<std::uint64_t>* changed = nullptr;  // this member's changed blocks per chunk
+  const RowMasks* rows = nullptr;                      // from agree_row_masks
 };
 
 // Collective over `group` (its ranks are the member indices): every member computes its parity
 // chunks of the group's data into `parity` (geometry.parity_bytes() bytes). Each data chunk goes
 // straight from the stream to the m holders of its row, which combine a row's G-m chunks in one
 // pass; rows go a period at a time with several periods in flight. A member sends m times its
-// stream and receives as much. With `incremental`, only the dirty rows travel, and only changed
-// chunks are read. Returns how many chunks this member sent.
+// stream and receives as much. With `incremental`, only the changed blocks of a row travel, a run
+// of them at a time, and only changed blocks are read. Returns how many bytes this member sent.
 std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
                            const ChunkList& mine, std::byte* parity, const PipelineOptions& options,
                            const Incremental* incremental = nullptr);

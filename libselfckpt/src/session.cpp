@@ -697,11 +697,9 @@ std::uint64_t Session::encode(const enc::ChunkList& source, std::byte* parity, s
     fault_->at(FaultStep::encode, epoch);
     return 0;
   }
-  return geometry_.chunk_bytes *
-         enc::encode_group(
-             group_comm_.get(), geometry_, *codec_, source, parity,
-             {config_.pipeline_depth, fault_->midway(FaultStep::encode, epoch), &scratch_},
-             incremental);
+  return enc::encode_group(
+      group_comm_.get(), geometry_, *codec_, source, parity,
+      {config_.pipeline_depth, fault_->midway(FaultStep::encode, epoch), &scratch_}, incremental);
 }
 
 std::vector<int> Session::lost_members(const GroupPlan& plan,
@@ -926,25 +924,26 @@ void Session::checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>*
   Copy& copy = copies_[0];
   const bool incremental =
       dirty != nullptr && !full_encode_needed_ && codec_ != nullptr && codec_->exact();
-  std::vector<std::uint8_t> dirty_chunks, dirty_rows;
+  std::vector<std::uint64_t> changed;
+  enc::RowMasks rows;
   std::vector<Piece> flush;
   if (incremental) {
     flush = dirty_pieces(*dirty);
-    dirty_chunks.assign(layout_.chunks, 0);
-    dirty_rows.assign(geometry_.rows, 0);
+    changed.assign(layout_.chunks, 0);
+    const std::size_t chunk = config_.chunk_bytes;
     for (const auto& piece : flush) {
+      if (piece.bytes == 0) continue;
       // The stream chunks a piece covers: find its region by the copy offset it writes to.
       const auto offset = static_cast<std::size_t>(piece.to - copy.data);
       const auto region = static_cast<std::size_t>(
           std::upper_bound(layout_.copy_offset.begin(), layout_.copy_offset.end(), offset) -
           layout_.copy_offset.begin() - 1);
-      const std::size_t within = offset - layout_.copy_offset[region];
-      const std::uint64_t first = layout_.first_chunk[region] + within / config_.chunk_bytes;
-      const std::uint64_t last =
-          layout_.first_chunk[region] + (within + piece.bytes - 1) / config_.chunk_bytes;
-      for (std::uint64_t c = first; c <= last && piece.bytes > 0; ++c) {
-        dirty_chunks[c] = 1;
-        dirty_rows[geometry_.row_of_chunk(static_cast<int>(info_.member), c)] = 1;
+      const std::size_t begin = offset - layout_.copy_offset[region];
+      const std::size_t end = begin + piece.bytes;
+      for (std::size_t c = begin / chunk; c <= (end - 1) / chunk; ++c) {
+        const std::size_t from = c * chunk;
+        changed[layout_.first_chunk[region] + c] |=
+            geometry_.block_mask(std::max(begin, from) - from, std::min(end, from + chunk) - from);
       }
     }
   }
@@ -953,10 +952,8 @@ void Session::checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>*
     state_.encoded = -1;
     write_state();
     if (incremental) {
-      // A member has at most one chunk per row: the sum counts the members that changed it.
-      SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, dirty_rows.data(), static_cast<int>(dirty_rows.size()),
-                            MPI_UINT8_T, MPI_SUM, group_comm_.get()));
-      const enc::Incremental inc{&copy.chunks, copy.checksum, &dirty_chunks, &dirty_rows};
+      rows = enc::agree_row_masks(group_comm_.get(), geometry_, workspace_chunks_, changed);
+      const enc::Incremental inc{&copy.chunks, copy.checksum, &changed, &rows};
       last_sent_bytes_ = encode(workspace_chunks_, pending_, next, &inc);
     } else {
       last_sent_bytes_ = encode(workspace_chunks_, pending_, next, nullptr);
@@ -974,9 +971,11 @@ void Session::checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>*
     last_flushed_bytes_ = copy_pieces(flush, flush_midway);
     const std::size_t chunk = geometry_.chunk_bytes;
     for (std::uint64_t p = 0; p < geometry_.parity_chunks(); ++p) {
-      if (dirty_rows[geometry_.parity_row(static_cast<int>(info_.member), p)] != 0) {
-        std::memcpy(copy.checksum + p * chunk, pending_ + p * chunk, chunk);
-        last_flushed_bytes_ += chunk;
+      const std::uint64_t row = geometry_.parity_row(static_cast<int>(info_.member), p);
+      for (const auto& segment : geometry_.segments(rows.any[row], rows.all[row])) {
+        const std::size_t at = p * chunk + segment.begin;
+        std::memcpy(copy.checksum + at, pending_ + at, segment.bytes());
+        last_flushed_bytes_ += segment.bytes();
       }
     }
   } else {

@@ -135,39 +135,42 @@ TEST_P(GroupOps, EncodeIncrementalAndEveryLossPatternMatchTheReference) {
                            geometry.parity_bytes()))
       << describe(c) << ": member " << me << " parity differs from the reference";
 
-  // Incremental: members change a few chunks each (member 0 none), and all of them their last
-  // third (rows every member changed, encoded afresh); encoding only the changed rows must give
-  // the parity a full encoding of the new data gives.
+  // Incremental: members change a byte range here and there (member 0 none), and all of them
+  // their last third (segments every member changed, encoded afresh, next to segments some
+  // changed); encoding only the changed blocks must give the parity a full encoding gives.
   Aligned committed(geometry.parity_bytes());
   std::memcpy(committed.data, parity.data, geometry.parity_bytes());
   Aligned copy(original.size());
   std::memcpy(copy.data, original.data(), original.size());
   const ChunkList base = chunks_of(copy.data, original.size(), c.chunk);
   std::vector<Bytes> changed = streams;
-  std::vector<std::uint8_t> dirty_rows(geometry.rows, 0);
-  std::vector<std::vector<std::uint8_t>> dirty(static_cast<std::size_t>(c.group_size));
+  std::vector<std::uint64_t> changed_blocks;
   for (int m = 0; m < c.group_size; ++m) {
-    auto& flags = dirty[static_cast<std::size_t>(m)];
-    flags.assign(chunk_counts[static_cast<std::size_t>(m)], 0);
-    for (std::uint64_t j = static_cast<std::uint64_t>(m % 3); m > 0 && j < flags.size();
-         j += 3 + static_cast<std::uint64_t>(m)) {
-      flags[j] = 1;
-    }
-    for (std::uint64_t j = flags.size() * 2 / 3; j < flags.size(); ++j)
-      flags[j] = 1;
+    std::mt19937 rng(static_cast<unsigned>(m) + 11u);
     auto& bytes = changed[static_cast<std::size_t>(m)];
-    for (std::uint64_t j = 0; j < flags.size(); ++j) {
-      if (flags[j] == 0) continue;
-      ++dirty_rows[geometry.row_of_chunk(m, j)];
-      for (std::size_t i = j * c.chunk; i < std::min(bytes.size(), (j + 1) * c.chunk); i += 5) {
-        bytes[i] = static_cast<std::byte>(static_cast<unsigned>(bytes[i]) * 7u + 3u);
+    const std::uint64_t count = chunk_counts[static_cast<std::size_t>(m)];
+    std::vector<std::uint64_t> masks(count, 0);
+    for (std::uint64_t j = 0; j < count; ++j) {
+      const std::size_t from = j * c.chunk, to = std::min(bytes.size(), from + c.chunk);
+      std::size_t lo = from, hi = to;
+      if (j < count * 2 / 3) {
+        if (m == 0 || j % (3 + static_cast<std::uint64_t>(m)) != static_cast<std::uint64_t>(m % 3)) {
+          continue;
+        }
+        lo = from + rng() % (to - from);
+        hi = lo + 1 + rng() % (to - lo);
       }
+      masks[j] = geometry.block_mask(lo - from, hi - from);
+      for (std::size_t i = lo; i < hi; i += 5)
+        bytes[i] = static_cast<std::byte>(static_cast<unsigned>(bytes[i]) * 7u + 3u);
     }
+    if (m == me) changed_blocks = masks;
   }
   if (fast->exact()) {
     std::memcpy(mine.data, changed[static_cast<std::size_t>(me)].data(), original.size());
     const auto expected_changed = reference_encode(geometry, *plain, changed);
-    Incremental inc{&base, committed.data, &dirty[static_cast<std::size_t>(me)], &dirty_rows};
+    const RowMasks rows = agree_row_masks(group.get(), geometry, list, changed_blocks);
+    Incremental inc{&base, committed.data, &changed_blocks, &rows};
     encode_group(group.get(), geometry, *fast, list, parity.data, options, &inc);
     EXPECT_EQ(0, std::memcmp(parity.data, expected_changed[static_cast<std::size_t>(me)].data(),
                              geometry.parity_bytes()))

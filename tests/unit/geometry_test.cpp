@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 namespace skt::enc {
 namespace {
@@ -81,6 +82,43 @@ TEST(GeometrySize, ParityIsAboutMOverGMinusMOfTheData) {
   const auto rs = StripeGeometry::plan(8, 3, 1 << 20, 500);
   EXPECT_EQ(rs.parity_chunks(), 300u);  // 500 / 5 periods of 3
   EXPECT_EQ(StripeGeometry::plan(4, 1, 4096, 0).rows, 0u);
+}
+
+TEST(GeometryBlocks, AtMost64BlocksOfWhole64ByteUnits) {
+  for (const std::size_t chunk : {std::size_t{4096}, std::size_t{4160}, std::size_t{262144},
+                                  std::size_t{1} << 20, std::size_t{1} << 30}) {
+    const auto geo = StripeGeometry::plan(4, 1, chunk, 10);
+    EXPECT_EQ(geo.block_bytes() % 64, 0u) << chunk;
+    EXPECT_LE(geo.blocks_per_chunk(), 64) << chunk;
+    EXPECT_GE(geo.block_bytes() * static_cast<std::size_t>(geo.blocks_per_chunk()), chunk);
+    EXPECT_LT(geo.block_bytes() * static_cast<std::size_t>(geo.blocks_per_chunk() - 1), chunk);
+  }
+  EXPECT_EQ(StripeGeometry::plan(4, 1, 4096, 1).block_bytes(), 64u);
+  EXPECT_EQ(StripeGeometry::plan(4, 1, 262144, 1).block_bytes(), 4096u);
+}
+
+TEST(GeometryBlocks, MaskCoversEveryBlockARangeTouches) {
+  const auto geo = StripeGeometry::plan(2, 1, 4096, 1);  // 64 blocks of 64 bytes
+  EXPECT_EQ(geo.block_mask(0, 4096), ~std::uint64_t{0});
+  EXPECT_EQ(geo.block_mask(100, 101), std::uint64_t{1} << 1);
+  EXPECT_EQ(geo.block_mask(63, 65), std::uint64_t{3});
+  EXPECT_EQ(geo.block_mask(4095, 9999), std::uint64_t{1} << 63);
+  EXPECT_EQ(geo.block_mask(7, 7), 0u);
+  const auto odd = StripeGeometry::plan(2, 1, 4160, 1);  // 33 blocks of 128, the last of 64
+  EXPECT_EQ(odd.blocks_per_chunk(), 33);
+  EXPECT_EQ(odd.block_mask(0, 4160), (std::uint64_t{1} << 33) - 1);
+}
+
+TEST(GeometryBlocks, SegmentsAreRunsCutWhereFreshnessChanges) {
+  const auto geo = StripeGeometry::plan(2, 1, 4160, 1);
+  EXPECT_TRUE(geo.segments(0, ~std::uint64_t{0}).empty());
+  const std::vector<RowSegment> expected{
+      {128, 384, false}, {384, 512, true}, {768, 896, true}, {4096, 4160, true}};
+  const std::uint64_t any = 0b1110 | (std::uint64_t{1} << 6) | (std::uint64_t{1} << 32);
+  const std::uint64_t all = 0b1000 | (std::uint64_t{1} << 6) | (std::uint64_t{1} << 32) | 1;
+  EXPECT_EQ(geo.segments(any, all), expected);
+  const std::vector<RowSegment> whole{{0, 4160, true}};
+  EXPECT_EQ(geo.segments(~std::uint64_t{0}, ~std::uint64_t{0}), whole);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Geometry,
