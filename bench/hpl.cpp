@@ -22,18 +22,8 @@
 #include "hpl/matgen.hpp"
 #include "hpl/report.hpp"
 #include "hpl/run.hpp"
+#include "hpl/scalapack.hpp"
 #include "hpl/verify.hpp"
-
-extern "C" {
-void Cblacs_get(int context, int request, int* value);
-void Cblacs_gridinit(int* context, const char* order, int nprow, int npcol);
-void Cblacs_gridexit(int context);
-void descinit_(int* desc, const int* m, const int* n, const int* mb, const int* nb, const int* irsrc,
-               const int* icsrc, const int* ictxt, const int* lld, int* info);
-void pdgesv_(const int* n, const int* nrhs, double* a, const int* ia, const int* ja,
-             const int* desca, int* ipiv, double* b, const int* ib, const int* jb,
-             const int* descb, int* info);
-}
 
 namespace {
 
@@ -60,49 +50,8 @@ double median(std::vector<double> v) {
 
 // PDGESV on the matrix SKT-HPL generates; returns (seconds, scaled residual).
 std::pair<double, double> run_pdgesv(const Settings& s, const Grid& grid) {
-  int context = 0;
-  Cblacs_get(-1, 0, &context);
-  Cblacs_gridinit(&context, "Row", s.p, s.q);
-  const int mp = numroc(s.n, s.nb, grid.myrow(), grid.nprow());
-  const int nq = numroc(s.n, s.nb, grid.mycol(), grid.npcol());
-  const int lld = std::max(1, mp);
-  std::vector<double> a(static_cast<std::size_t>(lld) * static_cast<std::size_t>(std::max(1, nq)));
-  std::vector<double> b(static_cast<std::size_t>(lld), 0.0);
-  std::vector<int> ipiv(static_cast<std::size_t>(mp + s.nb));
-  for (int c = 0; c < nq; ++c) {
-    const int gc = skt::hpl::global_index(c, s.nb, grid.mycol(), grid.npcol());
-    for (int r = 0; r < mp; ++r) {
-      a[static_cast<std::size_t>(r) + static_cast<std::size_t>(c) * static_cast<std::size_t>(lld)] =
-          skt::hpl::matrix_entry(skt::hpl::kSeed, skt::hpl::global_index(r, s.nb, grid.myrow(), grid.nprow()), gc);
-    }
-  }
-  if (grid.mycol() == 0) {
-    for (int r = 0; r < mp; ++r) {
-      b[static_cast<std::size_t>(r)] = skt::hpl::matrix_entry(
-          skt::hpl::kSeed, skt::hpl::global_index(r, s.nb, grid.myrow(), grid.nprow()), s.n);
-    }
-  }
-  int desca[9], descb[9], info = 0;
-  const int zero = 0, one = 1;
-  descinit_(desca, &s.n, &s.n, &s.nb, &s.nb, &zero, &zero, &context, &lld, &info);
-  descinit_(descb, &s.n, &one, &s.nb, &s.nb, &zero, &zero, &context, &lld, &info);
-  MPI_Barrier(grid.all());
-  const double start = MPI_Wtime();
-  pdgesv_(&s.n, &one, a.data(), &one, &one, desca, ipiv.data(), b.data(), &one, &one, descb, &info);
-  double seconds = MPI_Wtime() - start;
-  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, grid.all());
-  // x lives in process column 0; replicate it for the residual.
-  std::vector<double> x(static_cast<std::size_t>(s.n), 0.0);
-  if (grid.mycol() == 0) {
-    for (int r = 0; r < mp; ++r) {
-      x[static_cast<std::size_t>(skt::hpl::global_index(r, s.nb, grid.myrow(), grid.nprow()))] =
-          b[static_cast<std::size_t>(r)];
-    }
-  }
-  MPI_Allreduce(MPI_IN_PLACE, x.data(), s.n, MPI_DOUBLE, MPI_SUM, grid.all());
-  const auto residual = skt::hpl::verify(grid, s.n, s.nb, skt::hpl::kSeed, x);
-  Cblacs_gridexit(context);
-  return {seconds, residual.scaled};
+  const auto r = skt::hpl::solve_with_pdgesv(grid, s.n, s.nb, skt::hpl::kSeed);
+  return {r.seconds, skt::hpl::verify(grid, s.n, s.nb, skt::hpl::kSeed, r.x).scaled};
 }
 
 // The rate of the DGEMM at the heart of the update, on every rank at once: this process's share

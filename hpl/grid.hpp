@@ -41,6 +41,7 @@ class Grid {
   Grid(MPI_Comm world, int nprow, int npcol, bool column_major);
 
   bool in() const noexcept { return in_; }
+  bool column_major() const noexcept { return column_major_; }
   int nprow() const noexcept { return nprow_; }
   int npcol() const noexcept { return npcol_; }
   int myrow() const noexcept { return myrow_; }

@@ -19,7 +19,10 @@ class Lines {
   Lines(const std::string& text, std::string file) : file_(std::move(file)) {
     std::stringstream in(text);
     std::string line;
-    while (std::getline(in, line)) lines_.push_back(line);
+    while (std::getline(in, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // files written on Windows
+      lines_.push_back(line);
+    }
   }
 
   // Line `n` (1-based), which must exist.

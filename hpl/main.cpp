@@ -3,6 +3,7 @@
 // relaunched with the same SKT_JOB resumes at the last checkpointed panel.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 #include <toml++/toml.h>
 #include <unistd.h>
@@ -129,10 +130,10 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
       o.policy.none = o.policy.none || value == "1" || value == "true";
     } else if (name == "SKT_HPL_TIMING") {
       o.timing = value == "1" || value == "true";
-    } else {
+    } else if (name != "SKT_HPL_CRASH") {  // read, and checked, where it acts
       usage_error(rank, name + ": unknown variable (SKT_HPL_CHECKPOINT_EVERY, "
                                "SKT_HPL_CHECKPOINT_INTERVAL, SKT_HPL_CHECKPOINT_STRATEGY, "
-                               "SKT_HPL_NO_CHECKPOINT)");
+                               "SKT_HPL_NO_CHECKPOINT, SKT_HPL_TIMING, SKT_HPL_CRASH)");
     }
   }
   // The library's own settings travel as its variables.
@@ -204,16 +205,14 @@ void check_tests(const std::vector<Test>& tests, int size, int rank) {
                                     "or 1",
                                     t.algo.depth));
     }
-    const long step = std::lcm(static_cast<long>(t.nb) * t.p, static_cast<long>(t.nb) * t.q);
-    if (t.n < 1 || t.n % step != 0) {
-      const long below = t.n / step * step;
-      const long above = below + step;
+    if (t.n < 1 || t.n % partition_step(t.nb, t.p, t.q) != 0) {
+      const auto near = nearest_valid_n(t.n, t.nb, t.p, t.q);
       usage_error(rank,
                   fmt::format("N={} breaks the equal-partition rule for NB={} on a {}x{} grid: N "
                               "must be a multiple of NB*P={} and NB*Q={}, so that every process "
                               "holds the same share; the nearest valid values are {}",
                               t.n, t.nb, t.p, t.q, t.nb * t.p, t.nb * t.q,
-                              below > 0 ? fmt::format("{} and {}", below, above) : std::to_string(above)));
+                              fmt::format("{}", fmt::join(near, " and "))));
     }
   }
 }
@@ -245,6 +244,9 @@ int run(int argc, char** argv) {
                "SKT_HPL_NO_CHECKPOINT) and a configuration-file key (--config; [hpl] table for the\n"
                "checkpoint_* keys). Exit codes: 0 passed, 2 bad input, 3 unrecoverable, 4 a\n"
                "residual check failed."};
+  app.footer("For testing: SKT_FAULT=<step>:<rank>[:<epoch>] kills a process at a checkpoint\n"
+             "protocol step; SKT_HPL_CRASH=<panel>:<rank> kills one in the middle of a panel's\n"
+             "iteration (first launch only). SKT_JOB names the job; SKT_RESTART=1 requires a restore.");
   Options o;
   app.add_option("hpldat", o.hpldat, "the HPL.dat to run");
   app.add_option("--group-size", o.group_size, "ranks per checkpoint group (SKT_GROUP_SIZE)");

@@ -5,6 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
 #include <ctime>
 #include <functional>
 #include <vector>
@@ -41,6 +45,35 @@ std::uint64_t fingerprint(const Test& t) {
       static_cast<int>(t.algo.bcast), t.algo.depth, static_cast<int>(t.algo.swap),
       t.algo.swap_threshold, t.algo.l1_notrans, t.algo.u_notrans, t.algo.equil);
   return std::hash<std::string>{}(s);
+}
+
+// SKT_HPL_CRASH=<panel>:<rank> (testing): on a first launch, the process of that rank kills itself
+// in the middle of iteration <panel>, with the panel factored and broadcast and its update not yet
+// applied. A relaunch restores from a checkpoint and goes through, even with the variable still set.
+struct CrashPoint {
+  int panel = -1;
+  int rank = -1;
+};
+
+CrashPoint crash_point() {
+  const char* v = std::getenv("SKT_HPL_CRASH");
+  CrashPoint c;
+  if (v == nullptr || *v == '\0') return c;
+  char tail = 0;
+  if (std::sscanf(v, "%d:%d%c", &c.panel, &c.rank, &tail) != 2 || c.panel < 0 || c.rank < 0) {
+    throw std::invalid_argument(fmt::format("SKT_HPL_CRASH='{}': expected <panel>:<rank>", v));
+  }
+  return c;
+}
+
+void crash_if_due(const CrashPoint& c, int panel, bool restarted) {
+  if (restarted || panel != c.panel) return;
+  int rank = 0;
+  SKT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  if (rank != c.rank) return;
+  std::fprintf(stderr, "SKT_HPL_CRASH: rank %d kills itself in the middle of panel %d\n", rank, panel);
+  std::fflush(stderr);
+  std::raise(SIGKILL);
 }
 
 // A multiple of the alignment, and not a power of two (which would make cache sets collide).
@@ -113,7 +146,9 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
   result.next_panel = state.next_panel;
   Factorization lu(grid, t.algo, m);
   const int panels = lu.panels();
+  const CrashPoint crash = crash_point();
   auto due = [&](int j) {
+    crash_if_due(crash, j, result.restarted);
     if (policy.none || j + 1 >= panels) return false;
     if (policy.automatic) return ctx.need_checkpoint();
     return policy.every > 0 && (j + 1) % policy.every == 0;

@@ -48,8 +48,20 @@ double usable_fraction(const std::string& mode, int g, int m) {
   return k / (2.0 * g - m);
 }
 
+long partition_step(int nb, int p, int q) {
+  return std::lcm(static_cast<long>(nb) * p, static_cast<long>(nb) * q);
+}
+
+std::vector<long> nearest_valid_n(long n, int nb, int p, int q) {
+  const long step = partition_step(nb, p, q);
+  const long below = n / step * step;
+  if (below == n && n > 0) return {n};
+  if (below > 0) return {below, below + step};
+  return {step};
+}
+
 long largest_n(double bytes, int nb, int p, int q) {
-  const long step = std::lcm(static_cast<long>(nb) * p, static_cast<long>(nb) * q);
+  const long step = partition_step(nb, p, q);
   // Each rank holds about N·(N+1)/(P·Q) doubles.
   const double n = std::floor((std::sqrt(1.0 + 4.0 * bytes * p * q / 8.0) - 1.0) / 2.0);
   return static_cast<long>(n) / step * step;

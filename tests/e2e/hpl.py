@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""SKT-HPL killed and relaunched: at every SKT_FAULT protocol step and in the middle of an
+iteration (SKT_HPL_CRASH), by process crash (memory kept) and node loss (memory destroyed, rank
+moved to a spare node), with xor and Reed-Solomon. The relaunch must restore a checkpoint, resume
+at its panel, report the restore, and end PASSED with the very same residual as a run without
+faults (a restore is bit-exact, so the solve is too)."""
+
+import os
+import re
+import sys
+import tempfile
+
+import harness
+
+STEPS = ["stage", "encode", "encoded", "agreed", "flush", "committed", "recover", "mid"]
+# (scheme, parity, group size, P, Q, steps)
+CONFIGS = [("xor", 1, 2, 2, 2, STEPS), ("rs", 2, 4, 2, 2, ["encode", "flush", "recover", "mid"])]
+N, NB, EVERY = 256, 16, 4  # 16 panels, a checkpoint every 4: epochs at panels 4, 8 and 12
+FAULT_EPOCH = 2
+MID_PANEL = 10  # between epochs 2 and 3
+
+
+def hpl_dat(n, nb, p, q, depth=1):
+    values = [("HPL.out", "output file name"), ("6", "device out"), ("1", "# of problems sizes (N)"),
+              (str(n), "Ns"), ("1", "# of NBs"), (str(nb), "NBs"), ("0", "PMAP"),
+              ("1", "# of process grids"), (str(p), "Ps"), (str(q), "Qs"), ("16.0", "threshold"),
+              ("1", "# of panel fact"), ("2", "PFACTs"), ("1", "# of recursive stopping criterium"),
+              ("4", "NBMINs"), ("1", "# of panels in recursion"), ("2", "NDIVs"),
+              ("1", "# of recursive panel fact."), ("1", "RFACTs"), ("1", "# of broadcast"),
+              ("1", "BCASTs"), ("1", "# of lookahead depth"), (str(depth), "DEPTHs"),
+              ("2", "SWAP"), ("64", "swapping threshold"), ("0", "L1"), ("0", "U"),
+              ("1", "Equilibration"), ("8", "memory alignment")]
+    return "HPLinpack benchmark input file\nskt-hpl e2e\n" + "".join(f"{v:<12} {w}\n" for v, w in values)
+
+
+def residual_line(out):
+    m = re.search(r"^\|\|Ax-b\|\|_oo.*$", out, re.M)
+    return m.group(0) if m else None
+
+
+def restored(out):
+    m = re.search(r"^SKT: restored epoch (\d+) \(panel (\d+) of (\d+)\)", out, re.M)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def run_case(cluster, config, step, mode, dat, reference):
+    """Returns (status, detail): 'exact', 'wrong' or 'hung'."""
+    scheme, parity, group_size, p, q, _ = config
+    nranks = p * q
+    victim = 1
+    mates = [victim + k * (nranks // group_size) for k in range(1, parity)]
+    job = cluster.new_job(f"hpl{scheme}{step[:3]}{mode[0]}")
+    nodes = [f"n{r}" for r in range(nranks)]
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": str(group_size), "SKT_SCHEME": scheme,
+           "SKT_PARITY": str(parity)}
+    args = ["--checkpoint-every", str(EVERY), dat]
+
+    def lose():
+        for r in ([victim] if mode == "node" else []) + mates:
+            cluster.lose_node(job, nodes[r])
+            nodes[r] += "x"
+
+    def killed(run, what):
+        if run.hung:
+            return ("hung", f"{what} hung")
+        if run.code in (0, 2, 3, 4):
+            return ("wrong", f"{what} should have been killed: {run.describe()}")
+        return None
+
+    try:
+        if step in ("mid", "recover"):
+            first_env = dict(env, SKT_RESTART="0", SKT_HPL_CRASH=f"{MID_PANEL}:{victim}")
+        else:
+            first_env = dict(env, SKT_RESTART="0", SKT_FAULT=f"{step}:{victim}:{FAULT_EPOCH}")
+        bad = killed(cluster.launch(nodes, args, first_env), "the faulty launch")
+        if bad:
+            return bad
+        lose()
+        restart = 1
+        if step == "recover":
+            # Killed again while restoring: the next launch still finds a checkpoint.
+            bad = killed(cluster.launch(nodes, args, dict(env, SKT_RESTART="1",
+                                                          SKT_FAULT=f"recover:{victim}:{FAULT_EPOCH}")),
+                         "the launch failing during recovery")
+            if bad:
+                return bad
+            lose()
+            restart = 2
+        # The crash variable stays set: a relaunch must not crash again.
+        final = cluster.launch(nodes, args, dict(env, SKT_RESTART=str(restart),
+                                                 SKT_HPL_CRASH=f"{MID_PANEL}:{victim}"))
+        if final.hung:
+            return ("hung", "the relaunch hung")
+        if final.code != 0 or "PASSED" not in final.out:
+            return ("wrong", f"relaunch did not pass: {final.describe()}")
+        if residual_line(final.out) != reference:
+            return ("wrong", f"residual {residual_line(final.out)!r}, expected {reference!r}")
+        where = restored(final.out)
+        if where is None:
+            return ("wrong", f"no restore reported: {final.describe()}")
+        epoch, panel = where
+        if panel != epoch * EVERY or not 1 <= epoch <= 3:
+            return ("wrong", f"restored epoch {epoch} at panel {panel}")
+        if step in ("stage", "encode", "encoded") and epoch != FAULT_EPOCH - 1:
+            return ("wrong", f"a fault before the agreement restored epoch {epoch}")
+        if "time lost" not in final.out or "uninterrupted computation" not in final.out:
+            return ("wrong", f"the restart report is incomplete: {final.describe()}")
+        if cluster.segment_count(job) != 0:
+            return ("wrong", "segments left behind after a successful run")
+        return ("exact", f"epoch {epoch}")
+    finally:
+        cluster.clean(job)
+
+
+def main(argv):
+    options = harness.arguments(argv)
+    cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
+    counts = {"exact": 0, "wrong": 0, "hung": 0}
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        dat = os.path.join(tmp, "HPL.dat")
+        with open(dat, "w") as f:
+            f.write(hpl_dat(N, NB, 2, 2))
+        references = {}
+        for config in CONFIGS:
+            scheme, parity, group_size, p, q, steps = config
+            job = cluster.new_job("hplref")
+            try:
+                run = cluster.launch([f"n{r}" for r in range(p * q)], ["--no-checkpoint", dat],
+                                     {"SKT_JOB": job, "SKT_RESTART": "0"})
+            finally:
+                cluster.clean(job)
+            reference = residual_line(run.out)
+            if run.code != 0 or "PASSED" not in run.out or reference is None:
+                print(f"FAILED: the run without faults: {run.describe()}", file=sys.stderr)
+                return 1
+            print(f"{scheme} m={parity} G={group_size} grid {p}x{q}, N={N} NB={NB}: {reference}")
+            for step in steps if not options.quick else steps[-2:]:
+                cells = []
+                for mode in ("crash", "node"):
+                    status, detail = run_case(cluster, config, step, mode, dat, reference)
+                    counts[status] += 1
+                    cells.append("ok " + detail.split()[-1] if status == "exact" else status.upper())
+                    if status != "exact":
+                        failures.append(f"{scheme} G={group_size} step={step} {mode}: {detail}")
+                print(f"  {step:<10} crash {cells[0]:<10} node loss {cells[1]:<10}", flush=True)
+    total = sum(counts.values())
+    print(f"cases run {total}, passed with the reference residual {counts['exact']}, "
+          f"wrong {counts['wrong']}, hung {counts['hung']}")
+    return harness.report_failures(failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,195 @@
+// HPL.dat parsing (netlib's default file, several values per line, strict line-numbered errors),
+// HPL's variant encoding, and the sizing rules of skt-hpl.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "hpl/algorithm.hpp"
+#include "hpl/hpldat.hpp"
+#include "hpl/suggest.hpp"
+
+namespace {
+
+using namespace skt::hpl;
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto end = text.find('\n', start);
+    out.push_back(text.substr(start, end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+// The default file with line `number` (1-based) replaced.
+std::string with_line(int number, const std::string& replacement) {
+  auto lines = lines_of(kNetlibDefault);
+  lines.at(static_cast<std::size_t>(number - 1)) = replacement;
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  return text;
+}
+
+// The line the error names, and that its message contains `words`.
+int error_line(const std::string& text, const std::string& words) {
+  try {
+    parse_hpldat(text, "HPL.dat");
+  } catch (const HplDatError& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("HPL.dat:" + std::to_string(e.line()) + ": ", 0), 0u)
+        << e.what();
+    return e.line();
+  }
+  ADD_FAILURE() << "accepted:\n" << text;
+  return 0;
+}
+
+TEST(HplDat, NetlibDefaultFile) {
+  const HplDat d = parse_hpldat(kNetlibDefault);
+  EXPECT_EQ(d.output_file, "HPL.out");
+  EXPECT_EQ(d.device, 6);
+  EXPECT_EQ(d.ns, (std::vector<int>{29, 30, 34, 35}));
+  EXPECT_EQ(d.nbs, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_FALSE(d.column_major_map);
+  EXPECT_EQ(d.ps, (std::vector<int>{2, 1, 4}));
+  EXPECT_EQ(d.qs, (std::vector<int>{2, 4, 1}));
+  EXPECT_DOUBLE_EQ(d.threshold, 16.0);
+  EXPECT_EQ(d.pfacts, (std::vector<Fact>{Fact::left, Fact::crout, Fact::right}));
+  EXPECT_EQ(d.nbmins, (std::vector<int>{2, 4}));
+  EXPECT_EQ(d.ndivs, (std::vector<int>{2}));
+  EXPECT_EQ(d.rfacts, (std::vector<Fact>{Fact::left, Fact::crout, Fact::right}));
+  EXPECT_EQ(d.bcasts, (std::vector<Bcast>{Bcast::ring}));
+  EXPECT_EQ(d.depths, (std::vector<int>{0}));
+  EXPECT_EQ(d.swap, SwapAlgo::mix);
+  EXPECT_EQ(d.swap_threshold, 64);
+  EXPECT_FALSE(d.l1_notrans);
+  EXPECT_FALSE(d.u_notrans);
+  EXPECT_TRUE(d.equil);
+  EXPECT_EQ(d.align, 8);
+}
+
+TEST(HplDat, ValuesBeyondTheCountAndTrailingWordsAreIgnored) {
+  // Like netlib HPL: a count of 2 reads the first two values of the next line.
+  std::string text = with_line(5, "2            # of problems sizes (N)");
+  text = [&] {
+    auto lines = lines_of(text);
+    lines[5] = "1000 2000 3000 4000 Ns and a comment";
+    std::string t;
+    for (const auto& l : lines) t += l + "\n";
+    return t;
+  }();
+  EXPECT_EQ(parse_hpldat(text).ns, (std::vector<int>{1000, 2000}));
+}
+
+TEST(HplDat, SeveralValuesPerLineForEveryList) {
+  auto lines = lines_of(kNetlibDefault);
+  lines[21] = "6            # of broadcast";
+  lines[22] = "0 1 2 3 4 5  BCASTs";
+  lines[23] = "2            # of lookahead depth";
+  lines[24] = "0 1          DEPTHs";
+  lines[8] = "1            PMAP";
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  const HplDat d = parse_hpldat(text);
+  EXPECT_EQ(d.bcasts.size(), 6u);
+  EXPECT_EQ(d.bcasts.back(), Bcast::spread_modified);
+  EXPECT_EQ(d.depths, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(d.column_major_map);
+}
+
+TEST(HplDat, WindowsLineEndingsAndNoFinalNewline) {
+  std::string text;
+  for (const auto& l : lines_of(kNetlibDefault)) text += l.substr(0, l.find("  ")) + "\r\n";  // values only
+  text.resize(text.size() - 2);
+  EXPECT_EQ(parse_hpldat(text).align, 8);
+}
+
+TEST(HplDat, MalformedFilesNameTheLine) {
+  EXPECT_EQ(error_line(with_line(6, "29 30 x 35   Ns"), "'x' is not an integer (N)"), 6);
+  EXPECT_EQ(error_line(with_line(5, "0            # of problems sizes (N)"), "from 1 to 20"), 5);
+  EXPECT_EQ(error_line(with_line(5, "21           # of problems sizes (N)"), "from 1 to 20"), 5);
+  EXPECT_EQ(error_line(with_line(6, "29 30 34"), "expected 4 values for N, found 3"), 6);
+  EXPECT_EQ(error_line(with_line(8, "1 0 3 4      NBs"), "NB must be at least 1, not 0"), 8);
+  EXPECT_EQ(error_line(with_line(9, "2            PMAP"), "PMAP must be 0"), 9);
+  EXPECT_EQ(error_line(with_line(12, "2 4"), "as many as P"), 12);
+  EXPECT_EQ(error_line(with_line(12, "2 0 1        Qs"), "Q must be at least 1"), 12);
+  EXPECT_EQ(error_line(with_line(13, "sixteen      threshold"), "not a number"), 13);
+  EXPECT_EQ(error_line(with_line(15, "0 1 3        PFACTs"), "PFACT code 3 is not one of 0 to 2"), 15);
+  EXPECT_EQ(error_line(with_line(23, "6            BCASTs"), "BCAST code 6"), 23);
+  EXPECT_EQ(error_line(with_line(19, "1            NDIVs"), "NDIV must be at least 2"), 19);
+  EXPECT_EQ(error_line(with_line(26, "3            SWAP"), "SWAP must be 0"), 26);
+  EXPECT_EQ(error_line(with_line(29, "2            U  in"), "U form must be 0 or 1"), 29);
+  EXPECT_EQ(error_line(with_line(31, "0            memory alignment"), "alignment must be at least 1"), 31);
+  EXPECT_EQ(error_line(with_line(4, ""), "expected 1 value for the device out"), 4);
+}
+
+TEST(HplDat, TruncatedFileNamesTheMissingLine) {
+  auto lines = lines_of(kNetlibDefault);
+  lines.resize(20);
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  EXPECT_EQ(error_line(text, "missing line: expected RFACT"), 21);
+  EXPECT_EQ(error_line("", "missing line"), 1);
+}
+
+TEST(HplDat, MissingFileIsAClearError) {
+  try {
+    read_hpldat("/nonexistent/HPL.dat");
+    FAIL() << "read a missing file";
+  } catch (const HplDatError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/HPL.dat"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("cannot open"), std::string::npos);
+  }
+}
+
+TEST(HplVariant, EncodingLikeHpl) {
+  Algorithm a;
+  a.depth = 1;
+  a.bcast = Bcast::ring_modified;
+  a.rfact = Fact::crout;
+  a.ndiv = 2;
+  a.pfact = Fact::right;
+  a.nbmin = 4;
+  EXPECT_EQ(a.encode(false), "WR11C2R4");
+  a.depth = 0;
+  a.bcast = Bcast::spread_modified;
+  a.rfact = Fact::left;
+  a.pfact = Fact::crout;
+  a.nbmin = 1;
+  a.ndiv = 3;
+  EXPECT_EQ(a.encode(true), "WC05L3C1");
+}
+
+TEST(HplSizing, EqualPartitionStepAndNearestValues) {
+  EXPECT_EQ(partition_step(192, 2, 1), 384);
+  EXPECT_EQ(partition_step(192, 2, 4), 768);
+  EXPECT_EQ(partition_step(100, 2, 3), 600);
+  EXPECT_EQ(nearest_valid_n(12000, 192, 2, 1), (std::vector<long>{11904, 12288}));
+  EXPECT_EQ(nearest_valid_n(12288, 192, 2, 1), (std::vector<long>{12288}));
+  EXPECT_EQ(nearest_valid_n(100, 192, 2, 1), (std::vector<long>{384}));
+  EXPECT_EQ(nearest_valid_n(0, 192, 2, 1), (std::vector<long>{384}));
+}
+
+TEST(HplSizing, UsableFractionPerMode) {
+  EXPECT_DOUBLE_EQ(usable_fraction("self", 4, 1), 3.0 / 8.0);
+  EXPECT_DOUBLE_EQ(usable_fraction("double", 4, 1), 3.0 / 11.0);
+  EXPECT_DOUBLE_EQ(usable_fraction("single", 4, 1), 3.0 / 7.0);
+  EXPECT_DOUBLE_EQ(usable_fraction("self", 16, 2), 14.0 / 32.0);
+  EXPECT_DOUBLE_EQ(usable_fraction("none", 4, 1), 1.0);
+}
+
+TEST(HplSizing, LargestNFitsAndIsValid) {
+  const double bytes = 8.0 * 1024 * 1024 * 1024;  // 8 GiB per rank
+  const long n = largest_n(bytes, 192, 2, 1);
+  EXPECT_EQ(n % partition_step(192, 2, 1), 0);
+  // [A|b] per rank fits, and the next valid N would not.
+  auto share = [](long m) { return 8.0 * static_cast<double>(m) * static_cast<double>(m + 1) / 2.0; };
+  EXPECT_LE(share(n), bytes);
+  EXPECT_GT(share(n + partition_step(192, 2, 1)), bytes);
+}
+
+}  // namespace
