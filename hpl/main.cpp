@@ -244,7 +244,7 @@ int run(int argc, char** argv) {
                "SKT_HPL_NO_CHECKPOINT) and a configuration-file key (--config; [hpl] table for the\n"
                "checkpoint_* keys). Exit codes: 0 passed, 2 bad input, 3 unrecoverable, 4 a\n"
                "residual check failed."};
-  app.footer("For testing: SKT_FAULT=<step>:<rank>[:<epoch>] kills a process at a checkpoint\n"
+  app.footer("For testing: SKT_FAULT=<step>:<rank>[:<epoch>[:<launch>]] kills a process at a checkpoint\n"
              "protocol step; SKT_HPL_CRASH=<panel>:<rank> kills one in the middle of a panel's\n"
              "iteration (first launch only). SKT_JOB names the job; SKT_RESTART=1 requires a restore.");
   Options o;

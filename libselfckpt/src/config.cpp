@@ -170,7 +170,7 @@ const std::vector<Option>& options() {
          }
          const auto fault = parse_fault(v);
          if (!fault) {
-           bad(origin, fmt::format("'{}' is not <step>:<rank>[:<epoch>] with step one of stage, "
+           bad(origin, fmt::format("'{}' is not <step>:<rank>[:<epoch>[:<launch>]] with step one of stage, "
                                    "encode, encoded, agreed, flush, committed, recover",
                                    v));
          }
@@ -341,9 +341,16 @@ std::optional<FaultSpec> parse_fault(const std::string& text) {
   if (!r || *r < 0) return std::nullopt;
   spec.rank = *r;
   if (second != std::string::npos) {
-    const auto epoch = parse_integer<std::uint64_t>(std::string_view(text).substr(second + 1));
+    const auto third = text.find(':', second + 1);
+    const auto epoch = parse_integer<std::uint64_t>(std::string_view(text).substr(
+        second + 1, third == std::string::npos ? std::string::npos : third - second - 1));
     if (!epoch) return std::nullopt;
     spec.epoch = *epoch;
+    if (third != std::string::npos) {
+      const auto launch = parse_integer<int>(std::string_view(text).substr(third + 1));
+      if (!launch || *launch < 0) return std::nullopt;
+      spec.launch = *launch;
+    }
   }
   return spec;
 }

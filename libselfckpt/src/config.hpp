@@ -28,6 +28,7 @@ struct FaultSpec {
   FaultStep step = FaultStep::stage;
   int rank = 0;
   std::optional<std::uint64_t> epoch;
+  std::optional<int> launch;  // only on this launch (SKT_RESTART's value; unset counts as 0)
 };
 
 struct Config {

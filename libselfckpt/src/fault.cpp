@@ -9,7 +9,7 @@ namespace skt {
 
 bool FaultInjector::armed(FaultStep step, std::uint64_t epoch) const noexcept {
   return spec_ && spec_->step == step && spec_->rank == rank_ &&
-         (!spec_->epoch || *spec_->epoch == epoch);
+         (!spec_->epoch || *spec_->epoch == epoch) && (!spec_->launch || *spec_->launch == launch_);
 }
 
 void FaultInjector::at(FaultStep step, std::uint64_t epoch) const {

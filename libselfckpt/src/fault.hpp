@@ -1,6 +1,7 @@
-// SKT_FAULT=<step>:<rank>[:<epoch>] kills the named rank with SIGKILL, with no clean-up, at a
-// protocol step of the checkpoint to <epoch> (or of the recovery restoring <epoch>), or at the
-// first occurrence when no epoch is given:
+// SKT_FAULT=<step>:<rank>[:<epoch>[:<launch>]] kills the named rank with SIGKILL, with no clean-up,
+// at a protocol step of the checkpoint to <epoch> (or of the recovery restoring <epoch>), or at the
+// first occurrence when no epoch is given; with <launch>, only on that launch (SKT_RESTART), so
+// that a restart daemon relaunching with the same environment gets through:
 //   stage      in the middle of staging the private regions into the workspace
 //   encode     in the middle of computing D, the checksum of the workspace
 //   encoded    right after D is complete, before the job-wide agreement
@@ -23,8 +24,8 @@ class Logger;
 
 class FaultInjector {
  public:
-  FaultInjector(std::optional<FaultSpec> spec, int rank, Logger* log)
-      : spec_(spec), rank_(rank), log_(log) {}
+  FaultInjector(std::optional<FaultSpec> spec, int rank, int launch, Logger* log)
+      : spec_(spec), rank_(rank), launch_(launch), log_(log) {}
 
   bool armed(FaultStep step, std::uint64_t epoch) const noexcept;
   // Kills the process now if armed.
@@ -36,6 +37,7 @@ class FaultInjector {
  private:
   std::optional<FaultSpec> spec_;
   int rank_;
+  int launch_;
   Logger* log_;
 };
 

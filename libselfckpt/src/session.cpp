@@ -128,7 +128,8 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
     }
   }
   log_ = std::make_unique<Logger>(config_.log_level, rank_, config_.node);
-  fault_ = std::make_unique<FaultInjector>(config_.fault, rank_, log_.get());
+  fault_ = std::make_unique<FaultInjector>(config_.fault, rank_, config_.restart.value_or(0),
+                                           log_.get());
 
   // Settings every rank must share, compared with rank 0's.
   std::string shared = config_.shared_settings();

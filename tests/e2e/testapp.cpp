@@ -13,8 +13,11 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "selfckpt/selfckpt.hpp"
@@ -31,7 +34,16 @@ struct Options {
   bool verify_recovery = false;
   bool report_memory = false;
   std::uint64_t seed = 20181001;
+  std::vector<std::string> pauses;  // "L:K": on launch L (SKT_RESTART), stop after iteration K
 };
+
+// Whether this launch stops after `iteration`, for a test to kill a node at a known point.
+bool pause_due(const Options& o, std::uint64_t iteration) {
+  const char* restart = std::getenv("SKT_RESTART");
+  const std::string launch = restart != nullptr ? restart : "0";
+  return std::find(o.pauses.begin(), o.pauses.end(), launch + ":" + std::to_string(iteration)) !=
+         o.pauses.end();
+}
 
 struct State {
   std::uint64_t iteration;
@@ -143,6 +155,12 @@ int run(const Options& o) {
         state.iteration % static_cast<std::uint64_t>(o.checkpoint_every) == 0) {
       ctx.checkpoint();
     }
+    if (pause_due(o, state.iteration)) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (rank == 0) fmt::print("PAUSED after iteration {}\n", state.iteration);
+      std::fflush(stdout);
+      for (;;) ::pause();  // until a test kills the job
+    }
   }
 
   if (o.report_memory) {
@@ -191,6 +209,8 @@ int main(int argc, char** argv) {
   app.add_option("--regions", o.regions, "workspace regions per rank")->check(CLI::Range(1, 16));
   app.add_option("--crash-at", o.crash_at, "iteration after which --crash-rank kills itself");
   app.add_option("--crash-rank", o.crash_rank, "rank that crashes at --crash-at");
+  app.add_option("--pause", o.pauses, "L:K: on launch L (SKT_RESTART), every rank stops after "
+                 "iteration K and waits to be killed (repeatable)");
   app.add_flag("--verify-recovery", o.verify_recovery, "replay and compare restored data");
   app.add_flag("--report-memory", o.report_memory, "print the shared memory of every rank");
   app.add_option("--seed", o.seed, "data seed");

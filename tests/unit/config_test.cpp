@@ -137,6 +137,13 @@ TEST(Config, FaultSpecs) {
   EXPECT_FALSE(parse_fault("nowhere:1").has_value());
   EXPECT_FALSE(parse_fault("flush:-1").has_value());
   EXPECT_FALSE(parse_fault("flush:1:x").has_value());
+  EXPECT_FALSE(f->launch.has_value());
+  const auto h = parse_fault("recover:1:2:1");
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->epoch, 2u);
+  EXPECT_EQ(h->launch, 1);
+  EXPECT_FALSE(parse_fault("recover:1:2:").has_value());
+  EXPECT_FALSE(parse_fault("recover:1:2:-1").has_value());
 }
 
 TEST(Config, Sizes) {

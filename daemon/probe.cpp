@@ -1,0 +1,137 @@
+#include "daemon/probe.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "daemon/process.hpp"
+
+namespace skt::run {
+
+namespace {
+
+class SlurmProbe : public Probe {
+ public:
+  std::set<std::string> dead(const std::vector<std::string>& nodes) override {
+    const auto result = capture({"scontrol", "show", "node", "-o"});
+    if (result.code != 0) {
+      throw std::runtime_error(fmt::format("scontrol show node failed (exit {})", result.code));
+    }
+    const auto states = parse_slurm_states(result.out);
+    std::set<std::string> out;
+    for (const auto& node : nodes) {
+      const auto it = states.find(node);
+      // A node Slurm no longer knows is as good as dead.
+      if (it == states.end() || slurm_state_is_dead(it->second)) out.insert(node);
+    }
+    return out;
+  }
+  std::string name() const override { return "slurm"; }
+};
+
+// Any program that answers for one node with its exit code (0: healthy).
+class CommandProbe : public Probe {
+ public:
+  CommandProbe(std::vector<std::string> prefix, std::string name)
+      : prefix_(std::move(prefix)), name_(std::move(name)) {}
+  std::set<std::string> dead(const std::vector<std::string>& nodes) override {
+    std::set<std::string> out;
+    for (const auto& node : nodes) {
+      auto argv = prefix_;
+      argv.push_back(node);
+      if (capture(argv).code != 0) out.insert(node);
+    }
+    return out;
+  }
+  std::string name() const override { return name_; }
+
+ private:
+  std::vector<std::string> prefix_;
+  std::string name_;
+};
+
+class LocalProbe : public Probe {
+ public:
+  explicit LocalProbe(std::string registry) : registry_(std::move(registry)) {}
+  std::set<std::string> dead(const std::vector<std::string>& nodes) override {
+    std::set<std::string> out;
+    for (const auto& node : nodes) {
+      if (std::filesystem::exists(std::filesystem::path(registry_) / (node + ".dead"))) out.insert(node);
+    }
+    return out;
+  }
+  std::string name() const override { return "local (" + registry_ + ")"; }
+
+ private:
+  std::string registry_;
+};
+
+}  // namespace
+
+std::unique_ptr<Probe> make_probe(const std::string& spec, const std::string& registry) {
+  if (spec == "slurm") return std::make_unique<SlurmProbe>();
+  if (spec == "local") return std::make_unique<LocalProbe>(registry);
+  if (spec == "ping") {
+    return std::make_unique<CommandProbe>(std::vector<std::string>{"ping", "-c", "1", "-W", "1"}, "ping");
+  }
+  if (spec.rfind("cmd:", 0) == 0 && spec.size() > 4) {
+    const std::string program = spec.substr(4);
+    if (find_program(program).empty()) {
+      throw std::invalid_argument("--probe " + spec + ": '" + program + "' is not an executable program");
+    }
+    return std::make_unique<CommandProbe>(std::vector<std::string>{program}, spec);
+  }
+  throw std::invalid_argument("--probe '" + spec + "': expected slurm, ping, local or cmd:PROGRAM");
+}
+
+std::map<std::string, std::set<std::string>> parse_slurm_states(const std::string& text) {
+  std::map<std::string, std::set<std::string>> out;
+  std::stringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::stringstream words(line);
+    std::string word, node, state;
+    while (words >> word) {
+      if (word.rfind("NodeName=", 0) == 0) node = word.substr(9);
+      if (word.rfind("State=", 0) == 0) state = word.substr(6);
+    }
+    if (node.empty()) continue;
+    std::set<std::string> parts;
+    // "IDLE+DRAIN", "DOWN*": flags joined by '+', '*' for not responding.
+    if (!state.empty() && state.back() == '*') {
+      parts.insert("NOT_RESPONDING");
+      state.pop_back();
+    }
+    std::stringstream flags(state);
+    std::string flag;
+    while (std::getline(flags, flag, '+')) {
+      if (!flag.empty()) parts.insert(flag);
+    }
+    out[node] = parts;
+  }
+  return out;
+}
+
+bool slurm_state_is_dead(const std::set<std::string>& state) {
+  for (const char* bad : {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING"}) {
+    if (state.count(bad) != 0) return true;
+  }
+  return false;
+}
+
+std::string default_registry() {
+  if (const char* r = std::getenv("SKT_NODE_REGISTRY")) return r;
+  return fmt::format("/tmp/skt-nodes-{}", ::getuid());
+}
+
+void mark_dead(const std::string& registry, const std::string& node) {
+  std::filesystem::create_directories(registry);
+  std::ofstream(std::filesystem::path(registry) / (node + ".dead")) << "dead\n";
+}
+
+}  // namespace skt::run

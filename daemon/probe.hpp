@@ -1,0 +1,33 @@
+// Health probes: which of a set of nodes are dead, asked of Slurm, of the network, of the local
+// virtual-node registry, or of any program.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace skt::run {
+
+class Probe {
+ public:
+  virtual ~Probe() = default;
+  virtual std::set<std::string> dead(const std::vector<std::string>& nodes) = 0;
+  virtual std::string name() const = 0;
+};
+
+// `spec`: slurm, ping, local, or cmd:PROGRAM. `registry` is the local probe's directory.
+std::unique_ptr<Probe> make_probe(const std::string& spec, const std::string& registry);
+
+// `scontrol show node -o` output: node name → its state words (IDLE, DOWN, DRAIN, ...).
+std::map<std::string, std::set<std::string>> parse_slurm_states(const std::string& text);
+
+// DOWN, DRAIN (and DRAINED/DRAINING), FAIL (and FAILING) and NOT_RESPONDING are dead.
+bool slurm_state_is_dead(const std::set<std::string>& state);
+
+// The local registry: a directory where a file NODE.dead marks a virtual node as dead.
+std::string default_registry();
+void mark_dead(const std::string& registry, const std::string& node);
+
+}  // namespace skt::run

@@ -1,0 +1,133 @@
+#include "daemon/process.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <system_error>
+
+extern char** environ;
+
+namespace skt::run {
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Fd& Fd::operator=(Fd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.release();
+  }
+  return *this;
+}
+
+namespace {
+
+// posix_spawn's attribute and file-action objects, destroyed on every path.
+struct SpawnSetup {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attributes;
+  SpawnSetup() {
+    posix_spawn_file_actions_init(&actions);
+    posix_spawnattr_init(&attributes);
+  }
+  ~SpawnSetup() {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+  }
+  SpawnSetup(const SpawnSetup&) = delete;
+  SpawnSetup& operator=(const SpawnSetup&) = delete;
+};
+
+std::vector<std::string> merged_environment(const EnvChanges& changes) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& [n, v] : changes) replaced = replaced || n == name;
+    if (!replaced) out.push_back(entry);
+  }
+  for (const auto& [n, v] : changes) out.push_back(n + "=" + v);
+  return out;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool capture_output) {
+  const std::string program = find_program(argv.at(0));
+  if (program.empty()) {
+    throw std::system_error(ENOENT, std::generic_category(), "cannot run '" + argv[0] + "': not found");
+  }
+  std::vector<std::string> args = argv;
+  std::vector<std::string> environment = merged_environment(env);
+  auto arg_pointers = pointers(args);
+  auto env_pointers = pointers(environment);
+  SpawnSetup setup;
+  Child child;
+  Fd write_end;
+  if (capture_output) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+    child.out = Fd(fds[0]);
+    write_end = Fd(fds[1]);
+    posix_spawn_file_actions_adddup2(&setup.actions, write_end.get(), STDOUT_FILENO);
+  }
+  const int rc = posix_spawn(&child.pid, program.c_str(), &setup.actions, &setup.attributes,
+                             arg_pointers.data(), env_pointers.data());
+  if (rc != 0) throw std::system_error(rc, std::generic_category(), "cannot run '" + program + "'");
+  return child;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::system_error(errno, std::generic_category(), "waitpid");
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 255;
+}
+
+Captured capture(const std::vector<std::string>& argv, const EnvChanges& env) {
+  Child child = spawn(argv, env, true);
+  Captured result;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(child.out.get(), buffer, sizeof buffer);
+    if (n > 0) {
+      result.out.append(buffer, static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  result.code = wait_exit(child.pid);
+  return result;
+}
+
+}  // namespace skt::run

@@ -1,0 +1,60 @@
+// Child processes from argv vectors (never a shell), with RAII for their file descriptors.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace skt::run {
+
+// A file descriptor, closed when it goes out of scope.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) noexcept : fd_(fd) {}
+  ~Fd();
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
+  Fd& operator=(Fd&& other) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const noexcept { return fd_; }
+  int release() noexcept {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Environment changes for a child: name=value entries added to (or replacing in) the parent's.
+using EnvChanges = std::vector<std::pair<std::string, std::string>>;
+
+// A running child whose standard output comes through a pipe; its standard error is the parent's.
+struct Child {
+  pid_t pid = -1;
+  Fd out;
+};
+
+// Starts argv[0] (searched in PATH) with the changes to the environment. Throws std::system_error
+// when it cannot start (a missing program included: the message names it).
+Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool capture_output);
+
+// Waits for the child; returns its exit code, or 128 + the signal that ended it.
+int wait_exit(pid_t pid);
+
+struct Captured {
+  int code = 0;
+  std::string out;
+};
+
+// Runs argv to completion and returns its exit code and standard output.
+Captured capture(const std::vector<std::string>& argv, const EnvChanges& env = {});
+
+// The path of a program: `name` itself if it contains '/', else its first match in PATH; empty if
+// none is executable.
+std::string find_program(const std::string& name);
+
+}  // namespace skt::run

@@ -1,0 +1,103 @@
+#include "daemon/ranklist.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <sstream>
+
+namespace skt::run {
+
+bool valid_node_name(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  if (!std::isalnum(static_cast<unsigned char>(name.front()))) return false;
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+std::vector<std::string> parse_node_list(const std::string& text, const std::string& what) {
+  std::vector<std::string> names;
+  std::stringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    line = line.substr(0, line.find('#'));
+    std::replace(line.begin(), line.end(), ',', ' ');
+    std::stringstream words(line);
+    std::string word;
+    while (words >> word) {
+      if (word.rfind("slots=", 0) == 0 || word.rfind("max_slots=", 0) == 0) continue;
+      if (!valid_node_name(word)) {
+        throw std::invalid_argument(fmt::format("{}: '{}' is not a node name (letters, digits, "
+                                                "'.', '_', '-')", what, word));
+      }
+      if (std::find(names.begin(), names.end(), word) != names.end()) {
+        throw std::invalid_argument(fmt::format("{}: node '{}' is listed twice", what, word));
+      }
+      names.push_back(word);
+    }
+  }
+  if (names.empty()) throw std::invalid_argument(what + ": no nodes");
+  return names;
+}
+
+std::vector<std::string> initial_ranklist(const std::vector<std::string>& nodes, int ranks_per_node) {
+  if (ranks_per_node < 1) throw std::invalid_argument("ranks per node must be at least 1");
+  std::vector<std::string> out;
+  for (const auto& node : nodes) out.insert(out.end(), static_cast<std::size_t>(ranks_per_node), node);
+  return out;
+}
+
+Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
+                               const std::set<std::string>& dead,
+                               const std::vector<std::string>& spares) {
+  Replacement r;
+  r.ranklist = ranklist;
+  std::vector<std::string> pool;
+  for (const auto& s : spares) {
+    if (dead.count(s) == 0) pool.push_back(s);
+  }
+  std::map<std::string, std::string> moved;
+  std::size_t next = 0;
+  for (auto& node : r.ranklist) {
+    if (dead.count(node) == 0) continue;
+    auto it = moved.find(node);
+    if (it == moved.end()) {
+      if (next == pool.size()) {
+        std::vector<std::string> lost;
+        for (const auto& n : nodes_of(ranklist)) {
+          if (dead.count(n) != 0) lost.push_back(n);
+        }
+        throw OutOfSpares(fmt::format("{} node{} dead ({}) but {} live spare{} left",
+                                      lost.size(), lost.size() == 1 ? "" : "s",
+                                      fmt::join(lost, ", "), pool.size(),
+                                      pool.size() == 1 ? "" : "s"));
+      }
+      it = moved.emplace(node, pool[next++]).first;
+      r.replaced.emplace_back(node, it->second);
+    }
+    node = it->second;
+  }
+  r.spares_left.assign(pool.begin() + static_cast<std::ptrdiff_t>(next), pool.end());
+  return r;
+}
+
+std::vector<std::string> nodes_of(const std::vector<std::string>& ranklist) {
+  std::vector<std::string> out;
+  for (const auto& n : ranklist) {
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  }
+  return out;
+}
+
+std::string rankfile_text(const std::vector<std::string>& ranklist) {
+  std::string out;
+  std::map<std::string, int> slots;
+  for (std::size_t r = 0; r < ranklist.size(); ++r) {
+    out += fmt::format("rank {}={} slot={}\n", r, ranklist[r], slots[ranklist[r]]++);
+  }
+  return out;
+}
+
+}  // namespace skt::run

@@ -1,0 +1,46 @@
+// The restart daemon's planning, as pure functions: which node each rank runs on, how dead nodes
+// are replaced by spares, and the launch layouts that say so to mpirun.
+#pragma once
+
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace skt::run {
+
+// Node names go into rankfiles and command lines: letters, digits, '.', '_' and '-' only, starting
+// with a letter or digit, at most 63 characters.
+bool valid_node_name(const std::string& name);
+
+// "n1,n2,n3" or one name per line (a hostfile; '#' starts a comment, a "slots=" word is ignored):
+// the names in order. Throws std::invalid_argument on an empty list, a bad name or a duplicate.
+std::vector<std::string> parse_node_list(const std::string& text, const std::string& what);
+
+// Rank r runs on node r / ranks_per_node of `nodes`: every node gets ranks_per_node ranks.
+std::vector<std::string> initial_ranklist(const std::vector<std::string>& nodes, int ranks_per_node);
+
+struct Replacement {
+  std::vector<std::string> ranklist;                          // the new layout
+  std::vector<std::pair<std::string, std::string>> replaced;  // (dead node, spare), in rank order
+  std::vector<std::string> spares_left;
+};
+
+// Every rank on a node in `dead` moves to a spare, one spare per dead node taken from the front of
+// `spares` (dead spares are skipped and dropped); every other rank keeps its node. Throws
+// OutOfSpares when there are not enough live spares.
+class OutOfSpares : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
+                               const std::set<std::string>& dead,
+                               const std::vector<std::string>& spares);
+
+// The distinct nodes of a ranklist, in order of first rank.
+std::vector<std::string> nodes_of(const std::vector<std::string>& ranklist);
+
+// An Open MPI rankfile: "rank R=NODE slot=S" with S counting the node's ranks from 0.
+std::string rankfile_text(const std::vector<std::string>& ranklist);
+
+}  // namespace skt::run

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""skt-run on virtual nodes of this host: nodes killed (processes and memory) through skt-inject
+at points the test program announces (--pause), replaced by spares, and the job finishes with the
+result of a run without failure; out of spares ends with a clear message and exit code 5; a kill
+during a checkpoint and during a recovery; SIGTERM is forwarded and keeps the checkpoints."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+
+import harness
+
+APP_ARGS = ["--iterations", "12", "--checkpoint-every", "3", "--bytes", "20000", "--verify-recovery"]
+
+
+class Daemon:
+    def __init__(self, options, inject, run):
+        self.options = options
+        self.inject = inject
+        self.run_tool = run
+
+    def start(self, job, registry, nodes, spares, app_args, env=None, extra=()):
+        command = [self.run_tool, "--nodes", ",".join(nodes), "--spares", str(spares), "--probe", "local",
+                   "--registry", registry, "--job", job, "--launcher", self.options.mpirun,
+                   "--shm-tool", self.options.shm, "--ranklist-out", os.path.join(registry, "ranklist"),
+                   *extra, "--", self.options.app, *app_args]
+        full_env = dict(os.environ, **harness.MPI_ENV, SKT_GROUP_SIZE="2", **(env or {}))
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=full_env, start_new_session=True)
+
+    def kill_node(self, job, registry, node):
+        subprocess.run([self.inject, "node", node, "--job", job, "--registry", registry], check=True,
+                       capture_output=True, text=True)
+
+    def drive(self, process, on_pause, timeout):
+        """Reads the daemon's output; calls on_pause(n) at the n-th PAUSED line. Returns the output."""
+        lines = []
+        pauses = 0
+        import threading
+        timer = threading.Timer(timeout, lambda: os.killpg(process.pid, signal.SIGKILL))
+        timer.start()
+        try:
+            for line in process.stdout:
+                lines.append(line)
+                if line.startswith("PAUSED"):
+                    on_pause(pauses)
+                    pauses += 1
+            process.wait()
+        finally:
+            timer.cancel()
+        return "".join(lines)
+
+
+class Checks:
+    def __init__(self):
+        self.failures = []
+
+    def expect(self, condition, what, output=""):
+        print(f"{'ok  ' if condition else 'FAIL'} {what}", flush=True)
+        if not condition:
+            self.failures.append(what + ("\n" + output[-4000:] if output else ""))
+
+
+def result_of(output):
+    m = re.search(r"^RESULT (\w+)", output, re.M)
+    return m.group(1) if m else None
+
+
+def two_losses_two_spares(d, cluster, checks, reference):
+    job = cluster.new_job("d2")
+    with tempfile.TemporaryDirectory() as registry:
+        nodes = ["n1", "n2", "n3", "n4", "n5", "n6"]
+        p = d.start(job, registry, nodes, 2, APP_ARGS + ["--pause", "0:6", "--pause", "1:9"])
+        victims = ["n2", "n4"]
+        out = d.drive(p, lambda k: d.kill_node(job, registry, victims[k]), d.options.timeout)
+        checks.expect(p.returncode == 0, "two node losses, two spares: exit 0", out)
+        checks.expect(result_of(out) == reference, "the result is that of a run without failure", out)
+        checks.expect("replacing node n2 by spare n5" in out and "replacing node n4 by spare n6" in out,
+                      "n2 replaced by n5, then n4 by n6", out)
+        checks.expect("reports restored epoch 2" in out and "reports restored epoch 3" in out,
+                      "the daemon logs the epochs the program restored (2, then 3)", out)
+        with open(os.path.join(registry, "ranklist")) as f:
+            ranklist = f.read().split()
+        checks.expect(ranklist == ["0", "n1", "1", "n5", "2", "n3", "3", "n6"],
+                      f"final ranklist keeps healthy ranks in place: {' '.join(ranklist)}")
+        checks.expect(cluster.segment_count(job) == 0, "no segments left after success")
+        times = re.findall(r"relaunched \(run \d\) ([\d.]+) s after the failure was seen", out)
+        print(f"     failure seen -> relaunched: {', '.join(times)} s")
+    cluster.clean(job)
+
+
+def out_of_spares(d, cluster, checks):
+    job = cluster.new_job("d0")
+    with tempfile.TemporaryDirectory() as registry:
+        p = d.start(job, registry, ["n1", "n2", "n3", "n4", "n5"], 1,
+                    APP_ARGS + ["--pause", "0:6", "--pause", "1:9"])
+        victims = ["n2", "n3"]
+        out = d.drive(p, lambda k: d.kill_node(job, registry, victims[k]), d.options.timeout)
+        checks.expect(p.returncode == 5, f"out of spares: exit 5 (got {p.returncode})", out)
+        checks.expect("out of spares: 1 node dead (n3) but 0 live spares left" in out,
+                      "the message says which node is dead and that no spare is left", out)
+        checks.expect(cluster.segment_count(job) > 0, "the survivors' checkpoints are kept")
+    cluster.clean(job)
+
+
+def kill_during_checkpoint_and_recovery(d, cluster, checks, reference):
+    # A rank dies in the middle of the flush of epoch 2 (a crash: the node stays): relaunched on the
+    # same nodes. Then node n3 is lost, and on the relaunch the spare's rank dies in the middle of
+    # the recovery: relaunched again, and the job finishes.
+    job = cluster.new_job("dcr")
+    with tempfile.TemporaryDirectory() as registry:
+        p = d.start(job, registry, ["n1", "n2", "n3", "n4", "n5"], 1,
+                    APP_ARGS + ["--pause", "1:7"], env={"SKT_FAULT": "flush:1:2:0"})
+        out = d.drive(p, lambda k: d.kill_node(job, registry, "n3"), d.options.timeout)
+        checks.expect(p.returncode == 0 and result_of(out) == reference,
+                      "killed during a checkpoint, then a node lost: the result is right", out)
+        checks.expect("every node is alive (a process crash)" in out and "replacing node n3 by spare n5" in out,
+                      "a crash relaunches on the same nodes; a lost node is replaced", out)
+    cluster.clean(job)
+    job = cluster.new_job("drc")
+    with tempfile.TemporaryDirectory() as registry:
+        p = d.start(job, registry, ["n1", "n2", "n3", "n4", "n5"], 1,
+                    APP_ARGS + ["--pause", "0:7"], env={"SKT_FAULT": "recover:2:2:1"})
+        out = d.drive(p, lambda k: d.kill_node(job, registry, "n3"), d.options.timeout)
+        checks.expect(p.returncode == 0 and result_of(out) == reference,
+                      "a node lost, then the spare's rank killed during the recovery: the result is right", out)
+        checks.expect(out.count("relaunched (run") == 2, "two relaunches", out)
+    cluster.clean(job)
+
+
+def sigterm_is_forwarded(d, cluster, checks):
+    job = cluster.new_job("dsig")
+    with tempfile.TemporaryDirectory() as registry:
+        p = d.start(job, registry, ["n1", "n2", "n3"], 1, APP_ARGS + ["--pause", "0:6"])
+        out = d.drive(p, lambda k: os.kill(p.pid, signal.SIGTERM), d.options.timeout)
+        checks.expect(p.returncode == 128 + signal.SIGTERM, f"SIGTERM: exit 143 (got {p.returncode})", out)
+        checks.expect("checkpoints are kept: relaunch with --job" in out, "says how to resume", out)
+        checks.expect(cluster.segment_count(job) > 0, "the checkpoints are kept")
+    cluster.clean(job)
+
+
+def bad_input(d, checks):
+    for args, code, words in [
+        (["--nodes", "n1,n1", "--", d.options.app], 2, "listed twice"),
+        (["--nodes", "", "--", d.options.app], 2, "no nodes"),
+        (["--nodes", "n1,n2", "--spares", "2", "--", d.options.app], 2, "at least one must run"),
+        (["--nodes", "n1", "--", "/nonexistent/program"], 2, "not found"),
+        (["--nodes", "n1", "--launcher", "/nonexistent/mpirun", "--", d.options.app], 7, "launcher"),
+        (["--nodes", "n1", "--probe", "radar", "--", d.options.app], 2, "expected slurm, ping, local"),
+        (["--nodes", "n1;reboot", "--", d.options.app], 2, "not a node name"),
+    ]:
+        done = subprocess.run([d.run_tool, *args], capture_output=True, text=True)
+        checks.expect(done.returncode == code and words in done.stderr,
+                      f"skt-run {' '.join(args[:-2])}: exit {code}, says '{words}'",
+                      done.stdout + done.stderr)
+    done = subprocess.run([d.run_tool, "--nodes", "n1,n2,n3", "--spares", "1", "--ranks-per-node", "2",
+                           "--job", "dry", "--dry-run", "--", d.options.app, "--iterations", "3"],
+                          capture_output=True, text=True)
+    checks.expect(done.returncode == 0 and "-n 2 env SKT_NODE=n1" in done.stdout and "SKT_NODE=n3" not in done.stdout,
+                  "--dry-run prints the launch line, spares left out", done.stdout + done.stderr)
+
+
+def main(argv):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--run", required=True)
+    parser.add_argument("--inject", required=True)
+    parser.add_argument("--app", required=True)
+    parser.add_argument("--shm", required=True)
+    parser.add_argument("--mpirun", default="mpirun")
+    parser.add_argument("--timeout", type=int, default=180)
+    options = parser.parse_args(argv)
+    cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
+    d = Daemon(options, options.inject, options.run)
+    checks = Checks()
+    reference = cluster.reference(4, APP_ARGS)
+    bad_input(d, checks)
+    two_losses_two_spares(d, cluster, checks, reference)
+    out_of_spares(d, cluster, checks)
+    kill_during_checkpoint_and_recovery(d, cluster, checks, reference)
+    sigterm_is_forwarded(d, cluster, checks)
+    return harness.report_failures(checks.failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,100 @@
+// skt-run's planning: node lists, ranklists, replacement of dead nodes by spares, rankfiles, and
+// the reading of Slurm node states.
+#include <gtest/gtest.h>
+
+#include "daemon/probe.hpp"
+#include "daemon/ranklist.hpp"
+
+namespace {
+
+using namespace skt::run;
+using Names = std::vector<std::string>;
+
+TEST(NodeList, CommaSeparatedAndHostfile) {
+  EXPECT_EQ(parse_node_list("n1,n2,n3", "--nodes"), (Names{"n1", "n2", "n3"}));
+  EXPECT_EQ(parse_node_list("# cluster\nnode-a slots=2\n\nnode-b  # spare\n", "hosts"),
+            (Names{"node-a", "node-b"}));
+}
+
+TEST(NodeList, EmptyDuplicateAndBadNamesAreRefused) {
+  EXPECT_THROW(parse_node_list("", "--nodes"), std::invalid_argument);
+  EXPECT_THROW(parse_node_list(" , ,", "--nodes"), std::invalid_argument);
+  try {
+    parse_node_list("n1,n2,n1", "--nodes");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'n1' is listed twice"), std::string::npos);
+  }
+  EXPECT_THROW(parse_node_list("n1,n$(reboot)", "--nodes"), std::invalid_argument);
+  EXPECT_THROW(parse_node_list("-n1", "--nodes"), std::invalid_argument);
+  EXPECT_FALSE(valid_node_name(std::string(64, 'a')));
+  EXPECT_TRUE(valid_node_name("c1-node.42_b"));
+}
+
+TEST(Ranklist, RanksFillNodesInOrder) {
+  EXPECT_EQ(initial_ranklist({"a", "b"}, 3), (Names{"a", "a", "a", "b", "b", "b"}));
+  EXPECT_THROW(initial_ranklist({"a"}, 0), std::invalid_argument);
+  EXPECT_EQ(nodes_of({"b", "b", "a", "c", "a"}), (Names{"b", "a", "c"}));
+}
+
+TEST(Replace, OnlyDeadNodesMoveAndOrderIsKept) {
+  const Names ranks{"n1", "n1", "n2", "n2", "n3", "n3"};
+  const auto r = replace_dead_nodes(ranks, {"n2"}, {"s1", "s2"});
+  EXPECT_EQ(r.ranklist, (Names{"n1", "n1", "s1", "s1", "n3", "n3"}));
+  ASSERT_EQ(r.replaced.size(), 1u);
+  EXPECT_EQ(r.replaced[0], (std::pair<std::string, std::string>{"n2", "s1"}));
+  EXPECT_EQ(r.spares_left, (Names{"s2"}));
+}
+
+TEST(Replace, SeveralDeadNodesTakeSparesInRankOrder) {
+  const auto r = replace_dead_nodes({"n1", "n2", "n3", "n4"}, {"n4", "n2"}, {"s1", "s2", "s3"});
+  EXPECT_EQ(r.ranklist, (Names{"n1", "s1", "n3", "s2"}));
+  EXPECT_EQ(r.spares_left, (Names{"s3"}));
+}
+
+TEST(Replace, DeadSparesAreSkippedAndDropped) {
+  const auto r = replace_dead_nodes({"n1", "n2"}, {"n1", "s1"}, {"s1", "s2"});
+  EXPECT_EQ(r.ranklist, (Names{"s2", "n2"}));
+  EXPECT_TRUE(r.spares_left.empty());
+}
+
+TEST(Replace, NothingDeadChangesNothing) {
+  const auto r = replace_dead_nodes({"n1", "n2"}, {}, {"s1"});
+  EXPECT_EQ(r.ranklist, (Names{"n1", "n2"}));
+  EXPECT_TRUE(r.replaced.empty());
+  EXPECT_EQ(r.spares_left, (Names{"s1"}));
+}
+
+TEST(Replace, OutOfSparesSaysHowMany) {
+  try {
+    replace_dead_nodes({"n1", "n2", "n3"}, {"n1", "n3"}, {"s1"});
+    FAIL();
+  } catch (const OutOfSpares& e) {
+    EXPECT_STREQ(e.what(), "2 nodes dead (n1, n3) but 1 live spare left");
+  }
+}
+
+TEST(Rankfile, SlotsCountPerNode) {
+  EXPECT_EQ(rankfile_text({"a", "a", "b", "a"}),
+            "rank 0=a slot=0\nrank 1=a slot=1\nrank 2=b slot=0\nrank 3=a slot=2\n");
+}
+
+TEST(SlurmStates, DeadStatesAreRecognised) {
+  const std::string text =
+      "NodeName=n1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 State=IDLE ThreadsPerCore=1\n"
+      "NodeName=n2 Arch=x86_64 State=DOWN* Reason=killed\n"
+      "NodeName=n3 State=IDLE+DRAIN Reason=x\n"
+      "NodeName=n4 State=ALLOCATED+NOT_RESPONDING\n"
+      "NodeName=n5 State=MIXED\n"
+      "NodeName=n6 State=IDLE*\n";
+  const auto states = parse_slurm_states(text);
+  ASSERT_EQ(states.size(), 6u);
+  EXPECT_FALSE(slurm_state_is_dead(states.at("n1")));
+  EXPECT_TRUE(slurm_state_is_dead(states.at("n2")));
+  EXPECT_TRUE(slurm_state_is_dead(states.at("n3")));
+  EXPECT_TRUE(slurm_state_is_dead(states.at("n4")));
+  EXPECT_FALSE(slurm_state_is_dead(states.at("n5")));
+  EXPECT_TRUE(slurm_state_is_dead(states.at("n6")));
+}
+
+}  // namespace
