@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
 done
 skt_ensure_packages gnuplot-nox
 skt_mpi_environment
-build_dir=${SKT_BUILD_DIR:-$source_dir/build}
+build_dir=${SKT_TOOLS_BUILD_DIR:-$source_dir/build}
 skt_build "$source_dir" "$build_dir" >/dev/null
 out=${out:-$source_dir/bench/results/$(date +%Y-%m-%d)}
 mkdir -p "$out"

@@ -303,7 +303,7 @@ int run(int argc, char** argv) {
   app.add_option("--launcher", o.launcher, "the mpirun to use");
   app.add_option("--launcher-args", o.launcher_args, "extra mpirun arguments, split at spaces");
   app.add_option("--probe", o.probe, "slurm, ping, local or cmd:PROGRAM (default: slurm in Slurm, else local)");
-  app.add_option("--registry", o.registry, "the local probe's registry directory (SKT_NODE_REGISTRY)");
+  app.add_option("--registry", o.registry, "the local probe's registry directory (SKT_RUN_REGISTRY)");
   app.add_option("--max-restarts", o.max_restarts, "relaunches allowed")->check(CLI::NonNegativeNumber);
   app.add_option("--backoff", o.backoff, "seconds before the first relaunch, doubled for each next one")->check(CLI::NonNegativeNumber);
   app.add_option("--ranklist-out", o.ranklist_out, "where the ranklist is written (default skt-run-<job>.ranklist)");

@@ -125,7 +125,7 @@ bool slurm_state_is_dead(const std::set<std::string>& state) {
 }
 
 std::string default_registry() {
-  if (const char* r = std::getenv("SKT_NODE_REGISTRY")) return r;
+  if (const char* r = std::getenv("SKT_RUN_REGISTRY")) return r;
   return fmt::format("/tmp/skt-nodes-{}", ::getuid());
 }
 

@@ -130,10 +130,10 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
       o.policy.none = o.policy.none || value == "1" || value == "true";
     } else if (name == "SKT_HPL_TIMING") {
       o.timing = value == "1" || value == "true";
-    } else if (name != "SKT_HPL_CRASH") {  // read, and checked, where it acts
+    } else if (name != "SKT_HPL_CRASH" && name != "SKT_HPL_PAUSE") {  // read where they act
       usage_error(rank, name + ": unknown variable (SKT_HPL_CHECKPOINT_EVERY, "
                                "SKT_HPL_CHECKPOINT_INTERVAL, SKT_HPL_CHECKPOINT_STRATEGY, "
-                               "SKT_HPL_NO_CHECKPOINT, SKT_HPL_TIMING, SKT_HPL_CRASH)");
+                               "SKT_HPL_NO_CHECKPOINT, SKT_HPL_TIMING, SKT_HPL_CRASH, SKT_HPL_PAUSE)");
     }
   }
   // The library's own settings travel as its variables.
@@ -246,7 +246,8 @@ int run(int argc, char** argv) {
                "residual check failed."};
   app.footer("For testing: SKT_FAULT=<step>:<rank>[:<epoch>[:<launch>]] kills a process at a checkpoint\n"
              "protocol step; SKT_HPL_CRASH=<panel>:<rank> kills one in the middle of a panel's\n"
-             "iteration (first launch only). SKT_JOB names the job; SKT_RESTART=1 requires a restore.");
+             "iteration, and SKT_HPL_PAUSE=<panel> stops every rank there until killed (first launch\n"
+             "only). SKT_JOB names the job; SKT_RESTART=1 requires a restore.");
   Options o;
   app.add_option("hpldat", o.hpldat, "the HPL.dat to run");
   app.add_option("--group-size", o.group_size, "ranks per checkpoint group (SKT_GROUP_SIZE)");

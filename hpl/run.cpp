@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+
+#include <unistd.h>
 #include <ctime>
 #include <functional>
 #include <vector>
@@ -50,30 +52,45 @@ std::uint64_t fingerprint(const Test& t) {
 // SKT_HPL_CRASH=<panel>:<rank> (testing): on a first launch, the process of that rank kills itself
 // in the middle of iteration <panel>, with the panel factored and broadcast and its update not yet
 // applied. A relaunch restores from a checkpoint and goes through, even with the variable still set.
+// SKT_HPL_PAUSE=<panel> (testing, demonstrations): on a first launch, every rank stops at the same
+// point of that iteration, rank 0 says so, and they wait to be killed, so that a node can be killed
+// at a known point from outside.
 struct CrashPoint {
   int panel = -1;
   int rank = -1;
+  int pause_panel = -1;
 };
 
 CrashPoint crash_point() {
-  const char* v = std::getenv("SKT_HPL_CRASH");
   CrashPoint c;
-  if (v == nullptr || *v == '\0') return c;
   char tail = 0;
-  if (std::sscanf(v, "%d:%d%c", &c.panel, &c.rank, &tail) != 2 || c.panel < 0 || c.rank < 0) {
+  const char* v = std::getenv("SKT_HPL_CRASH");
+  if (v != nullptr && *v != '\0' &&
+      (std::sscanf(v, "%d:%d%c", &c.panel, &c.rank, &tail) != 2 || c.panel < 0 || c.rank < 0)) {
     throw std::invalid_argument(fmt::format("SKT_HPL_CRASH='{}': expected <panel>:<rank>", v));
+  }
+  const char* p = std::getenv("SKT_HPL_PAUSE");
+  if (p != nullptr && *p != '\0' && (std::sscanf(p, "%d%c", &c.pause_panel, &tail) != 1 || c.pause_panel < 0)) {
+    throw std::invalid_argument(fmt::format("SKT_HPL_PAUSE='{}': expected a panel number", p));
   }
   return c;
 }
 
-void crash_if_due(const CrashPoint& c, int panel, bool restarted) {
-  if (restarted || panel != c.panel) return;
+void crash_if_due(const CrashPoint& c, int panel, bool restarted, MPI_Comm grid) {
+  if (restarted) return;
   int rank = 0;
   SKT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  if (rank != c.rank) return;
-  std::fprintf(stderr, "SKT_HPL_CRASH: rank %d kills itself in the middle of panel %d\n", rank, panel);
-  std::fflush(stderr);
-  std::raise(SIGKILL);
+  if (panel == c.panel && rank == c.rank) {
+    std::fprintf(stderr, "SKT_HPL_CRASH: rank %d kills itself in the middle of panel %d\n", rank, panel);
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
+  if (panel == c.pause_panel) {
+    SKT_MPI(MPI_Barrier(grid));
+    if (rank == 0) std::printf("SKT_HPL_PAUSE: every rank waits in the middle of panel %d\n", panel);
+    std::fflush(stdout);
+    for (;;) ::pause();
+  }
 }
 
 // A multiple of the alignment, and not a power of two (which would make cache sets collide).
@@ -148,7 +165,7 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
   const int panels = lu.panels();
   const CrashPoint crash = crash_point();
   auto due = [&](int j) {
-    crash_if_due(crash, j, result.restarted);
+    crash_if_due(crash, j, result.restarted, grid.all());
     if (policy.none || j + 1 >= panels) return false;
     if (policy.automatic) return ctx.need_checkpoint();
     return policy.every > 0 && (j + 1) % policy.every == 0;

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, and runs SKT-HPL on 4 virtual nodes of this host;
-# node n2 dies in the middle of the factorization (its process killed, its memory destroyed); the
-# job is relaunched with spare node n5 in its place, resumes from the last in-memory checkpoint, and
-# passes HPL's residual check with the very residual of a run without failure.
+# The main job: installs what is missing, builds, and runs SKT-HPL under the restart daemon skt-run
+# on 4 virtual nodes of this host with 2 spares; node n2 is killed in the middle of the
+# factorization (its processes and its memory); skt-run sees the failure, finds n2 dead, puts spare
+# n5 in its place and relaunches; SKT-HPL resumes from the last in-memory checkpoint and passes
+# HPL's residual check with the very residual of a run without failure.
 set -euo pipefail
 source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$source_dir/tools/lib/common.sh"
 
 skt_ensure_packages
 skt_mpi_environment
-build_dir=${SKT_BUILD_DIR:-$source_dir/build}
+build_dir=${SKT_TOOLS_BUILD_DIR:-$source_dir/build}
 skt_say "building in $build_dir"
 skt_build "$source_dir" "$build_dir"
+build_dir=$(cd "$build_dir" && pwd)
 hpl=$build_dir/hpl/skt-hpl
 shm=$build_dir/tools/skt-shm
 work=$(mktemp -d)
@@ -53,7 +55,7 @@ HPL.out      output file name (if any)
 8            memory alignment in double (> 0)
 DAT
 
-# One rank per virtual node: SKT_NODE names each rank's failure domain.
+# The reference: one rank per virtual node, SKT_NODE naming each rank's failure domain.
 launch() {
   local line=() node
   for node in "$@"; do line+=(-n 1 env "SKT_NODE=$node" "$hpl" --checkpoint-every 8 "$work/HPL.dat" :); done
@@ -64,29 +66,43 @@ residual() { grep -E '^\|\|Ax-b\|\|_oo' | head -1; }
 
 export SKT_GROUP_SIZE=2
 skt_say "1. SKT-HPL without failure, for reference"
-reference=$(SKT_JOB=$job-ref SKT_RESTART=0 launch n1 n2 n3 n4 2>/dev/null | tee "$work/ref.out" | residual)
+if ! SKT_JOB=$job-ref SKT_RESTART=0 launch n1 n2 n3 n4 >"$work/ref.out" 2>&1; then
+  echo "demo FAILED: the run without failure did not pass:" >&2
+  tail -20 "$work/ref.out" >&2
+  exit 1
+fi
+reference=$(residual <"$work/ref.out")
 grep -E '^WR|PASSED|FAILED' "$work/ref.out" | sed 's/^/   /'
 
-skt_say "2. the same run; rank 1 on node n2 dies in the middle of panel 30 (of 48)"
+skt_say "2. the same run under skt-run on nodes n1-n4 with spares n5, n6; node n2 dies at panel 30 of 48"
+# SKT_HPL_PAUSE holds every rank at panel 30 on the first launch, so that the node is killed there.
+SKT_HPL_PAUSE=30 "$build_dir/daemon/skt-run" --nodes n1,n2,n3,n4,n5,n6 --spares 2 --probe local \
+  --registry "$work/registry" --job "$job" --ranklist-out "$work/ranklist" \
+  -- "$hpl" --checkpoint-every 8 "$work/HPL.dat" >"$work/run.out" 2>&1 &
+daemon=$!
+for _ in $(seq 600); do
+  grep -q "SKT_HPL_PAUSE" "$work/run.out" && break
+  kill -0 "$daemon" 2>/dev/null || break
+  sleep 0.1
+done
+if ! grep -q "SKT_HPL_PAUSE" "$work/run.out"; then
+  echo "demo FAILED: the run did not reach panel 30:" >&2
+  tail -20 "$work/run.out" >&2
+  exit 1
+fi
+"$build_dir/tools/skt-inject" node n2 --job "$job" --registry "$work/registry" | sed 's/^/   skt-inject: /'
 set +e
-SKT_JOB=$job SKT_RESTART=0 SKT_HPL_CRASH=30:1 launch n1 n2 n3 n4 >"$work/crash.out" 2>&1
+wait "$daemon"
+code=$?
 set -e
-grep -E "SKT_HPL_CRASH" "$work/crash.out" | sed 's/^/   /'
-echo "   the job is dead; its checkpoint is still in shared memory:"
-"$shm" list --job "$job" | grep -E "shmid|checkpoint" | sed 's/^/   /'
+grep -E '^\[skt-run|^WR|^SKT:|PASSED|FAILED' "$work/run.out" | grep -v "launched: " | sed 's/^/   /'
+result=$(residual <"$work/run.out")
 
-skt_say "3. node n2 is lost: its memory goes with it"
-"$shm" clean --job "$job" --node n2 | tail -1 | sed 's/^/   /'
-
-skt_say "4. relaunch with spare node n5 in place of n2"
-SKT_JOB=$job SKT_RESTART=1 launch n1 n5 n3 n4 >"$work/relaunch.out" 2>&1 || true
-grep -E '^WR|^SKT:|PASSED|FAILED' "$work/relaunch.out" | sed 's/^/   /'
-result=$(residual <"$work/relaunch.out")
-
-if grep -q "SKT: restored epoch" "$work/relaunch.out" && [ -n "$result" ] && [ "$result" = "$reference" ]; then
-  skt_say "recovered: PASSED, with the same residual as the run without failure"
+if [ "$code" -eq 0 ] && grep -q "SKT: restored epoch" "$work/run.out" && [ "$result" = "$reference" ]; then
+  skt_say "recovered without a human: PASSED, with the same residual as the run without failure"
+  echo "   final ranklist ($work/ranklist): $(tr '\n' ' ' <"$work/ranklist")"
 else
-  echo "demo FAILED: expected '$reference', got '${result}'" >&2
-  tail -20 "$work/relaunch.out" >&2
+  echo "demo FAILED (skt-run exit $code): expected '$reference', got '${result}'" >&2
+  tail -30 "$work/run.out" >&2
   exit 1
 fi

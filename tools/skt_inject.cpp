@@ -4,10 +4,12 @@
 //                                    local probe
 //   skt-inject rank R --job TAG      kill the process of rank R only (its memory stays)
 #include <CLI/CLI.hpp>
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -51,7 +53,11 @@ std::vector<pid_t> processes_with(const std::map<std::string, std::string>& want
 
 int kill_all(const std::vector<pid_t>& pids, const std::string& what) {
   for (const pid_t pid : pids) ::kill(pid, SIGKILL);
-  fmt::print("killed {} process{} of {}\n", pids.size(), pids.size() == 1 ? "" : "es", what);
+  const auto now = std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  fmt::print("{:%H:%M:%S}.{:03d} killed {} process{} of {}\n",
+             fmt::localtime(std::chrono::system_clock::to_time_t(now)), ms, pids.size(),
+             pids.size() == 1 ? "" : "es", what);
   return pids.empty() ? 1 : 0;
 }
 
@@ -77,7 +83,7 @@ int main(int argc, char** argv) {
     return skt::run::valid_node_name(v) ? std::string() : "not a valid node name: " + v;
   });
   node_cmd->add_option("--job", job, "job tag (SKT_JOB)")->required()->check(job_check);
-  node_cmd->add_option("--registry", registry, "the local probe's registry (SKT_NODE_REGISTRY)");
+  node_cmd->add_option("--registry", registry, "the local probe's registry (SKT_RUN_REGISTRY)");
   auto* rank_cmd = app.add_subcommand("rank", "kill one rank's process; its memory stays");
   rank_cmd->add_option("rank", rank, "rank in MPI_COMM_WORLD")->required()->check(CLI::NonNegativeNumber);
   rank_cmd->add_option("--job", job, "job tag (SKT_JOB)")->required()->check(job_check);

@@ -185,7 +185,8 @@ const std::vector<Option>& options() {
 }
 
 bool is_program_variable(std::string_view name) {
-  return name.rfind("SKT_HPL_", 0) == 0 || name.rfind("SKT_RUN_", 0) == 0;
+  return name.rfind("SKT_HPL_", 0) == 0 || name.rfind("SKT_RUN_", 0) == 0 ||
+         name.rfind("SKT_TOOLS_", 0) == 0;
 }
 
 bool is_program_table(std::string_view key) { return key == "hpl" || key == "run"; }
