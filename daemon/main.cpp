@@ -214,7 +214,14 @@ std::vector<std::string> launch_command(const Options& o, const Plan& plan, cons
     argv.pop_back();
     return argv;
   }
-  argv.insert(argv.end(), {"--rankfile", rankfile, "-n", std::to_string(plan.ranklist.size())});
+  // --host as well: under Slurm, mpirun would otherwise start its daemons on every node of the
+  // allocation, the dead ones included, and fail.
+  std::vector<std::string> hosts;
+  for (const auto& node : nodes_of(plan.ranklist)) {
+    hosts.push_back(fmt::format("{}:{}", node, std::count(plan.ranklist.begin(), plan.ranklist.end(), node)));
+  }
+  argv.insert(argv.end(), {"--host", fmt::format("{}", fmt::join(hosts, ",")), "--rankfile", rankfile, "-n",
+                           std::to_string(plan.ranklist.size())});
   for (const auto& name : forwarded_variables()) argv.insert(argv.end(), {"-x", name});
   argv.insert(argv.end(), o.command.begin(), o.command.end());
   return argv;
@@ -241,7 +248,8 @@ void clean_segments(const Options& o, const Plan& plan, const std::string& dir, 
     std::ofstream(file) << rankfile_text(nodes);
     std::vector<std::string> argv{o.launcher};
     for (const auto& a : split_words(o.launcher_args)) argv.push_back(a);
-    argv.insert(argv.end(), {"--rankfile", file, "-n", std::to_string(nodes.size()), tool, "clean", "--job", o.job});
+    argv.insert(argv.end(), {"--host", fmt::format("{}", fmt::join(nodes, ",")), "--rankfile", file, "-n",
+                             std::to_string(nodes.size()), tool, "clean", "--job", o.job});
     r = capture(argv, {{"SKT_LOG", "off"}});
   }
   log("removed the job's segments on {} node(s){}", nodes_of(plan.ranklist).size(),
