@@ -4,11 +4,11 @@
 // corner strategies.
 //
 //   mpirun -n 2 bench-hpl --n 12288 --nb 192 --p 2 --q 1
-#include <CLI/CLI.hpp>
 #include <cblas.h>
 #include <fmt/format.h>
 #include <mpi.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -60,8 +60,8 @@ double dgemm_rate(const Settings& s, const Grid& grid) {
   const int m = numroc(s.n, s.nb, grid.myrow(), grid.nprow());
   const int n = numroc(s.n, s.nb, grid.mycol(), grid.npcol());
   const int k = s.nb;
-  std::vector<double> a(static_cast<std::size_t>(m) * k, 0.5), b(static_cast<std::size_t>(k) * n, 0.25),
-      c(static_cast<std::size_t>(m) * n, 1.0);
+  std::vector<double> a(static_cast<std::size_t>(m) * k, 0.5),
+      b(static_cast<std::size_t>(k) * n, 0.25), c(static_cast<std::size_t>(m) * n, 1.0);
   double best = 1e30;
   for (int rep = 0; rep < 3; ++rep) {
     MPI_Barrier(grid.all());
@@ -91,8 +91,8 @@ skt::hpl::Test test_of(const Settings& s) {
   return t;
 }
 
-skt::hpl::TestResult run_skt(const Settings& s, const Grid& grid, const skt::hpl::CheckpointPolicy& policy,
-                             const std::string& tag) {
+skt::hpl::TestResult run_skt(const Settings& s, const Grid& grid,
+                             const skt::hpl::CheckpointPolicy& policy, const std::string& tag) {
   // Every rank must name the same job: rank 0's process id makes it unique on the machine.
   static const long job_id = [&] {
     long pid = getpid();
@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
   app.add_option("--p", s.p, "process rows");
   app.add_option("--q", s.q, "process columns");
   app.add_option("--pairs", s.pairs, "alternating SKT-HPL / PDGESV pairs");
-  app.add_option("--mtbfs", s.mtbfs, "MTBFs in seconds for the Daly-interval runs, comma separated");
+  app.add_option("--mtbfs", s.mtbfs,
+                 "MTBFs in seconds for the Daly-interval runs, comma separated");
   app.add_option("--every", s.every, "panels between checkpoints (default: a tenth of the panels)");
   app.add_option("--csv", s.csv, "CSV output (rank 0)");
   app.add_option("--parts", s.parts, "what to run: compare, overhead, traffic (default: all)")
@@ -133,7 +134,8 @@ int main(int argc, char** argv) {
   }
   if (s.p * s.q != size || s.n % std::lcm(s.nb * s.p, s.nb * s.q) != 0) {
     if (rank == 0) {
-      fmt::print(stderr, "bench-hpl: need P·Q = {} ranks and N a multiple of NB·P and NB·Q\n", size);
+      fmt::print(stderr, "bench-hpl: need P·Q = {} ranks and N a multiple of NB·P and NB·Q\n",
+                 size);
     }
     MPI_Finalize();
     return 2;
@@ -149,7 +151,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<skt::bench::Table> table;
   if (rank == 0) {
     fmt::print("N={} NB={} grid {}x{}, {} ranks, OPENBLAS_NUM_THREADS={}; variant {}\n", s.n, s.nb,
-               s.p, s.q, size, std::getenv("OPENBLAS_NUM_THREADS") ? std::getenv("OPENBLAS_NUM_THREADS") : "unset",
+               s.p, s.q, size,
+               std::getenv("OPENBLAS_NUM_THREADS") ? std::getenv("OPENBLAS_NUM_THREADS") : "unset",
                test_of(s).algo.encode(false));
     table = std::make_unique<skt::bench::Table>(
         std::vector<std::string>{"run", "what", "seconds", "Gflops", "ratio", "note"}, s.csv, true,
@@ -170,7 +173,8 @@ int main(int argc, char** argv) {
   if (wanted(s, "compare")) {
     const double dgemm = dgemm_rate(s, grid);
     if (rank == 0) {
-      table->row({"dgemm", "all ranks at once", "-", skt::bench::num(dgemm, 2), "-", "m=mp n=nq k=NB"});
+      table->row(
+          {"dgemm", "all ranks at once", "-", skt::bench::num(dgemm, 2), "-", "m=mp n=nq k=NB"});
     }
     // Alternating pairs, so that drifts of the machine hit both alike.
     std::vector<double> ratios, skt_times;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Draws the PNG plots of a benchmark directory (encode.csv, checkpoint.csv, kernels.csv) with
+"""Draws the PNG plots of a benchmark directory (encode.csv, checkpoint.csv, kernels.csv, hpl.csv) with
 gnuplot: one plot per CSV found, next to it."""
 
 import csv
@@ -48,6 +48,19 @@ plot {plots}
 """, blocks)
 
 
+def histogram(png, title, ylabel, lines, extra, columns):
+    gnuplot(f"""set terminal pngcairo size 1000,600 font "sans,11"
+set output "{png}"
+set title "{title}"
+set style data histograms
+set style fill solid 0.8 border -1
+set ylabel "{ylabel}"
+set grid ytics
+{extra}
+plot $h {columns}
+""", {"h": lines})
+
+
 def main(directory):
     d = pathlib.Path(directory)
     made = []
@@ -87,17 +100,17 @@ plot (x-1)/(2*x) lw 2 title "self (G-1)/(2G)", (x-1)/(3*x-1) lw 2 title "double 
         t = rows(d / "kernels.csv")
         lines = [f'"{r["scheme"]} m={r["m"]}" {r["kernel_GBs"]} {r["raw_isal_GBs"].replace("-", "0")} '
                  f'{r["memcpy_GBs"]}' for r in t]
-        gnuplot(f"""set terminal pngcairo size 900,560 font "sans,11"
-set output "{d / 'kernels.png'}"
-set title "Local kernels, one core (GB/s of input)"
-set style data histograms
-set style fill solid 0.8 border -1
-set ylabel "GB/s"
-set grid ytics
-set key outside right
-plot $k using 2:xtic(1) title "selfckpt kernel", '' using 3 title "ISA-L directly", '' using 4 title "memcpy"
-""", {"k": lines})
+        histogram(d / "kernels.png", "Local kernels, one core (GB/s of input)", "GB/s", lines,
+                  "set key outside right",
+                  "using 2:xtic(1) title 'selfckpt kernel', '' using 3 title 'ISA-L directly', "
+                  "'' using 4 title 'memcpy'")
         made.append("kernels.png")
+    if (d / "hpl.csv").exists():
+        t = [r for r in rows(d / "hpl.csv") if r["Gflops"] not in ("-", "0.00")]
+        lines = [f'"{r["run"]}: {r["what"]}" {r["Gflops"]}' for r in t]
+        histogram(d / "hpl.png", "SKT-HPL, PDGESV and the DGEMM rate (Gflops)", "Gflops", lines,
+                  "set key off\nset xtics rotate by -35\nset yrange [0:*]", "using 2:xtic(1)")
+        made.append("hpl.png")
     print("plots: " + ", ".join(str(d / m) for m in made))
 
 

@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Runs the benchmarks side by side on this machine and writes tables, CSV and PNG plots into a
 # dated directory: local kernels, group encoding, checkpoint and recovery through the library.
-#   bench/run.sh [--ranks N] [--mib M] [--out DIR]
+#   bench/run.sh [--ranks N] [--mib M] [--out DIR] [--hpl N]
 # Defaults: 16 ranks (oversubscribed on small machines), 32 MiB per rank, bench/results/<date>.
+# --hpl N adds bench-hpl on 2 ranks bound to cores, 2x1, NB=192 (N=12288 takes about 12 minutes).
 set -euo pipefail
 source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$source_dir/tools/lib/common.sh"
 ranks=16
 mib=32
 out=""
+hpl_n=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) ranks=$2; shift 2 ;;
     --mib) mib=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    --hpl) hpl_n=$2; shift 2 ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -37,5 +40,9 @@ done
   mpirun -n "$ranks" "$bin/bench-encode" --mib "$mib" --groups "$groups" --csv "$out/encode.csv"
   skt_say "checkpoint and recovery: $ranks ranks, $mib MiB each"
   mpirun -n "$ranks" "$bin/bench-checkpoint" --mib "$mib" --groups "$groups" --csv "$out/checkpoint.csv"
+  if [ -n "$hpl_n" ]; then
+    skt_say "SKT-HPL vs PDGESV and DGEMM, checkpoint overhead and traffic: N=$hpl_n, 2 ranks"
+    mpirun -n 2 --bind-to core "$bin/bench-hpl" --n "$hpl_n" --csv "$out/hpl.csv"
+  fi
 } 2>&1 | tee "$out/tables.txt"
 python3 "$source_dir/bench/plot.py" "$out"

@@ -1,13 +1,13 @@
 // skt-run: launches an MPI program on a ranklist, and when a run fails, probes the nodes, swaps
 // each dead node for a spare (healthy ranks stay where their memory is) and relaunches, until the
 // program succeeds or cannot go on.
-#include <CLI/CLI.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <cerrno>
@@ -49,9 +49,12 @@ class Log {
   template <class... Args>
   void operator()(fmt::format_string<Args...> format, Args&&... args) {
     const auto now = std::chrono::system_clock::now();
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-    fmt::print(stderr, "[skt-run {:%H:%M:%S}.{:03d} +{:.3f}s] {}\n", fmt::localtime(std::chrono::system_clock::to_time_t(now)), ms,
-               seconds_since(start_), fmt::format(format, std::forward<Args>(args)...));
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
+        1000;
+    fmt::print(stderr, "[skt-run {:%H:%M:%S}.{:03d} +{:.3f}s] {}\n",
+               fmt::localtime(std::chrono::system_clock::to_time_t(now)), ms, seconds_since(start_),
+               fmt::format(format, std::forward<Args>(args)...));
     std::fflush(stderr);
   }
   static double seconds_since(Clock::time_point t) {
@@ -92,7 +95,8 @@ std::vector<std::string> split_words(const std::string& text) {
   std::stringstream in(text);
   std::vector<std::string> out;
   std::string w;
-  while (in >> w) out.push_back(w);
+  while (in >> w)
+    out.push_back(w);
   return out;
 }
 
@@ -101,12 +105,17 @@ std::string shell_quoted(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& a : argv) {
     if (!out.empty()) out += ' ';
-    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == std::string::npos;
+    const bool plain =
+        !a.empty() &&
+        a.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
+            std::string::npos;
     if (plain) {
       out += a;
     } else {
       out += '\'';
-      for (const char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      for (const char c : a)
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
       out += '\'';
     }
   }
@@ -115,7 +124,8 @@ std::string shell_quoted(const std::vector<std::string>& argv) {
 
 std::string fresh_job_tag() {
   const auto t = std::chrono::system_clock::now().time_since_epoch();
-  return fmt::format("skt-{:x}-{:x}", std::chrono::duration_cast<std::chrono::seconds>(t).count(), ::getpid());
+  return fmt::format("skt-{:x}-{:x}", std::chrono::duration_cast<std::chrono::seconds>(t).count(),
+                     ::getpid());
 }
 
 // skt-shm: next to this program (installed), in the build tree's tools/, or in PATH.
@@ -123,7 +133,8 @@ std::string locate_shm_tool() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    for (const auto& candidate : {self.parent_path() / "skt-shm", self.parent_path() / ".." / "tools" / "skt-shm"}) {
+    for (const auto& candidate :
+         {self.parent_path() / "skt-shm", self.parent_path() / ".." / "tools" / "skt-shm"}) {
       if (::access(candidate.c_str(), X_OK) == 0) return candidate.lexically_normal();
     }
   }
@@ -141,18 +152,22 @@ Plan plan_from(Options& o, Log& log) {
   const char* slurm_nodes = std::getenv("SLURM_JOB_NODELIST");
   const bool in_slurm = slurm_nodes != nullptr && *slurm_nodes != '\0';
   std::vector<std::string> all;
-  if (!o.nodes.empty() + !o.hostfile.empty() > 1) throw std::invalid_argument("give --nodes or --hostfile, not both");
+  if (!o.nodes.empty() + !o.hostfile.empty() > 1)
+    throw std::invalid_argument("give --nodes or --hostfile, not both");
   if (!o.nodes.empty()) {
     all = parse_node_list(o.nodes, "--nodes");
   } else if (!o.hostfile.empty()) {
     all = parse_node_list(read_file(o.hostfile), o.hostfile);
   } else if (in_slurm) {
     const auto r = capture({"scontrol", "show", "hostnames", slurm_nodes});
-    if (r.code != 0) throw std::runtime_error(fmt::format("scontrol show hostnames {} failed (exit {})", slurm_nodes, r.code));
+    if (r.code != 0)
+      throw std::runtime_error(
+          fmt::format("scontrol show hostnames {} failed (exit {})", slurm_nodes, r.code));
     all = parse_node_list(r.out, "SLURM_JOB_NODELIST");
     log("nodes from the Slurm allocation {}: {}", slurm_nodes, fmt::join(all, ","));
   } else {
-    throw std::invalid_argument("no nodes: give --nodes LIST or --hostfile FILE, or run inside a Slurm allocation");
+    throw std::invalid_argument(
+        "no nodes: give --nodes LIST or --hostfile FILE, or run inside a Slurm allocation");
   }
   Plan plan;
   std::vector<std::string> active = all;
@@ -161,29 +176,38 @@ Plan plan_from(Options& o, Log& log) {
     plan.spares = parse_node_list(o.spare_nodes, "--spare-nodes");
     for (const auto& s : plan.spares) {
       const auto it = std::find(active.begin(), active.end(), s);
-      if (it != active.end()) active.erase(it);
-      else if (o.nodes.empty() && o.hostfile.empty()) throw std::invalid_argument("spare node '" + s + "' is not in the allocation");
+      if (it != active.end())
+        active.erase(it);
+      else if (o.nodes.empty() && o.hostfile.empty())
+        throw std::invalid_argument("spare node '" + s + "' is not in the allocation");
     }
   } else if (o.spares) {
     if (*o.spares < 0 || *o.spares >= static_cast<int>(all.size())) {
-      throw std::invalid_argument(fmt::format("--spares {}: there are {} nodes, and at least one must run the job", *o.spares, all.size()));
+      throw std::invalid_argument(
+          fmt::format("--spares {}: there are {} nodes, and at least one must run the job",
+                      *o.spares, all.size()));
     }
     plan.spares.assign(all.end() - *o.spares, all.end());
     active.resize(all.size() - static_cast<std::size_t>(*o.spares));
   }
-  if (active.empty()) throw std::invalid_argument("every node is a spare: none is left to run the job");
+  if (active.empty())
+    throw std::invalid_argument("every node is a spare: none is left to run the job");
   plan.ranklist = initial_ranklist(active, o.ranks_per_node);
   plan.local = o.launch == "local" || (o.launch == "auto" && !in_slurm && o.hostfile.empty());
   if (o.launch != "auto" && o.launch != "local" && o.launch != "rankfile") {
     throw std::invalid_argument("--launch '" + o.launch + "': expected auto, local or rankfile");
   }
-  const std::string probe = o.probe == "auto" ? (in_slurm ? "slurm" : plan.local ? "local" : "ping") : o.probe;
+  const std::string probe = o.probe == "auto" ? (in_slurm     ? "slurm"
+                                                 : plan.local ? "local"
+                                                              : "ping")
+                                              : o.probe;
   plan.probe = make_probe(probe, o.registry);
   if (o.job.empty()) {
     const char* id = std::getenv("SLURM_JOB_ID");
     o.job = id != nullptr ? std::string("slurm-") + id : fresh_job_tag();
   }
-  if (!valid_node_name(o.job)) throw std::invalid_argument("--job '" + o.job + "': letters, digits, '.', '_', '-' only");
+  if (!valid_node_name(o.job))
+    throw std::invalid_argument("--job '" + o.job + "': letters, digits, '.', '_', '-' only");
   if (o.ranklist_out.empty()) o.ranklist_out = "skt-run-" + o.job + ".ranklist";
   return plan;
 }
@@ -193,16 +217,19 @@ std::vector<std::string> forwarded_variables() {
   std::vector<std::string> out;
   for (char** e = ::environ; *e != nullptr; ++e) {
     const std::string name = std::string(*e).substr(0, std::string(*e).find('='));
-    if (name.rfind("SKT_", 0) == 0 || name.rfind("OPENBLAS_", 0) == 0 || name.rfind("OMP_", 0) == 0) {
+    if (name.rfind("SKT_", 0) == 0 || name.rfind("OPENBLAS_", 0) == 0 ||
+        name.rfind("OMP_", 0) == 0) {
       out.push_back(name);
     }
   }
   return out;
 }
 
-std::vector<std::string> launch_command(const Options& o, const Plan& plan, const std::string& rankfile) {
+std::vector<std::string> launch_command(const Options& o, const Plan& plan,
+                                        const std::string& rankfile) {
   std::vector<std::string> argv{o.launcher};
-  for (const auto& a : split_words(o.launcher_args)) argv.push_back(a);
+  for (const auto& a : split_words(o.launcher_args))
+    argv.push_back(a);
   if (plan.local) {
     // Virtual nodes of this host: one app context per node, which names it in SKT_NODE.
     for (const auto& node : nodes_of(plan.ranklist)) {
@@ -218,25 +245,29 @@ std::vector<std::string> launch_command(const Options& o, const Plan& plan, cons
   // allocation, the dead ones included, and fail.
   std::vector<std::string> hosts;
   for (const auto& node : nodes_of(plan.ranklist)) {
-    hosts.push_back(fmt::format("{}:{}", node, std::count(plan.ranklist.begin(), plan.ranklist.end(), node)));
+    hosts.push_back(
+        fmt::format("{}:{}", node, std::count(plan.ranklist.begin(), plan.ranklist.end(), node)));
   }
-  argv.insert(argv.end(), {"--host", fmt::format("{}", fmt::join(hosts, ",")), "--rankfile", rankfile, "-n",
-                           std::to_string(plan.ranklist.size())});
-  for (const auto& name : forwarded_variables()) argv.insert(argv.end(), {"-x", name});
+  argv.insert(argv.end(), {"--host", fmt::format("{}", fmt::join(hosts, ",")), "--rankfile",
+                           rankfile, "-n", std::to_string(plan.ranklist.size())});
+  for (const auto& name : forwarded_variables())
+    argv.insert(argv.end(), {"-x", name});
   argv.insert(argv.end(), o.command.begin(), o.command.end());
   return argv;
 }
 
 void write_ranklist(const std::string& path, const std::vector<std::string>& ranklist) {
   std::ofstream out(path);
-  for (std::size_t r = 0; r < ranklist.size(); ++r) out << r << ' ' << ranklist[r] << '\n';
+  for (std::size_t r = 0; r < ranklist.size(); ++r)
+    out << r << ' ' << ranklist[r] << '\n';
 }
 
 // Removes the job's segments on every node of the ranklist.
 void clean_segments(const Options& o, const Plan& plan, const std::string& dir, Log& log) {
   const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
   if (tool.empty()) {
-    log("skt-shm not found: the job's segments are left; remove them with skt-shm clean --job {}", o.job);
+    log("skt-shm not found: the job's segments are left; remove them with skt-shm clean --job {}",
+        o.job);
     return;
   }
   Captured r;
@@ -247,9 +278,10 @@ void clean_segments(const Options& o, const Plan& plan, const std::string& dir, 
     const std::string file = dir + "/clean.rankfile";
     std::ofstream(file) << rankfile_text(nodes);
     std::vector<std::string> argv{o.launcher};
-    for (const auto& a : split_words(o.launcher_args)) argv.push_back(a);
-    argv.insert(argv.end(), {"--host", fmt::format("{}", fmt::join(nodes, ",")), "--rankfile", file, "-n",
-                             std::to_string(nodes.size()), tool, "clean", "--job", o.job});
+    for (const auto& a : split_words(o.launcher_args))
+      argv.push_back(a);
+    argv.insert(argv.end(), {"--host", fmt::format("{}", fmt::join(nodes, ",")), "--rankfile", file,
+                             "-n", std::to_string(nodes.size()), tool, "clean", "--job", o.job});
     r = capture(argv, {{"SKT_LOG", "off"}});
   }
   log("removed the job's segments on {} node(s){}", nodes_of(plan.ranklist).size(),
@@ -287,13 +319,17 @@ RunOutput pass_through(int fd, Clock::time_point launched) {
 }
 
 int run(int argc, char** argv) {
-  CLI::App app{"skt-run: runs an MPI program on a list of nodes and, when a run fails, replaces dead\n"
-               "nodes with spares (healthy ranks stay on their nodes, where their checkpoints are)\n"
-               "and relaunches it with the same SKT_JOB, until it succeeds.\n"};
+  CLI::App app{
+      "skt-run: runs an MPI program on a list of nodes and, when a run fails, replaces dead\n"
+      "nodes with spares (healthy ranks stay on their nodes, where their checkpoints are)\n"
+      "and relaunches it with the same SKT_JOB, until it succeeds.\n"};
   app.footer(
-      "Nodes come from --nodes, --hostfile, or the Slurm allocation (SLURM_JOB_NODELIST); the last\n"
-      "--spares of them, or --spare-nodes, are spares. Launch 'local' runs every node as a virtual\n"
-      "node of this host (one app context per node, SKT_NODE set); 'rankfile' places ranks on real\n"
+      "Nodes come from --nodes, --hostfile, or the Slurm allocation (SLURM_JOB_NODELIST); the "
+      "last\n"
+      "--spares of them, or --spare-nodes, are spares. Launch 'local' runs every node as a "
+      "virtual\n"
+      "node of this host (one app context per node, SKT_NODE set); 'rankfile' places ranks on "
+      "real\n"
       "nodes with an Open MPI rankfile (default inside Slurm or with --hostfile). Each run gets\n"
       "SKT_JOB and SKT_RESTART (0, then the relaunch count).\n"
       "Exit codes: 0 success (the job's segments removed); 2 bad usage, here or in the program;\n"
@@ -302,22 +338,34 @@ int run(int argc, char** argv) {
       "128+N stopped by signal N (the checkpoints are kept: relaunch with --job TAG).");
   Options o;
   app.add_option("--nodes", o.nodes, "nodes, comma separated (n1,n2,...)");
-  app.add_option("--hostfile", o.hostfile, "a file of node names, one per line")->check(CLI::ExistingFile);
-  app.add_option("--ranks-per-node", o.ranks_per_node, "ranks on each node")->check(CLI::PositiveNumber);
+  app.add_option("--hostfile", o.hostfile, "a file of node names, one per line")
+      ->check(CLI::ExistingFile);
+  app.add_option("--ranks-per-node", o.ranks_per_node, "ranks on each node")
+      ->check(CLI::PositiveNumber);
   app.add_option("--spares", o.spares, "the last N nodes are spares");
   app.add_option("--spare-nodes", o.spare_nodes, "spare nodes, comma separated");
-  app.add_option("--job", o.job, "job tag, stable across relaunches (default: slurm-<job id>, else fresh)");
+  app.add_option("--job", o.job,
+                 "job tag, stable across relaunches (default: slurm-<job id>, else fresh)");
   app.add_option("--launch", o.launch, "auto, local (virtual nodes on this host) or rankfile");
   app.add_option("--launcher", o.launcher, "the mpirun to use");
   app.add_option("--launcher-args", o.launcher_args, "extra mpirun arguments, split at spaces");
-  app.add_option("--probe", o.probe, "slurm, ping, local or cmd:PROGRAM (default: slurm in Slurm, else local)");
-  app.add_option("--registry", o.registry, "the local probe's registry directory (SKT_RUN_REGISTRY)");
-  app.add_option("--max-restarts", o.max_restarts, "relaunches allowed")->check(CLI::NonNegativeNumber);
-  app.add_option("--backoff", o.backoff, "seconds before the first relaunch, doubled for each next one")->check(CLI::NonNegativeNumber);
-  app.add_option("--ranklist-out", o.ranklist_out, "where the ranklist is written (default skt-run-<job>.ranklist)");
-  app.add_option("--shm-tool", o.shm_tool, "the skt-shm program (default: next to skt-run, or in PATH)");
+  app.add_option("--probe", o.probe,
+                 "slurm, ping, local or cmd:PROGRAM (default: slurm in Slurm, else local)");
+  app.add_option("--registry", o.registry,
+                 "the local probe's registry directory (SKT_RUN_REGISTRY)");
+  app.add_option("--max-restarts", o.max_restarts, "relaunches allowed")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--backoff", o.backoff,
+                 "seconds before the first relaunch, doubled for each next one")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--ranklist-out", o.ranklist_out,
+                 "where the ranklist is written (default skt-run-<job>.ranklist)");
+  app.add_option("--shm-tool", o.shm_tool,
+                 "the skt-shm program (default: next to skt-run, or in PATH)");
   app.add_flag("--dry-run", o.dry_run, "print the launch command and the rankfile, and exit");
-  app.add_option("command", o.command, "the program and its arguments, after --")->required()->expected(-1);
+  app.add_option("command", o.command, "the program and its arguments, after --")
+      ->required()
+      ->expected(-1);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -333,14 +381,17 @@ int run(int argc, char** argv) {
     return 2;
   }
   if (find_program(o.launcher).empty()) {
-    fmt::print(stderr, "skt-run: the launcher '{}' is not found (install openmpi-bin or give --launcher)\n", o.launcher);
+    fmt::print(stderr,
+               "skt-run: the launcher '{}' is not found (install openmpi-bin or give --launcher)\n",
+               o.launcher);
     return kExitLaunchFailed;
   }
   if (find_program(o.command[0]).empty()) {
     fmt::print(stderr, "skt-run: the program '{}' is not found\n", o.command[0]);
     return 2;
   }
-  const std::string dir = std::filesystem::temp_directory_path() / ("skt-run-" + o.job + "-" + std::to_string(::getpid()));
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("skt-run-" + o.job + "-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   struct RemoveDir {
     std::string path;
@@ -355,7 +406,8 @@ int run(int argc, char** argv) {
     fmt::print("{}\n", shell_quoted(launch_command(o, plan, rankfile)));
     if (!plan.local) fmt::print("# {}:\n{}", rankfile, rankfile_text(plan.ranklist));
     fmt::print("# job {}, {} ranks on {}, spares: {}, probe {}\n", o.job, plan.ranklist.size(),
-               fmt::join(nodes_of(plan.ranklist), ","), plan.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan.spares, ",")),
+               fmt::join(nodes_of(plan.ranklist), ","),
+               plan.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan.spares, ",")),
                plan.probe->name());
     return 0;
   }
@@ -366,10 +418,10 @@ int run(int argc, char** argv) {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
-  log("job {}: {} ranks on {} ({} per node), spares: {}; probe {}; launch {}", o.job, plan.ranklist.size(),
-      fmt::join(nodes_of(plan.ranklist), ","), o.ranks_per_node,
-      plan.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan.spares, ",")), plan.probe->name(),
-      plan.local ? "local (virtual nodes)" : "rankfile");
+  log("job {}: {} ranks on {} ({} per node), spares: {}; probe {}; launch {}", o.job,
+      plan.ranklist.size(), fmt::join(nodes_of(plan.ranklist), ","), o.ranks_per_node,
+      plan.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan.spares, ",")),
+      plan.probe->name(), plan.local ? "local (virtual nodes)" : "rankfile");
   std::optional<Clock::time_point> failed_at;
   for (int attempt = 0;; ++attempt) {
     write_ranklist(o.ranklist_out, plan.ranklist);
@@ -386,7 +438,8 @@ int run(int argc, char** argv) {
     g_child = child.pid;
     if (g_signal != 0) ::kill(child.pid, g_signal);
     if (failed_at) {
-      log("relaunched (run {}) {:.3f} s after the failure was seen", attempt + 1, Log::seconds_since(*failed_at));
+      log("relaunched (run {}) {:.3f} s after the failure was seen", attempt + 1,
+          Log::seconds_since(*failed_at));
     } else {
       log("launched: {}", shell_quoted(argv_run));
     }
@@ -399,7 +452,8 @@ int run(int argc, char** argv) {
     }
     if (seen.restored_epoch) log("the program reports restored epoch {}", *seen.restored_epoch);
     if (g_signal != 0) {
-      log("stopped by signal {} (run exit {}); the job's checkpoints are kept: relaunch with --job {}",
+      log("stopped by signal {} (run exit {}); the job's checkpoints are kept: relaunch with --job "
+          "{}",
           g_signal.load(), code, o.job);
       return 128 + g_signal;
     }
@@ -432,11 +486,13 @@ int run(int argc, char** argv) {
       log("probe failed: {}; relaunching on the same nodes", e.what());
     }
     log("probed in {:.3f} s: {}", Log::seconds_since(*failed_at),
-        dead.empty() ? std::string("every node is alive (a process crash)") : fmt::format("dead: {}", fmt::join(dead, ",")));
+        dead.empty() ? std::string("every node is alive (a process crash)")
+                     : fmt::format("dead: {}", fmt::join(dead, ",")));
     if (!dead.empty()) {
       try {
         const Replacement r = replace_dead_nodes(plan.ranklist, dead, plan.spares);
-        for (const auto& [from, to] : r.replaced) log("replacing node {} by spare {}", from, to);
+        for (const auto& [from, to] : r.replaced)
+          log("replacing node {} by spare {}", from, to);
         plan.ranklist = r.ranklist;
         plan.spares = r.spares_left;
       } catch (const OutOfSpares& e) {

@@ -61,7 +61,8 @@ class LocalProbe : public Probe {
   std::set<std::string> dead(const std::vector<std::string>& nodes) override {
     std::set<std::string> out;
     for (const auto& node : nodes) {
-      if (std::filesystem::exists(std::filesystem::path(registry_) / (node + ".dead"))) out.insert(node);
+      if (std::filesystem::exists(std::filesystem::path(registry_) / (node + ".dead")))
+        out.insert(node);
     }
     return out;
   }
@@ -77,12 +78,14 @@ std::unique_ptr<Probe> make_probe(const std::string& spec, const std::string& re
   if (spec == "slurm") return std::make_unique<SlurmProbe>();
   if (spec == "local") return std::make_unique<LocalProbe>(registry);
   if (spec == "ping") {
-    return std::make_unique<CommandProbe>(std::vector<std::string>{"ping", "-c", "1", "-W", "1"}, "ping");
+    return std::make_unique<CommandProbe>(std::vector<std::string>{"ping", "-c", "1", "-W", "1"},
+                                          "ping");
   }
   if (spec.rfind("cmd:", 0) == 0 && spec.size() > 4) {
     const std::string program = spec.substr(4);
     if (find_program(program).empty()) {
-      throw std::invalid_argument("--probe " + spec + ": '" + program + "' is not an executable program");
+      throw std::invalid_argument("--probe " + spec + ": '" + program +
+                                  "' is not an executable program");
     }
     return std::make_unique<CommandProbe>(std::vector<std::string>{program}, spec);
   }
@@ -118,7 +121,8 @@ std::map<std::string, std::set<std::string>> parse_slurm_states(const std::strin
 }
 
 bool slurm_state_is_dead(const std::set<std::string>& state) {
-  for (const char* bad : {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING"}) {
+  for (const char* bad :
+       {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING"}) {
     if (state.count(bad) != 0) return true;
   }
   return false;

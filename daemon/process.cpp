@@ -51,16 +51,19 @@ std::vector<std::string> merged_environment(const EnvChanges& changes) {
     const std::string entry(*e);
     const std::string name = entry.substr(0, entry.find('='));
     bool replaced = false;
-    for (const auto& [n, v] : changes) replaced = replaced || n == name;
+    for (const auto& [n, v] : changes)
+      replaced = replaced || n == name;
     if (!replaced) out.push_back(entry);
   }
-  for (const auto& [n, v] : changes) out.push_back(n + "=" + v);
+  for (const auto& [n, v] : changes)
+    out.push_back(n + "=" + v);
   return out;
 }
 
 std::vector<char*> pointers(std::vector<std::string>& strings) {
   std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
+  for (auto& s : strings)
+    out.push_back(s.data());
   out.push_back(nullptr);
   return out;
 }
@@ -82,7 +85,8 @@ std::string find_program(const std::string& name) {
 Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool capture_output) {
   const std::string program = find_program(argv.at(0));
   if (program.empty()) {
-    throw std::system_error(ENOENT, std::generic_category(), "cannot run '" + argv[0] + "': not found");
+    throw std::system_error(ENOENT, std::generic_category(),
+                            "cannot run '" + argv[0] + "': not found");
   }
   std::vector<std::string> args = argv;
   std::vector<std::string> environment = merged_environment(env);
@@ -93,7 +97,8 @@ Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool ca
   Fd write_end;
   if (capture_output) {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+      throw std::system_error(errno, std::generic_category(), "pipe");
     child.out = Fd(fds[0]);
     write_end = Fd(fds[1]);
     posix_spawn_file_actions_adddup2(&setup.actions, write_end.get(), STDOUT_FILENO);

@@ -29,8 +29,10 @@ std::vector<std::string> parse_node_list(const std::string& text, const std::str
     while (words >> word) {
       if (word.rfind("slots=", 0) == 0 || word.rfind("max_slots=", 0) == 0) continue;
       if (!valid_node_name(word)) {
-        throw std::invalid_argument(fmt::format("{}: '{}' is not a node name (letters, digits, "
-                                                "'.', '_', '-')", what, word));
+        throw std::invalid_argument(
+            fmt::format("{}: '{}' is not a node name (letters, digits, "
+                        "'.', '_', '-')",
+                        what, word));
       }
       if (std::find(names.begin(), names.end(), word) != names.end()) {
         throw std::invalid_argument(fmt::format("{}: node '{}' is listed twice", what, word));
@@ -42,10 +44,12 @@ std::vector<std::string> parse_node_list(const std::string& text, const std::str
   return names;
 }
 
-std::vector<std::string> initial_ranklist(const std::vector<std::string>& nodes, int ranks_per_node) {
+std::vector<std::string> initial_ranklist(const std::vector<std::string>& nodes,
+                                          int ranks_per_node) {
   if (ranks_per_node < 1) throw std::invalid_argument("ranks per node must be at least 1");
   std::vector<std::string> out;
-  for (const auto& node : nodes) out.insert(out.end(), static_cast<std::size_t>(ranks_per_node), node);
+  for (const auto& node : nodes)
+    out.insert(out.end(), static_cast<std::size_t>(ranks_per_node), node);
   return out;
 }
 
@@ -69,10 +73,9 @@ Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
         for (const auto& n : nodes_of(ranklist)) {
           if (dead.count(n) != 0) lost.push_back(n);
         }
-        throw OutOfSpares(fmt::format("{} node{} dead ({}) but {} live spare{} left",
-                                      lost.size(), lost.size() == 1 ? "" : "s",
-                                      fmt::join(lost, ", "), pool.size(),
-                                      pool.size() == 1 ? "" : "s"));
+        throw OutOfSpares(fmt::format("{} node{} dead ({}) but {} live spare{} left", lost.size(),
+                                      lost.size() == 1 ? "" : "s", fmt::join(lost, ", "),
+                                      pool.size(), pool.size() == 1 ? "" : "s"));
       }
       it = moved.emplace(node, pool[next++]).first;
       r.replaced.emplace_back(node, it->second);

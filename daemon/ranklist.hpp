@@ -18,7 +18,8 @@ bool valid_node_name(const std::string& name);
 std::vector<std::string> parse_node_list(const std::string& text, const std::string& what);
 
 // Rank r runs on node r / ranks_per_node of `nodes`: every node gets ranks_per_node ranks.
-std::vector<std::string> initial_ranklist(const std::vector<std::string>& nodes, int ranks_per_node);
+std::vector<std::string> initial_ranklist(const std::vector<std::string>& nodes,
+                                          int ranks_per_node);
 
 struct Replacement {
   std::vector<std::string> ranklist;                          // the new layout

@@ -89,7 +89,8 @@ std::uint64_t StripeGeometry::block_mask(std::size_t begin, std::size_t end) con
   const std::size_t block = block_bytes();
   const auto first = static_cast<int>(begin / block);
   const auto last = static_cast<int>((end - 1) / block);
-  const std::uint64_t upto_last = last >= 63 ? ~std::uint64_t{0} : (std::uint64_t{1} << (last + 1)) - 1;
+  const std::uint64_t upto_last =
+      last >= 63 ? ~std::uint64_t{0} : (std::uint64_t{1} << (last + 1)) - 1;
   return upto_last & ~((std::uint64_t{1} << first) - 1);
 }
 

@@ -197,8 +197,8 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
   for (int l = 0; l < m; ++l)
     single_identity = single_identity && codec.encode_coef(l, 0) == Codec::identity;
   auto in_place = [&](const std::vector<RowSegment>& segments) {
-    return single_identity &&
-           std::all_of(segments.begin(), segments.end(), [](const RowSegment& s) { return s.fresh; });
+    return single_identity && std::all_of(segments.begin(), segments.end(),
+                                          [](const RowSegment& s) { return s.fresh; });
   };
   std::uint64_t sent = 0;
 
@@ -239,11 +239,12 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
       if (!j || *j >= mine_count) continue;
       const std::byte* data = mine.data[*j];
       const std::size_t valid = mine.bytes[*j];
-      std::byte* change = outbox + (w * static_cast<std::size_t>(g) +
-                                    static_cast<std::size_t>(residue)) * chunk;
+      std::byte* change =
+          outbox + (w * static_cast<std::size_t>(g) + static_cast<std::size_t>(residue)) * chunk;
       for (const auto& segment : segments_of(row)) {
         const std::byte* from = data + segment.begin;
-        std::size_t bytes = valid > segment.begin ? std::min(valid, segment.end) - segment.begin : 0;
+        std::size_t bytes =
+            valid > segment.begin ? std::min(valid, segment.end) - segment.begin : 0;
         if (!segment.fresh) {
           const std::uint64_t mask = geometry.block_mask(segment.begin, segment.end);
           if (((*incremental->changed)[*j] & mask) == 0) {
@@ -298,10 +299,10 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
           shifted[static_cast<std::size_t>(position)] =
               sources[first + static_cast<std::size_t>(position)] + segment.begin;
         }
-        codec.encode_row(out + segment.begin,
-                         segment.fresh ? nullptr
-                                       : incremental->committed_parity + index * chunk + segment.begin,
-                         shifted, l, segment.bytes());
+        codec.encode_row(
+            out + segment.begin,
+            segment.fresh ? nullptr : incremental->committed_parity + index * chunk + segment.begin,
+            shifted, l, segment.bytes());
       }
     }
     SKT_MPI(MPI_Waitall(static_cast<int>(t.sends.size()), t.sends.data(), MPI_STATUSES_IGNORE));

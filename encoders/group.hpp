@@ -76,10 +76,10 @@ RowMasks agree_row_masks(MPI_Comm group, const StripeGeometry& geometry, const C
 // hold it there (C's, or the same). Blocks every data member changed are encoded afresh from W,
 // without reading B or C; the others get C + code(W - B).
 struct Incremental {
-  const ChunkList* base = nullptr;                     // B, chunk by chunk like the stream
-  const std::byte* committed_parity = nullptr;         // C, like `parity`
+  const ChunkList* base = nullptr;                      // B, chunk by chunk like the stream
+  const std::byte* committed_parity = nullptr;          // C, like `parity`
   const std::vector<std::uint64_t>* changed = nullptr;  // this member's changed blocks per chunk
-  const RowMasks* rows = nullptr;                      // from agree_row_masks
+  const RowMasks* rows = nullptr;                       // from agree_row_masks
 };
 
 // Collective over `group` (its ranks are the member indices): every member computes its parity

@@ -22,7 +22,9 @@ inline int numroc(int n, int nb, int iproc, int nprocs) noexcept {
 }
 
 // The process that owns global index `g`.
-inline int owner(int g, int nb, int nprocs) noexcept { return g / nb % nprocs; }
+inline int owner(int g, int nb, int nprocs) noexcept {
+  return g / nb % nprocs;
+}
 
 // The local index of global index `g` on its owner.
 inline int local_index(int g, int nb, int nprocs) noexcept {

@@ -38,10 +38,12 @@ class Lines {
     std::stringstream in(at(n, what));
     std::vector<std::string> out;
     std::string token;
-    while (out.size() < count && in >> token) out.push_back(token);
+    while (out.size() < count && in >> token)
+      out.push_back(token);
     if (out.size() < count) {
-      throw HplDatError(file_, n, fmt::format("expected {} value{} for {}, found {}", count,
-                                              count == 1 ? "" : "s", what, out.size()));
+      throw HplDatError(file_, n,
+                        fmt::format("expected {} value{} for {}, found {}", count,
+                                    count == 1 ? "" : "s", what, out.size()));
     }
     return out;
   }
@@ -58,9 +60,9 @@ class Lines {
   std::vector<int> integers(int count_line, int values_line, const char* what, int minimum) const {
     const int count = integer(count_line, tokens(count_line, 1, what)[0], what);
     if (count < 1 || count > kMaxValues) {
-      throw HplDatError(file_, count_line,
-                        fmt::format("the number of {} must be from 1 to {}, not {}", what,
-                                    kMaxValues, count));
+      throw HplDatError(
+          file_, count_line,
+          fmt::format("the number of {} must be from 1 to {}, not {}", what, kMaxValues, count));
     }
     std::vector<int> values;
     for (const auto& t : tokens(values_line, static_cast<std::size_t>(count), what)) {
@@ -110,7 +112,8 @@ HplDat parse_hpldat(const std::string& text, const std::string& file_name) {
   d.nbs = l.integers(7, 8, "NB", 1);
   const int pmap = l.integer(9, l.tokens(9, 1, "PMAP")[0], "PMAP");
   if (pmap != 0 && pmap != 1) {
-    throw HplDatError(file_name, 9, fmt::format("PMAP must be 0 (row-major) or 1 (column-major), not {}", pmap));
+    throw HplDatError(file_name, 9,
+                      fmt::format("PMAP must be 0 (row-major) or 1 (column-major), not {}", pmap));
   }
   d.column_major_map = pmap == 1;
   d.ps = l.integers(10, 11, "P", 1);
@@ -138,13 +141,16 @@ HplDat parse_hpldat(const std::string& text, const std::string& file_name) {
   d.depths = l.integers(24, 25, "DEPTH", 0);
   const int swap = l.integer(26, l.tokens(26, 1, "SWAP")[0], "SWAP");
   if (swap < 0 || swap > 2) {
-    throw HplDatError(file_name, 26, fmt::format("SWAP must be 0 (bin-exch), 1 (long) or 2 (mix), not {}", swap));
+    throw HplDatError(file_name, 26,
+                      fmt::format("SWAP must be 0 (bin-exch), 1 (long) or 2 (mix), not {}", swap));
   }
   d.swap = static_cast<SwapAlgo>(swap);
-  d.swap_threshold = std::max(0, l.integer(27, l.tokens(27, 1, "the swapping threshold")[0], "swapping threshold"));
+  d.swap_threshold = std::max(
+      0, l.integer(27, l.tokens(27, 1, "the swapping threshold")[0], "swapping threshold"));
   auto flag = [&](int n, const char* what) {
     const int v = l.integer(n, l.tokens(n, 1, what)[0], what);
-    if (v != 0 && v != 1) throw HplDatError(file_name, n, fmt::format("{} must be 0 or 1, not {}", what, v));
+    if (v != 0 && v != 1)
+      throw HplDatError(file_name, n, fmt::format("{} must be 0 or 1, not {}", what, v));
     return v == 1;
   };
   d.l1_notrans = flag(28, "L1 form");
@@ -152,7 +158,9 @@ HplDat parse_hpldat(const std::string& text, const std::string& file_name) {
   d.equil = flag(30, "Equilibration");
   d.align = l.integer(31, l.tokens(31, 1, "the memory alignment")[0], "memory alignment");
   if (d.align < 1) {
-    throw HplDatError(file_name, 31, fmt::format("the memory alignment must be at least 1 double, not {}", d.align));
+    throw HplDatError(
+        file_name, 31,
+        fmt::format("the memory alignment must be at least 1 double, not {}", d.align));
   }
   return d;
 }

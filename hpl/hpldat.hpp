@@ -8,8 +8,14 @@
 namespace skt::hpl {
 
 enum class Fact { left = 0, crout = 1, right = 2 };
-enum class Bcast { ring = 0, ring_modified = 1, two_rings = 2, two_rings_modified = 3, spread = 4,
-                   spread_modified = 5 };
+enum class Bcast {
+  ring = 0,
+  ring_modified = 1,
+  two_rings = 2,
+  two_rings_modified = 3,
+  spread = 4,
+  spread_modified = 5
+};
 enum class SwapAlgo { binary_exchange = 0, spread_roll = 1, mix = 2 };
 
 struct HplDat {
@@ -53,7 +59,7 @@ HplDat read_hpldat(const std::string& path);
 // The netlib default HPL.dat, as shipped with HPL 2.3.
 extern const char* const kNetlibDefault;
 
-const char* fact_name(Fact f) noexcept;       // "Left", "Crout", "Right"
-const char* bcast_name(Bcast b) noexcept;     // "1ring", ... "BlongM"
+const char* fact_name(Fact f) noexcept;    // "Left", "Crout", "Right"
+const char* bcast_name(Bcast b) noexcept;  // "1ring", ... "BlongM"
 
 }  // namespace skt::hpl

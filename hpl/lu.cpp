@@ -102,11 +102,13 @@ void Factorization::pivot(Panel& p, int c) {
     const int r = first + static_cast<int>(cblas_idamax(p.m - first, &p.at(first, c), 1));
     b[0] = std::fabs(p.at(r, c));
     b[1] = global_index(p.lr0 + r, matrix_.nb, grid_.myrow(), grid_.nprow());
-    for (int k = 0; k < jb; ++k) b[3 + k] = p.at(r, k);
+    for (int k = 0; k < jb; ++k)
+      b[3 + k] = p.at(r, k);
   }
   if (p.top) {
     b[2] = 1;
-    for (int k = 0; k < jb; ++k) b[3 + jb + k] = p.at(c, k);
+    for (int k = 0; k < jb; ++k)
+      b[3 + jb + k] = p.at(c, k);
   }
   if (grid_.nprow() > 1) {
     if (pivot_type_width_ != width) {
@@ -119,12 +121,14 @@ void Factorization::pivot(Panel& p, int c) {
   }
   const int g = static_cast<int>(b[1]);
   p.ipiv[static_cast<std::size_t>(c)] = g;
-  for (int k = 0; k < jb; ++k) p.tt(c, k) = b[3 + k];
+  for (int k = 0; k < jb; ++k)
+    p.tt(c, k) = b[3 + k];
   if (b[0] == 0 && info_ == 0) info_ = p.jn + c + 1;
   // The row that was at position jn + c goes to where the pivot row was.
   if (g != p.jn + c && owner(g, matrix_.nb, grid_.nprow()) == grid_.myrow()) {
     const int r = local_index(g, matrix_.nb, grid_.nprow()) - p.lr0;
-    for (int k = 0; k < jb; ++k) p.at(r, k) = b[3 + jb + k];
+    for (int k = 0; k < jb; ++k)
+      p.at(r, k) = b[3 + jb + k];
   }
 }
 
@@ -155,8 +159,8 @@ void Factorization::factor_base(Panel& p, int c0, int n) {
     const int rows = p.m - below;
     if (rows > 0 && piv != 0) cblas_dscal(rows, 1.0 / piv, &p.at(below, c), 1);
     if (algo_.pfact == Fact::right && c + 1 < end && rows > 0) {
-      cblas_dger(CblasColMajor, rows, end - c - 1, -1.0, &p.at(below, c), 1, &p.tt(c, c + 1),
-                 p.jb, &p.at(below, c + 1), p.lda);
+      cblas_dger(CblasColMajor, rows, end - c - 1, -1.0, &p.at(below, c), 1, &p.tt(c, c + 1), p.jb,
+                 &p.at(below, c + 1), p.lda);
     }
   }
 }
@@ -175,14 +179,13 @@ void Factorization::factor_segment(Panel& p, int c0, int n) {
     const int before = s0 - c0;
     if (algo_.rfact != Fact::right && before > 0) {
       if (algo_.rfact == Fact::left) {
-        cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, before,
-                    s1 - s0, 1.0, &p.tt(c0, c0), p.jb, &p.tt(c0, s0), p.jb);
+        cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, before, s1 - s0,
+                    1.0, &p.tt(c0, c0), p.jb, &p.tt(c0, s0), p.jb);
       }
       const int first = p.candidates(s0);
       if (p.m > first) {
-        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, p.m - first, s1 - s0, before,
-                    -1.0, &p.at(first, c0), p.lda, &p.tt(c0, s0), p.jb, 1.0, &p.at(first, s0),
-                    p.lda);
+        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, p.m - first, s1 - s0, before, -1.0,
+                    &p.at(first, c0), p.lda, &p.tt(c0, s0), p.jb, 1.0, &p.at(first, s0), p.lda);
       }
     }
     factor_segment(p, s0, s1 - s0);
@@ -226,27 +229,32 @@ void Factorization::factor_and_send(int j) {
   p.lr0 = lr0;
   p.m = rows;
   p.lda = matrix_.lda;
-  p.a = matrix_.a + lr0 + static_cast<std::ptrdiff_t>(numroc(jn, nb, pcol, grid_.npcol())) * matrix_.lda;
+  p.a = matrix_.a + lr0 +
+        static_cast<std::ptrdiff_t>(numroc(jn, nb, pcol, grid_.npcol())) * matrix_.lda;
   p.t.assign(static_cast<std::size_t>(jb) * static_cast<std::size_t>(jb), 0.0);
   p.ipiv.assign(static_cast<std::size_t>(jb), 0);
   factor_segment(p, 0, jb);
   if (p.top) {
     for (int k = 0; k < jb; ++k) {
-      for (int r = 0; r < jb; ++r) p.at(r, k) = p.tt(r, k);
+      for (int r = 0; r < jb; ++r)
+        p.at(r, k) = p.tt(r, k);
     }
   }
   // Pack this process row's L rows, T (in the L1 form asked for) and the pivots.
   auto& buffer = panel_[s];
   buffer.resize(slot_size(rows, jb));
   double* l = buffer.data();
-  for (int k = 0; k < jb; ++k) std::memcpy(l + static_cast<std::ptrdiff_t>(k) * rows, &p.at(0, k), static_cast<std::size_t>(rows) * sizeof(double));
+  for (int k = 0; k < jb; ++k)
+    std::memcpy(l + static_cast<std::ptrdiff_t>(k) * rows, &p.at(0, k),
+                static_cast<std::size_t>(rows) * sizeof(double));
   double* t = l + static_cast<std::ptrdiff_t>(rows) * jb;
   for (int c = 0; c < jb; ++c) {
     for (int r = 0; r < jb; ++r) {
       t[algo_.l1_notrans ? r + c * jb : c + r * jb] = p.tt(r, c);
     }
   }
-  for (int c = 0; c < jb; ++c) t[jb * jb + c] = p.ipiv[static_cast<std::size_t>(c)];
+  for (int c = 0; c < jb; ++c)
+    t[jb * jb + c] = p.ipiv[static_cast<std::size_t>(c)];
   panel_rows_[s] = rows;
   bcast_[s].start(grid_.row(), algo_.bcast, pcol, buffer.data(), buffer.size(), 0x700 + s);
   timing_.factor += MPI_Wtime() - started;
@@ -291,13 +299,15 @@ void Factorization::apply(int j, int begin, int end) {
   auto gather = [&](const std::vector<int>& rows, double* out) {
     for (int k = 0; k < ncols; ++k) {
       const double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
-      for (std::size_t i = 0; i < rows.size(); ++i) out[i * width + static_cast<std::size_t>(k)] = column[rows[i]];
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        out[i * width + static_cast<std::size_t>(k)] = column[rows[i]];
     }
   };
   auto scatter = [&](const std::vector<int>& rows, const double* in) {
     for (int k = 0; k < ncols; ++k) {
       double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
-      for (std::size_t i = 0; i < rows.size(); ++i) column[rows[i]] = in[i * width + static_cast<std::size_t>(k)];
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        column[rows[i]] = in[i * width + static_cast<std::size_t>(k)];
     }
   };
   auto local = [&](int g) { return local_index(g, nb, nprow); };
@@ -316,7 +326,8 @@ void Factorization::apply(int j, int begin, int end) {
   }
   // U's rows, spread to every process of the column, grouped by the process row owning them.
   std::vector<int> counts(static_cast<std::size_t>(nprow), 0);
-  for (int i = 0; i < jb; ++i) ++counts[static_cast<std::size_t>(owner(at(jn + i), nb, nprow))];
+  for (int i = 0; i < jb; ++i)
+    ++counts[static_cast<std::size_t>(owner(at(jn + i), nb, nprow))];
   packed_.resize(static_cast<std::size_t>(counts[static_cast<std::size_t>(myrow)]) * width);
   {
     std::vector<int> rows;
@@ -331,12 +342,16 @@ void Factorization::apply(int j, int begin, int end) {
   for (const auto& [position, source] : content) {
     if (position >= jn + jb && source != position) moves.emplace_back(position, source);
   }
-  std::vector<int> send_counts(static_cast<std::size_t>(nprow), 0), recv_counts(static_cast<std::size_t>(nprow), 0);
+  std::vector<int> send_counts(static_cast<std::size_t>(nprow), 0),
+      recv_counts(static_cast<std::size_t>(nprow), 0);
   for (const auto& [position, source] : moves) {
-    if (owner(source, nb, nprow) == myrow) ++send_counts[static_cast<std::size_t>(owner(position, nb, nprow))];
-    if (owner(position, nb, nprow) == myrow) ++recv_counts[static_cast<std::size_t>(owner(source, nb, nprow))];
+    if (owner(source, nb, nprow) == myrow)
+      ++send_counts[static_cast<std::size_t>(owner(position, nb, nprow))];
+    if (owner(position, nb, nprow) == myrow)
+      ++recv_counts[static_cast<std::size_t>(owner(source, nb, nprow))];
   }
-  std::vector<int> send_displ(static_cast<std::size_t>(nprow) + 1, 0), recv_displ(static_cast<std::size_t>(nprow) + 1, 0);
+  std::vector<int> send_displ(static_cast<std::size_t>(nprow) + 1, 0),
+      recv_displ(static_cast<std::size_t>(nprow) + 1, 0);
   for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q) {
     send_displ[q + 1] = send_displ[q] + send_counts[q];
     recv_displ[q + 1] = recv_displ[q] + recv_counts[q];
@@ -349,7 +364,8 @@ void Factorization::apply(int j, int begin, int end) {
     std::vector<int> fill(send_displ.begin(), send_displ.end() - 1);
     for (const auto& [position, source] : moves) {
       if (owner(source, nb, nprow) != myrow) continue;
-      rows[static_cast<std::size_t>(fill[static_cast<std::size_t>(owner(position, nb, nprow))]++)] = local(source);
+      rows[static_cast<std::size_t>(fill[static_cast<std::size_t>(owner(position, nb, nprow))]++)] =
+          local(source);
     }
     gather(rows, moved_out_.data());
   }
@@ -359,9 +375,11 @@ void Factorization::apply(int j, int begin, int end) {
   gathered_.resize(static_cast<std::size_t>(jb) * width);
   gather_rows(grid_.col(), binary, algo_.equil, counts, width, packed_.data(), gathered_.data());
   if (nprow > 1) {
-    std::vector<int> sc(send_counts), rc(recv_counts), sd(send_displ.begin(), send_displ.end() - 1), rd(recv_displ.begin(), recv_displ.end() - 1);
+    std::vector<int> sc(send_counts), rc(recv_counts), sd(send_displ.begin(), send_displ.end() - 1),
+        rd(recv_displ.begin(), recv_displ.end() - 1);
     for (auto* v : {&sc, &rc, &sd, &rd}) {
-      for (auto& x : *v) x *= ncols;
+      for (auto& x : *v)
+        x *= ncols;
     }
     SKT_MPI(MPI_Alltoallv(moved_out_.data(), sc.data(), sd.data(), MPI_DOUBLE, moved_in_.data(),
                           rc.data(), rd.data(), MPI_DOUBLE, grid_.col()));
@@ -373,7 +391,8 @@ void Factorization::apply(int j, int begin, int end) {
     std::vector<int> fill(recv_displ.begin(), recv_displ.end() - 1);
     for (const auto& [position, source] : moves) {
       if (owner(position, nb, nprow) != myrow) continue;
-      rows[static_cast<std::size_t>(fill[static_cast<std::size_t>(owner(source, nb, nprow))]++)] = local(position);
+      rows[static_cast<std::size_t>(fill[static_cast<std::size_t>(owner(source, nb, nprow))]++)] =
+          local(position);
     }
     scatter(rows, moved_in_.data());
   }
@@ -382,12 +401,14 @@ void Factorization::apply(int j, int begin, int end) {
   u_.resize(static_cast<std::size_t>(jb) * width);
   {
     std::vector<std::size_t> next(static_cast<std::size_t>(nprow), 0);
-    for (std::size_t q = 1; q < next.size(); ++q) next[q] = next[q - 1] + static_cast<std::size_t>(counts[q - 1]);
+    for (std::size_t q = 1; q < next.size(); ++q)
+      next[q] = next[q - 1] + static_cast<std::size_t>(counts[q - 1]);
     for (int i = 0; i < jb; ++i) {
       const auto q = static_cast<std::size_t>(owner(at(jn + i), nb, nprow));
       const double* row = gathered_.data() + (next[q]++) * width;
       if (algo_.u_notrans) {
-        for (int k = 0; k < ncols; ++k) u_[static_cast<std::size_t>(i + k * jb)] = row[k];
+        for (int k = 0; k < ncols; ++k)
+          u_[static_cast<std::size_t>(i + k * jb)] = row[k];
       } else {
         std::memcpy(u_.data() + static_cast<std::size_t>(i) * width, row, width * sizeof(double));
       }
@@ -399,7 +420,8 @@ void Factorization::apply(int j, int begin, int end) {
   const CBLAS_UPLO tri = algo_.l1_notrans ? CblasLower : CblasUpper;
   const CBLAS_TRANSPOSE ttrans = algo_.l1_notrans ? CblasNoTrans : CblasTrans;
   if (algo_.u_notrans) {
-    cblas_dtrsm(CblasColMajor, CblasLeft, tri, ttrans, CblasUnit, jb, ncols, 1.0, t, jb, u_.data(), jb);
+    cblas_dtrsm(CblasColMajor, CblasLeft, tri, ttrans, CblasUnit, jb, ncols, 1.0, t, jb, u_.data(),
+                jb);
   } else {
     cblas_dtrsm(CblasColMajor, CblasRight, tri, ttrans == CblasNoTrans ? CblasTrans : CblasNoTrans,
                 CblasUnit, ncols, jb, 1.0, t, jb, u_.data(), ncols);
@@ -413,9 +435,11 @@ void Factorization::apply(int j, int begin, int end) {
     for (int k = 0; k < ncols; ++k) {
       double* column = a + lr + static_cast<std::ptrdiff_t>(begin + k) * lda;
       if (algo_.u_notrans) {
-        std::memcpy(column, u_.data() + static_cast<std::size_t>(k) * static_cast<std::size_t>(jb), static_cast<std::size_t>(jb) * sizeof(double));
+        std::memcpy(column, u_.data() + static_cast<std::size_t>(k) * static_cast<std::size_t>(jb),
+                    static_cast<std::size_t>(jb) * sizeof(double));
       } else {
-        for (int i = 0; i < jb; ++i) column[i] = u_[static_cast<std::size_t>(i) * width + static_cast<std::size_t>(k)];
+        for (int i = 0; i < jb; ++i)
+          column[i] = u_[static_cast<std::size_t>(i) * width + static_cast<std::size_t>(k)];
       }
     }
   }
@@ -482,12 +506,16 @@ std::vector<double> Factorization::solve() {
     if (myrow == prow) {
       const int lr = local_index(kn, nb, nprow);
       if (mycol == bcol) {
-        for (int i = 0; i < kb; ++i) v[static_cast<std::size_t>(i)] = matrix_.a[lr + i + static_cast<std::ptrdiff_t>(lb) * lda];
+        for (int i = 0; i < kb; ++i)
+          v[static_cast<std::size_t>(i)] =
+              matrix_.a[lr + i + static_cast<std::ptrdiff_t>(lb) * lda];
       }
       const int c0 = numroc(kn + kb, nb, mycol, npcol);
       if (nqa > c0) {
         xl.resize(static_cast<std::size_t>(nqa - c0));
-        for (int c = c0; c < nqa; ++c) xl[static_cast<std::size_t>(c - c0)] = x[static_cast<std::size_t>(global_index(c, nb, mycol, npcol))];
+        for (int c = c0; c < nqa; ++c)
+          xl[static_cast<std::size_t>(c - c0)] =
+              x[static_cast<std::size_t>(global_index(c, nb, mycol, npcol))];
         cblas_dgemv(CblasColMajor, CblasNoTrans, kb, nqa - c0, -1.0,
                     matrix_.a + lr + static_cast<std::ptrdiff_t>(c0) * lda, lda, xl.data(), 1, 1.0,
                     v.data(), 1);

@@ -47,7 +47,7 @@ class Factorization {
     double receive = 0;  // waiting for panels
     double swap = 0;     // row swaps and U's spread
     double trsm = 0;
-    double update = 0;   // the trailing DGEMM
+    double update = 0;  // the trailing DGEMM
     double solve = 0;
   };
   const Timing& timing() const noexcept { return timing_; }

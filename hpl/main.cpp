@@ -1,12 +1,12 @@
 // skt-hpl: HPL on selfckpt. Reads a netlib HPL.dat, runs every listed combination, prints HPL's
 // output, and keeps the matrix in self-checkpointed shared memory: after a node is lost, the job
 // relaunched with the same SKT_JOB resumes at the last checkpointed panel.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <mpi.h>
 #include <toml++/toml.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <array>
@@ -90,10 +90,11 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
       if (const auto* hpl = file["hpl"].as_table()) {
         for (const auto& [key, node] : *hpl) {
           const std::string origin = fmt::format("{}: [hpl] {}", o.config, std::string_view(key));
-          const std::string value = node.is_string() ? node.as_string()->get()
+          const std::string value = node.is_string()    ? node.as_string()->get()
                                     : node.is_integer() ? std::to_string(node.as_integer()->get())
-                                    : node.is_boolean() ? (node.as_boolean()->get() ? "true" : "false")
-                                                        : "";
+                                    : node.is_boolean()
+                                        ? (node.as_boolean()->get() ? "true" : "false")
+                                        : "";
           if (key == "checkpoint_every") {
             if (!given("--checkpoint-every")) set_every(value, origin);
           } else if (key == "checkpoint_interval") {
@@ -104,8 +105,9 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
           } else if (key == "no_checkpoint") {
             if (!given("--no-checkpoint")) o.policy.none = value == "true";
           } else {
-            usage_error(rank, origin + ": unknown key (checkpoint_every, checkpoint_interval, "
-                                       "checkpoint_strategy, no_checkpoint)");
+            usage_error(rank, origin +
+                                  ": unknown key (checkpoint_every, checkpoint_interval, "
+                                  "checkpoint_strategy, no_checkpoint)");
           }
         }
       }
@@ -131,9 +133,10 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
     } else if (name == "SKT_HPL_TIMING") {
       o.timing = value == "1" || value == "true";
     } else if (name != "SKT_HPL_CRASH" && name != "SKT_HPL_PAUSE") {  // read where they act
-      usage_error(rank, name + ": unknown variable (SKT_HPL_CHECKPOINT_EVERY, "
-                               "SKT_HPL_CHECKPOINT_INTERVAL, SKT_HPL_CHECKPOINT_STRATEGY, "
-                               "SKT_HPL_NO_CHECKPOINT, SKT_HPL_TIMING, SKT_HPL_CRASH, SKT_HPL_PAUSE)");
+      usage_error(rank, name +
+                            ": unknown variable (SKT_HPL_CHECKPOINT_EVERY, "
+                            "SKT_HPL_CHECKPOINT_INTERVAL, SKT_HPL_CHECKPOINT_STRATEGY, "
+                            "SKT_HPL_NO_CHECKPOINT, SKT_HPL_TIMING, SKT_HPL_CRASH, SKT_HPL_PAUSE)");
     }
   }
   // The library's own settings travel as its variables.
@@ -143,8 +146,9 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
   if (o.mode) setenv("SKT_MODE", o.mode->c_str(), 1);
   if (o.mtbf) setenv("SKT_MTBF", o.mtbf->c_str(), 1);
   if (o.policy.automatic && std::getenv("SKT_MTBF") == nullptr) {
-    usage_error(rank, "--checkpoint-interval auto needs the mean time between failures: "
-                      "--mtbf SECONDS (or SKT_MTBF)");
+    usage_error(rank,
+                "--checkpoint-interval auto needs the mean time between failures: "
+                "--mtbf SECONDS (or SKT_MTBF)");
   }
   if (o.policy.none && (o.policy.automatic || o.policy.every > 0)) {
     usage_error(rank, "--no-checkpoint contradicts --checkpoint-every / --checkpoint-interval");
@@ -224,7 +228,8 @@ std::string base_job_tag(MPI_Comm world) {
   int rank = 0;
   MPI_Comm_rank(world, &rank);
   if (rank == 0) {
-    const auto t = fmt::format("hpl-{:x}-{:x}", getpid(), static_cast<long long>(std::time(nullptr)));
+    const auto t =
+        fmt::format("hpl-{:x}-{:x}", getpid(), static_cast<long long>(std::time(nullptr)));
     std::memcpy(tag.data(), t.data(), std::min(t.size(), tag.size() - 1));
   }
   MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, world);
@@ -235,19 +240,21 @@ int run(int argc, char** argv) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  CLI::App app{"skt-hpl: HPL with self-checkpointing. Reads a netlib HPL.dat (default ./HPL.dat),\n"
-               "runs every combination it lists, and prints HPL's output. The matrix lives in\n"
-               "self-checkpointed shared memory: a job relaunched with the same SKT_JOB after a\n"
-               "node is lost resumes at the last checkpoint. Every option has an environment\n"
-               "variable (SKT_GROUP_SIZE, SKT_SCHEME, SKT_PARITY, SKT_MODE, SKT_MTBF,\n"
-               "SKT_HPL_CHECKPOINT_EVERY, SKT_HPL_CHECKPOINT_INTERVAL, SKT_HPL_CHECKPOINT_STRATEGY,\n"
-               "SKT_HPL_NO_CHECKPOINT) and a configuration-file key (--config; [hpl] table for the\n"
-               "checkpoint_* keys). Exit codes: 0 passed, 2 bad input, 3 unrecoverable, 4 a\n"
-               "residual check failed."};
-  app.footer("For testing: SKT_FAULT=<step>:<rank>[:<epoch>[:<launch>]] kills a process at a checkpoint\n"
-             "protocol step; SKT_HPL_CRASH=<panel>:<rank> kills one in the middle of a panel's\n"
-             "iteration, and SKT_HPL_PAUSE=<panel> stops every rank there until killed (first launch\n"
-             "only). SKT_JOB names the job; SKT_RESTART=1 requires a restore.");
+  CLI::App app{
+      "skt-hpl: HPL with self-checkpointing. Reads a netlib HPL.dat (default ./HPL.dat),\n"
+      "runs every combination it lists, and prints HPL's output. The matrix lives in\n"
+      "self-checkpointed shared memory: a job relaunched with the same SKT_JOB after a\n"
+      "node is lost resumes at the last checkpoint. Every option has an environment\n"
+      "variable (SKT_GROUP_SIZE, SKT_SCHEME, SKT_PARITY, SKT_MODE, SKT_MTBF,\n"
+      "SKT_HPL_CHECKPOINT_EVERY, SKT_HPL_CHECKPOINT_INTERVAL, SKT_HPL_CHECKPOINT_STRATEGY,\n"
+      "SKT_HPL_NO_CHECKPOINT) and a configuration-file key (--config; [hpl] table for the\n"
+      "checkpoint_* keys). Exit codes: 0 passed, 2 bad input, 3 unrecoverable, 4 a\n"
+      "residual check failed."};
+  app.footer(
+      "For testing: SKT_FAULT=<step>:<rank>[:<epoch>[:<launch>]] kills a process at a checkpoint\n"
+      "protocol step; SKT_HPL_CRASH=<panel>:<rank> kills one in the middle of a panel's\n"
+      "iteration, and SKT_HPL_PAUSE=<panel> stops every rank there until killed (first launch\n"
+      "only). SKT_JOB names the job; SKT_RESTART=1 requires a restore.");
   Options o;
   app.add_option("hpldat", o.hpldat, "the HPL.dat to run");
   app.add_option("--group-size", o.group_size, "ranks per checkpoint group (SKT_GROUP_SIZE)");
@@ -256,27 +263,34 @@ int run(int argc, char** argv) {
   app.add_option("--mode", o.mode, "self, double or single (SKT_MODE)");
   app.add_option("--checkpoint-every", o.policy.every, "checkpoint every K panels");
   app.add_option_function<std::string>(
-         "--checkpoint-interval",
-         [&](const std::string& v) {
-           if (v != "auto") throw CLI::ValidationError("--checkpoint-interval", "only 'auto' is supported");
-           o.policy.automatic = true;
-         },
-         "auto: checkpoint at Daly's optimum interval (needs --mtbf)");
+      "--checkpoint-interval",
+      [&](const std::string& v) {
+        if (v != "auto")
+          throw CLI::ValidationError("--checkpoint-interval", "only 'auto' is supported");
+        o.policy.automatic = true;
+      },
+      "auto: checkpoint at Daly's optimum interval (needs --mtbf)");
   app.add_option("--mtbf", o.mtbf, "mean time between failures, seconds or 30m, 6h... (SKT_MTBF)");
   app.add_option_function<std::string>(
-         "--checkpoint-strategy",
-         [&](const std::string& v) {
-           if (v == "corner") o.policy.strategy = Strategy::corner;
-           else if (v == "side") o.policy.strategy = Strategy::side;
-           else if (v == "full") o.policy.strategy = Strategy::full;
-           else throw CLI::ValidationError("--checkpoint-strategy", "corner, side or full");
-         },
-         "what a checkpoint encodes: corner (the trailing submatrix, default), side, full");
+      "--checkpoint-strategy",
+      [&](const std::string& v) {
+        if (v == "corner")
+          o.policy.strategy = Strategy::corner;
+        else if (v == "side")
+          o.policy.strategy = Strategy::side;
+        else if (v == "full")
+          o.policy.strategy = Strategy::full;
+        else
+          throw CLI::ValidationError("--checkpoint-strategy", "corner, side or full");
+      },
+      "what a checkpoint encodes: corner (the trailing submatrix, default), side, full");
   app.add_flag("--no-checkpoint", o.policy.none, "never checkpoint (plain HPL)");
   app.add_flag("--timing", o.timing, "also print the time of each phase (SKT_HPL_TIMING)");
   app.add_flag("--suggest-n", o.suggest, "print the largest valid N for the memory and exit");
-  app.add_option("--mem-per-node", o.mem_per_node, "memory per node for --suggest-n (bytes, or 64G)");
-  app.add_option("--ranks-per-node", o.ranks_per_node, "ranks per node for --suggest-n")->check(CLI::PositiveNumber);
+  app.add_option("--mem-per-node", o.mem_per_node,
+                 "memory per node for --suggest-n (bytes, or 64G)");
+  app.add_option("--ranks-per-node", o.ranks_per_node, "ranks per node for --suggest-n")
+      ->check(CLI::PositiveNumber);
   app.add_option("--config", o.config, "a TOML configuration file (SKT_CONFIG)");
   try {
     app.parse(argc, argv);
@@ -305,8 +319,9 @@ int run(int argc, char** argv) {
   }
   MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (length < 0) {
-    usage_error(rank, fmt::format("cannot open {}: give the path of an HPL.dat (see skt-hpl --help)",
-                                  o.hpldat));
+    usage_error(
+        rank,
+        fmt::format("cannot open {}: give the path of an HPL.dat (see skt-hpl --help)", o.hpldat));
   }
   text.resize(static_cast<std::size_t>(length));
   MPI_Bcast(text.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);

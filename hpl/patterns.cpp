@@ -11,18 +11,22 @@ namespace {
 
 constexpr std::size_t kMaxMessage = std::size_t{1} << 30;  // doubles per MPI call, below INT_MAX
 
-int count_of(std::size_t n) { return static_cast<int>(n); }
+int count_of(std::size_t n) {
+  return static_cast<int>(n);
+}
 
 std::vector<int> relative_members(int root, int size, int first) {
   std::vector<int> out;
-  for (int k = first; k < size; ++k) out.push_back((root + k) % size);
+  for (int k = first; k < size; ++k)
+    out.push_back((root + k) % size);
   return out;
 }
 
 // Offsets in doubles of the pieces a buffer of `count` doubles is cut into for `parts` ranks.
 std::vector<std::size_t> piece_offsets(std::size_t count, std::size_t parts) {
   std::vector<std::size_t> off(parts + 1);
-  for (std::size_t i = 0; i <= parts; ++i) off[i] = count * i / parts;
+  for (std::size_t i = 0; i <= parts; ++i)
+    off[i] = count * i / parts;
   return off;
 }
 
@@ -117,8 +121,8 @@ void PanelBroadcast::spread(const std::vector<int>& members, bool /*root_sends*/
     const std::size_t out = (i + n - s) % n;
     const std::size_t in = (i + n - s - 1) % n;
     SKT_MPI(MPI_Sendrecv(buffer_ + off[out], count_of(off[out + 1] - off[out]), MPI_DOUBLE, next,
-                         tag_, buffer_ + off[in], count_of(off[in + 1] - off[in]), MPI_DOUBLE,
-                         prev, tag_, comm_, MPI_STATUS_IGNORE));
+                         tag_, buffer_ + off[in], count_of(off[in + 1] - off[in]), MPI_DOUBLE, prev,
+                         tag_, comm_, MPI_STATUS_IGNORE));
   }
 }
 
@@ -180,7 +184,8 @@ void gather_rows(MPI_Comm comm, bool binary_exchange, bool equilibrate,
   SKT_MPI(MPI_Comm_size(comm, &size));
   const auto p = static_cast<std::size_t>(size);
   std::vector<std::size_t> first(p + 1, 0);  // first row of each rank's contribution
-  for (std::size_t r = 0; r < p; ++r) first[r + 1] = first[r] + static_cast<std::size_t>(counts[r]);
+  for (std::size_t r = 0; r < p; ++r)
+    first[r + 1] = first[r] + static_cast<std::size_t>(counts[r]);
   const auto u = static_cast<std::size_t>(me);
   std::memcpy(all + first[u] * width, mine, (first[u + 1] - first[u]) * width * sizeof(double));
   if (size == 1) return;
@@ -191,7 +196,8 @@ void gather_rows(MPI_Comm comm, bool binary_exchange, bool equilibrate,
     // Recursive doubling over the largest power of two; the ranks beyond it hand their rows to a
     // partner first and get everything back at the end.
     int pow2 = 1;
-    while (pow2 * 2 <= size) pow2 *= 2;
+    while (pow2 * 2 <= size)
+      pow2 *= 2;
     const bool extra = me >= pow2;
     if (extra) {
       const auto partner = static_cast<std::size_t>(me - pow2);
@@ -216,8 +222,10 @@ void gather_rows(MPI_Comm comm, bool binary_exchange, bool equilibrate,
       auto exchange = [&](std::size_t mine_lo, std::size_t theirs_lo) {
         // Ranks [lo, lo+k) are contiguous in `all`, and so are their extras [lo+pow2, ...).
         for (const std::size_t shift : {std::size_t{0}, static_cast<std::size_t>(pow2)}) {
-          const std::size_t a0 = std::min(p, mine_lo + shift), a1 = std::min(p, mine_lo + shift + span);
-          const std::size_t b0 = std::min(p, theirs_lo + shift), b1 = std::min(p, theirs_lo + shift + span);
+          const std::size_t a0 = std::min(p, mine_lo + shift),
+                            a1 = std::min(p, mine_lo + shift + span);
+          const std::size_t b0 = std::min(p, theirs_lo + shift),
+                            b1 = std::min(p, theirs_lo + shift + span);
           if (first[a1] > first[a0]) {
             requests.emplace_back();
             SKT_MPI(MPI_Isend(all + first[a0] * width, rows(first[a0], first[a1]), MPI_DOUBLE,
@@ -243,18 +251,21 @@ void gather_rows(MPI_Comm comm, bool binary_exchange, bool equilibrate,
   // the final order), so that every step of the roll moves as much as any other.
   std::vector<std::size_t> block(p + 1);
   if (equilibrate) {
-    for (std::size_t r = 0; r <= p; ++r) block[r] = first[p] * r / p;
+    for (std::size_t r = 0; r <= p; ++r)
+      block[r] = first[p] * r / p;
     std::vector<MPI_Request> requests;
     for (std::size_t q = 0; q < p; ++q) {
       if (q == u) continue;
       // What I own of q's share goes to q; what q owns of my share comes to me.
-      const std::size_t s0 = std::max(first[u], block[q]), s1 = std::min(first[u + 1], block[q + 1]);
+      const std::size_t s0 = std::max(first[u], block[q]),
+                        s1 = std::min(first[u + 1], block[q + 1]);
       if (s1 > s0) {
         requests.emplace_back();
         SKT_MPI(MPI_Isend(all + s0 * width, rows(s0, s1), MPI_DOUBLE, static_cast<int>(q), kTag,
                           comm, &requests.back()));
       }
-      const std::size_t r0 = std::max(first[q], block[u]), r1 = std::min(first[q + 1], block[u + 1]);
+      const std::size_t r0 = std::max(first[q], block[u]),
+                        r1 = std::min(first[q + 1], block[u + 1]);
       if (r1 > r0) {
         requests.emplace_back();
         SKT_MPI(MPI_Irecv(all + r0 * width, rows(r0, r1), MPI_DOUBLE, static_cast<int>(q), kTag,

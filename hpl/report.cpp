@@ -25,7 +25,9 @@ std::string listing(const char* label, const std::vector<T>& values,
   return s;
 }
 
-std::string number(const int& v) { return fmt::format("{:8d} ", v); }
+std::string number(const int& v) {
+  return fmt::format("{:8d} ", v);
+}
 
 std::string clock_text(std::time_t t) {
   char buffer[64] = {};
@@ -58,7 +60,9 @@ void Report::write(const std::string& text) {
   std::fflush(out_);
 }
 
-void Report::raw(const std::string& text) { write(text); }
+void Report::raw(const std::string& text) {
+  write(text);
+}
 
 double Report::gflops(int n, double seconds) {
   const double dn = n;
@@ -82,7 +86,8 @@ void Report::banner_and_parameters(const HplDat& d) {
   s += "The following parameter values will be used:\n";
   s += listing<int>("N     ", d.ns, number);
   s += listing<int>("NB    ", d.nbs, number);
-  s += d.column_major_map ? "\nPMAP   : Column-major process mapping" : "\nPMAP   : Row-major process mapping";
+  s += d.column_major_map ? "\nPMAP   : Column-major process mapping"
+                          : "\nPMAP   : Row-major process mapping";
   s += listing<int>("P     ", d.ps, number);
   s += listing<int>("Q     ", d.qs, number);
   const std::function<std::string(const Fact&)> fact = [](const Fact& f) {
@@ -116,14 +121,16 @@ void Report::banner_and_parameters(const HplDat& d) {
   s += "- The matrix A is randomly generated for each test.\n";
   s += "- The following scaled residual check will be computed:\n";
   s += "      ||Ax-b||_oo / ( eps * ( || x ||_oo * || A ||_oo + || b ||_oo ) * N )\n";
-  s += fmt::format("- The relative machine precision (eps) is taken to be      {:21.6e}\n", kHplEpsilon);
-  s += fmt::format("- Computational tests pass if scaled residuals are less than         {:11.1f}\n\n",
-                   d.threshold);
+  s += fmt::format("- The relative machine precision (eps) is taken to be      {:21.6e}\n",
+                   kHplEpsilon);
+  s += fmt::format(
+      "- Computational tests pass if scaled residuals are less than         {:11.1f}\n\n",
+      d.threshold);
   write(s);
 }
 
-std::string Report::result(const std::string& variant, int n, int nb, int p, int q,
-                           double seconds, std::time_t start, std::time_t end) {
+std::string Report::result(const std::string& variant, int n, int nb, int p, int q, double seconds,
+                           std::time_t start, std::time_t end) {
   std::string s = kRule + "\n";
   s += "T/V                N    NB     P     Q               Time                 Gflops\n";
   s += kDash + "\n";

@@ -51,10 +51,10 @@ std::uint64_t fingerprint(const Test& t) {
 
 // SKT_HPL_CRASH=<panel>:<rank> (testing): on a first launch, the process of that rank kills itself
 // in the middle of iteration <panel>, with the panel factored and broadcast and its update not yet
-// applied. A relaunch restores from a checkpoint and goes through, even with the variable still set.
-// SKT_HPL_PAUSE=<panel> (testing, demonstrations): on a first launch, every rank stops at the same
-// point of that iteration, rank 0 says so, and they wait to be killed, so that a node can be killed
-// at a known point from outside.
+// applied. A relaunch restores from a checkpoint and goes through, even with the variable still
+// set. SKT_HPL_PAUSE=<panel> (testing, demonstrations): on a first launch, every rank stops at the
+// same point of that iteration, rank 0 says so, and they wait to be killed, so that a node can be
+// killed at a known point from outside.
 struct CrashPoint {
   int panel = -1;
   int rank = -1;
@@ -70,7 +70,8 @@ CrashPoint crash_point() {
     throw std::invalid_argument(fmt::format("SKT_HPL_CRASH='{}': expected <panel>:<rank>", v));
   }
   const char* p = std::getenv("SKT_HPL_PAUSE");
-  if (p != nullptr && *p != '\0' && (std::sscanf(p, "%d%c", &c.pause_panel, &tail) != 1 || c.pause_panel < 0)) {
+  if (p != nullptr && *p != '\0' &&
+      (std::sscanf(p, "%d%c", &c.pause_panel, &tail) != 1 || c.pause_panel < 0)) {
     throw std::invalid_argument(fmt::format("SKT_HPL_PAUSE='{}': expected a panel number", p));
   }
   return c;
@@ -81,15 +82,18 @@ void crash_if_due(const CrashPoint& c, int panel, bool restarted, MPI_Comm grid)
   int rank = 0;
   SKT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   if (panel == c.panel && rank == c.rank) {
-    std::fprintf(stderr, "SKT_HPL_CRASH: rank %d kills itself in the middle of panel %d\n", rank, panel);
+    std::fprintf(stderr, "SKT_HPL_CRASH: rank %d kills itself in the middle of panel %d\n", rank,
+                 panel);
     std::fflush(stderr);
     std::raise(SIGKILL);
   }
   if (panel == c.pause_panel) {
     SKT_MPI(MPI_Barrier(grid));
-    if (rank == 0) std::printf("SKT_HPL_PAUSE: every rank waits in the middle of panel %d\n", panel);
+    if (rank == 0)
+      std::printf("SKT_HPL_PAUSE: every rank waits in the middle of panel %d\n", panel);
     std::fflush(stdout);
-    for (;;) ::pause();
+    for (;;)
+      ::pause();
   }
 }
 
@@ -112,7 +116,8 @@ std::vector<skt_range> changed_since(const LocalMatrix& m, const Grid& grid, Str
   for (int c = c0; c < m.nq; ++c) {
     ranges.push_back({"A",
                       (static_cast<std::size_t>(c) * static_cast<std::size_t>(m.lda) +
-                       static_cast<std::size_t>(r0)) * sizeof(double),
+                       static_cast<std::size_t>(r0)) *
+                          sizeof(double),
                       static_cast<std::size_t>(m.mp - r0) * sizeof(double)});
   }
   return ranges;
@@ -142,7 +147,8 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
   m.nq = numroc(t.n + 1, t.nb, grid.mycol(), grid.npcol());
   m.lda = leading_dimension(m.mp, t.algo.align);
   skt::Context ctx(grid.all());
-  auto a = ctx.alloc<double>("A", static_cast<std::size_t>(m.lda) * static_cast<std::size_t>(std::max(1, m.nq)));
+  auto a = ctx.alloc<double>(
+      "A", static_cast<std::size_t>(m.lda) * static_cast<std::size_t>(std::max(1, m.nq)));
   m.a = a.data();
   TestState state{};
   ctx.protect("state", state);
@@ -152,11 +158,13 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
     state = TestState{};
     state.fingerprint = fingerprint(t);
     state.start_wall = wall_now();
-    generate_local(kSeed, t.n, t.nb, grid.myrow(), grid.nprow(), grid.mycol(), grid.npcol(), m.a, m.lda);
+    generate_local(kSeed, t.n, t.nb, grid.myrow(), grid.nprow(), grid.mycol(), grid.npcol(), m.a,
+                   m.lda);
   } else {
     if (state.fingerprint != fingerprint(t)) {
-      throw skt::Error(SKT_ERR_MISMATCH, "the checkpoint of this job belongs to another test of "
-                                         "HPL.dat; relaunch with the same HPL.dat");
+      throw skt::Error(SKT_ERR_MISMATCH,
+                       "the checkpoint of this job belongs to another test of "
+                       "HPL.dat; relaunch with the same HPL.dat");
     }
     ++state.relaunches;
   }
@@ -210,31 +218,35 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
     if (report != nullptr) result.text += report->line(line);
   };
   if (report != nullptr) {
-    result.text += report->result(t.algo.encode(column_major_map), t.n, t.nb, t.p, t.q, result.wall,
-                                  result.restarted ? static_cast<std::time_t>(state.start_wall) : started,
-                                  ended);
+    result.text += report->result(
+        t.algo.encode(column_major_map), t.n, t.nb, t.p, t.q, result.wall,
+        result.restarted ? static_cast<std::time_t>(state.start_wall) : started, ended);
   }
   if (result.restarted) {
-    print(fmt::format("SKT: restored epoch {} (panel {} of {}) after {} relaunch{}; time lost {:.2f} s",
-                      result.epoch, result.next_panel, panels, state.relaunches,
-                      state.relaunches == 1 ? "" : "es", result.wall - result.uninterrupted));
-    print(fmt::format("SKT: wall time {:.2f} s ({:.4e} Gflops); uninterrupted computation {:.2f} s "
-                      "({:.4e} Gflops)",
-                      result.wall, Report::gflops(t.n, result.wall), result.uninterrupted,
-                      Report::gflops(t.n, result.uninterrupted)));
+    print(fmt::format(
+        "SKT: restored epoch {} (panel {} of {}) after {} relaunch{}; time lost {:.2f} s",
+        result.epoch, result.next_panel, panels, state.relaunches,
+        state.relaunches == 1 ? "" : "es", result.wall - result.uninterrupted));
+    print(
+        fmt::format("SKT: wall time {:.2f} s ({:.4e} Gflops); uninterrupted computation {:.2f} s "
+                    "({:.4e} Gflops)",
+                    result.wall, Report::gflops(t.n, result.wall), result.uninterrupted,
+                    Report::gflops(t.n, result.uninterrupted)));
   }
   if (state.checkpoints > 0) {
-    print(fmt::format("SKT: {} checkpoint{} ({}), {:.2f} s in all ({:.1f} % of the solve); {:.1f} MiB "
-                      "sent by all ranks in this run",
-                      state.checkpoints, state.checkpoints == 1 ? "" : "s",
-                      strategy_name(policy.strategy), state.checkpoint_seconds,
-                      100.0 * state.checkpoint_seconds / std::max(result.uninterrupted, 1e-9),
-                      static_cast<double>(result.sent_bytes) / 1048576.0));
+    print(fmt::format(
+        "SKT: {} checkpoint{} ({}), {:.2f} s in all ({:.1f} % of the solve); {:.1f} MiB "
+        "sent by all ranks in this run",
+        state.checkpoints, state.checkpoints == 1 ? "" : "s", strategy_name(policy.strategy),
+        state.checkpoint_seconds,
+        100.0 * state.checkpoint_seconds / std::max(result.uninterrupted, 1e-9),
+        static_cast<double>(result.sent_bytes) / 1048576.0));
   }
   if (timing) {
-    print(fmt::format("SKT: max time per rank: factor {:.2f} s, receive {:.2f} s, swap {:.2f} s, "
-                      "trsm {:.2f} s, update {:.2f} s, solve {:.2f} s",
-                      phases[0], phases[1], phases[2], phases[3], phases[4], phases[5]));
+    print(
+        fmt::format("SKT: max time per rank: factor {:.2f} s, receive {:.2f} s, swap {:.2f} s, "
+                    "trsm {:.2f} s, update {:.2f} s, solve {:.2f} s",
+                    phases[0], phases[1], phases[2], phases[3], phases[4], phases[5]));
   }
   if (lu.info() != 0) {
     result.singular = true;

@@ -40,8 +40,8 @@ struct TestResult {
   double wall = 0;           // from the first start to the end, relaunches included
   double uninterrupted = 0;  // the computation as if no failure had happened
   bool restarted = false;
-  std::uint64_t epoch = 0;   // restored on the last relaunch
-  int next_panel = 0;        // where it resumed
+  std::uint64_t epoch = 0;  // restored on the last relaunch
+  int next_panel = 0;       // where it resumed
   int relaunches = 0;
   int checkpoints = 0;
   double checkpoint_seconds = 0;

@@ -10,11 +10,11 @@ int Csys2blacs_handle(MPI_Comm comm);
 void Cfree_blacs_system_handle(int handle);
 void Cblacs_gridinit(int* context, const char* order, int nprow, int npcol);
 void Cblacs_gridexit(int context);
-void descinit_(int* desc, const int* m, const int* n, const int* mb, const int* nb, const int* irsrc,
-               const int* icsrc, const int* ictxt, const int* lld, int* info);
+void descinit_(int* desc, const int* m, const int* n, const int* mb, const int* nb,
+               const int* irsrc, const int* icsrc, const int* ictxt, const int* lld, int* info);
 void pdgesv_(const int* n, const int* nrhs, double* a, const int* ia, const int* ja,
-             const int* desca, int* ipiv, double* b, const int* ib, const int* jb,
-             const int* descb, int* info);
+             const int* desca, int* ipiv, double* b, const int* ib, const int* jb, const int* descb,
+             int* info);
 }
 
 namespace skt::hpl {
@@ -51,12 +51,14 @@ PdgesvResult solve_with_pdgesv(const Grid& grid, int n, int nb, std::uint64_t se
   // [A|b] as SKT-HPL lays it out; b, column N, is then handed to PDGESV on its own.
   const int nq_ab = numroc(n + 1, nb, grid.mycol(), grid.npcol());
   std::vector<double> a(rows * static_cast<std::size_t>(std::max(1, nq_ab)));
-  generate_local(seed, n, nb, grid.myrow(), grid.nprow(), grid.mycol(), grid.npcol(), a.data(), lld);
+  generate_local(seed, n, nb, grid.myrow(), grid.nprow(), grid.mycol(), grid.npcol(), a.data(),
+                 lld);
   const int bcol = owner(n, nb, grid.npcol());
   std::vector<double> b(rows, 0.0);
   if (grid.mycol() == bcol) {
-    const auto first = a.begin() + static_cast<std::ptrdiff_t>(
-                                       rows * static_cast<std::size_t>(local_index(n, nb, grid.npcol())));
+    const auto first =
+        a.begin() + static_cast<std::ptrdiff_t>(
+                        rows * static_cast<std::size_t>(local_index(n, nb, grid.npcol())));
     std::copy(first, first + mp, b.begin());
   }
   std::vector<int> ipiv(static_cast<std::size_t>(mp + nb));

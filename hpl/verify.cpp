@@ -13,10 +13,12 @@ Residual verify(const Grid& grid, int n, int nb, std::uint64_t seed, const std::
   const int myrow = grid.myrow(), mycol = grid.mycol();
   const int mp = numroc(n, nb, myrow, nprow);
   const int nqa = numroc(n, nb, mycol, npcol);
-  std::vector<double> ax(static_cast<std::size_t>(mp), 0.0), row_abs(static_cast<std::size_t>(mp), 0.0);
+  std::vector<double> ax(static_cast<std::size_t>(mp), 0.0),
+      row_abs(static_cast<std::size_t>(mp), 0.0);
   std::vector<double> col_abs(static_cast<std::size_t>(nqa), 0.0);
   std::vector<int> rows(static_cast<std::size_t>(mp));
-  for (int r = 0; r < mp; ++r) rows[static_cast<std::size_t>(r)] = global_index(r, nb, myrow, nprow);
+  for (int r = 0; r < mp; ++r)
+    rows[static_cast<std::size_t>(r)] = global_index(r, nb, myrow, nprow);
   for (int c = 0; c < nqa; ++c) {
     const int gc = global_index(c, nb, mycol, npcol);
     const double xc = x[static_cast<std::size_t>(gc)];
@@ -43,7 +45,8 @@ Residual verify(const Grid& grid, int n, int nb, std::uint64_t seed, const std::
     local[0] = std::max(local[0], std::fabs(ax[static_cast<std::size_t>(r)] - b));
     local[1] = std::max(local[1], row_abs[static_cast<std::size_t>(r)]);
   }
-  for (const double c : col_abs) local[2] = std::max(local[2], c);
+  for (const double c : col_abs)
+    local[2] = std::max(local[2], c);
   SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, local, 3, MPI_DOUBLE, MPI_MAX, grid.all()));
   out.norm_r = local[0];
   out.norm_a = local[1];

@@ -10,13 +10,13 @@
 namespace skt::hpl {
 
 struct Residual {
-  double scaled = 0;    // what is compared with the threshold
-  double norm_r = 0;    // ||Ax-b||_oo
-  double norm_a = 0;    // ||A||_oo
-  double norm_a1 = 0;   // ||A||_1
-  double norm_x = 0;    // ||x||_oo
-  double norm_x1 = 0;   // ||x||_1
-  double norm_b = 0;    // ||b||_oo
+  double scaled = 0;   // what is compared with the threshold
+  double norm_r = 0;   // ||Ax-b||_oo
+  double norm_a = 0;   // ||A||_oo
+  double norm_a1 = 0;  // ||A||_1
+  double norm_x = 0;   // ||x||_oo
+  double norm_x1 = 0;  // ||x||_1
+  double norm_b = 0;   // ||b||_oo
 };
 
 inline constexpr double kHplEpsilon = 0x1p-53;

@@ -1,13 +1,13 @@
 // skt-inject: failures on demand for a job running on virtual nodes of this host.
 //   skt-inject node NAME --job TAG   kill every process of the job on node NAME, destroy the node's
-//                                    memory (the job's segments there) and mark it dead for skt-run's
-//                                    local probe
+//                                    memory (the job's segments there) and mark it dead for
+//                                    skt-run's local probe
 //   skt-inject rank R --job TAG      kill the process of rank R only (its memory stays)
-#include <CLI/CLI.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <filesystem>
@@ -52,9 +52,11 @@ std::vector<pid_t> processes_with(const std::map<std::string, std::string>& want
 }
 
 int kill_all(const std::vector<pid_t>& pids, const std::string& what) {
-  for (const pid_t pid : pids) ::kill(pid, SIGKILL);
+  for (const pid_t pid : pids)
+    ::kill(pid, SIGKILL);
   const auto now = std::chrono::system_clock::now();
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   fmt::print("{:%H:%M:%S}.{:03d} killed {} process{} of {}\n",
              fmt::localtime(std::chrono::system_clock::to_time_t(now)), ms, pids.size(),
              pids.size() == 1 ? "" : "es", what);
@@ -65,33 +67,41 @@ std::string shm_tool() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const auto beside = self.parent_path() / "skt-shm";
-  return !ec && ::access(beside.c_str(), X_OK) == 0 ? beside.string() : skt::run::find_program("skt-shm");
+  return !ec && ::access(beside.c_str(), X_OK) == 0 ? beside.string()
+                                                    : skt::run::find_program("skt-shm");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"skt-inject: kill a virtual node (its processes and its memory) or one rank of a job"};
+  CLI::App app{
+      "skt-inject: kill a virtual node (its processes and its memory) or one rank of a job"};
   app.require_subcommand(1);
   std::string job, node, registry = skt::run::default_registry();
   int rank = -1;
   auto job_check = [](const std::string& v) {
     return skt::run::valid_node_name(v) ? std::string() : "not a valid job tag: " + v;
   };
-  auto* node_cmd = app.add_subcommand("node", "kill every process of the job on a node, destroy its memory, mark it dead");
-  node_cmd->add_option("name", node, "the virtual node (SKT_NODE)")->required()->check([](const std::string& v) {
-    return skt::run::valid_node_name(v) ? std::string() : "not a valid node name: " + v;
-  });
+  auto* node_cmd = app.add_subcommand(
+      "node", "kill every process of the job on a node, destroy its memory, mark it dead");
+  node_cmd->add_option("name", node, "the virtual node (SKT_NODE)")
+      ->required()
+      ->check([](const std::string& v) {
+        return skt::run::valid_node_name(v) ? std::string() : "not a valid node name: " + v;
+      });
   node_cmd->add_option("--job", job, "job tag (SKT_JOB)")->required()->check(job_check);
   node_cmd->add_option("--registry", registry, "the local probe's registry (SKT_RUN_REGISTRY)");
   auto* rank_cmd = app.add_subcommand("rank", "kill one rank's process; its memory stays");
-  rank_cmd->add_option("rank", rank, "rank in MPI_COMM_WORLD")->required()->check(CLI::NonNegativeNumber);
+  rank_cmd->add_option("rank", rank, "rank in MPI_COMM_WORLD")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
   rank_cmd->add_option("--job", job, "job tag (SKT_JOB)")->required()->check(job_check);
   CLI11_PARSE(app, argc, argv);
 
   if (*rank_cmd) {
-    return kill_all(processes_with({{"SKT_JOB", job}, {"OMPI_COMM_WORLD_RANK", std::to_string(rank)}}),
-                    fmt::format("rank {} of job {}", rank, job));
+    return kill_all(
+        processes_with({{"SKT_JOB", job}, {"OMPI_COMM_WORLD_RANK", std::to_string(rank)}}),
+        fmt::format("rank {} of job {}", rank, job));
   }
   // Marked dead first: a daemon that sees the run fail must find the node dead.
   skt::run::mark_dead(registry, node);
@@ -102,9 +112,11 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "skt-inject: skt-shm not found: node {}'s segments are left\n", node);
     return 1;
   }
-  const auto cleaned = skt::run::capture({tool, "clean", "--job", job, "--node", node}, {{"SKT_LOG", "off"}});
+  const auto cleaned =
+      skt::run::capture({tool, "clean", "--job", job, "--node", node}, {{"SKT_LOG", "off"}});
   const auto last = cleaned.out.rfind('\n', cleaned.out.size() > 1 ? cleaned.out.size() - 2 : 0);
-  fmt::print("node {}'s memory destroyed: {}", node, cleaned.out.substr(last == std::string::npos ? 0 : last + 1));
+  fmt::print("node {}'s memory destroyed: {}", node,
+             cleaned.out.substr(last == std::string::npos ? 0 : last + 1));
   fmt::print("node {} marked dead in {}\n", node, registry);
   return code != 0 || cleaned.code != 0 ? 1 : 0;
 }

@@ -22,8 +22,9 @@ struct Filter {
   // A job covers its sub-jobs, TAG.<name>: the contexts a program derives from its tag, like
   // skt-hpl's TAG.hpl and TAG.t0.
   bool job_matches(const std::string& tag) const {
-    return job.empty() || tag == job || (tag.size() > job.size() && tag.compare(0, job.size(), job) == 0 &&
-                                         tag[job.size()] == '.');
+    return job.empty() || tag == job ||
+           (tag.size() > job.size() && tag.compare(0, job.size(), job) == 0 &&
+            tag[job.size()] == '.');
   }
 
   bool matches(const skt::SegmentHeader& h) const {
@@ -133,7 +134,8 @@ int clean(const Filter& filter) {
 }
 
 void add_filter(CLI::App* command, Filter& filter, bool job_required) {
-  auto* job = command->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG.*");
+  auto* job =
+      command->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG.*");
   if (job_required) job->required();
   job->check([](const std::string& v) {
     return skt::valid_name(v) ? std::string() : "not a valid job tag: " + v;

@@ -170,9 +170,10 @@ const std::vector<Option>& options() {
          }
          const auto fault = parse_fault(v);
          if (!fault) {
-           bad(origin, fmt::format("'{}' is not <step>:<rank>[:<epoch>[:<launch>]] with step one of stage, "
-                                   "encode, encoded, agreed, flush, committed, recover",
-                                   v));
+           bad(origin,
+               fmt::format("'{}' is not <step>:<rank>[:<epoch>[:<launch>]] with step one of stage, "
+                           "encode, encoded, agreed, flush, committed, recover",
+                           v));
          }
          c.fault = fault;
        }},
@@ -189,7 +190,9 @@ bool is_program_variable(std::string_view name) {
          name.rfind("SKT_TOOLS_", 0) == 0;
 }
 
-bool is_program_table(std::string_view key) { return key == "hpl" || key == "run"; }
+bool is_program_table(std::string_view key) {
+  return key == "hpl" || key == "run";
+}
 
 std::string known_variables() {
   std::string out = "SKT_CONFIG";

@@ -159,7 +159,8 @@ int run(const Options& o) {
       MPI_Barrier(MPI_COMM_WORLD);
       if (rank == 0) fmt::print("PAUSED after iteration {}\n", state.iteration);
       std::fflush(stdout);
-      for (;;) ::pause();  // until a test kills the job
+      for (;;)
+        ::pause();  // until a test kills the job
     }
   }
 
@@ -209,7 +210,8 @@ int main(int argc, char** argv) {
   app.add_option("--regions", o.regions, "workspace regions per rank")->check(CLI::Range(1, 16));
   app.add_option("--crash-at", o.crash_at, "iteration after which --crash-rank kills itself");
   app.add_option("--crash-rank", o.crash_rank, "rank that crashes at --crash-at");
-  app.add_option("--pause", o.pauses, "L:K: on launch L (SKT_RESTART), every rank stops after "
+  app.add_option("--pause", o.pauses,
+                 "L:K: on launch L (SKT_RESTART), every rank stops after "
                  "iteration K and waits to be killed (repeatable)");
   app.add_flag("--verify-recovery", o.verify_recovery, "replay and compare restored data");
   app.add_flag("--report-memory", o.report_memory, "print the shared memory of every rank");

@@ -39,7 +39,9 @@ int world_size() {
 }
 
 // The smallest N the equal-partition rule allows, times `multiple`, plus nothing: N = k·lcm.
-int valid_n(const Case& c, int multiple) { return multiple * std::lcm(c.nb * c.p, c.nb * c.q); }
+int valid_n(const Case& c, int multiple) {
+  return multiple * std::lcm(c.nb * c.p, c.nb * c.q);
+}
 
 // [A|b] of this process, generated like skt-hpl does.
 struct Matrix {
@@ -52,7 +54,8 @@ struct Matrix {
     local.mp = skt::hpl::numroc(n, nb, grid.myrow(), grid.nprow());
     local.nq = skt::hpl::numroc(n + 1, nb, grid.mycol(), grid.npcol());
     local.lda = std::max(1, local.mp);
-    storage.assign(static_cast<std::size_t>(local.lda) * static_cast<std::size_t>(std::max(1, local.nq)), 0.0);
+    storage.assign(
+        static_cast<std::size_t>(local.lda) * static_cast<std::size_t>(std::max(1, local.nq)), 0.0);
     local.a = storage.data();
     skt::hpl::generate_local(skt::hpl::kSeed, n, nb, grid.myrow(), grid.nprow(), grid.mycol(),
                              grid.npcol(), local.a, local.lda);
@@ -61,13 +64,15 @@ struct Matrix {
 
 double max_abs_difference(const std::vector<double>& x, const std::vector<double>& y) {
   double d = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) d = std::max(d, std::fabs(x[i] - y[i]));
+  for (std::size_t i = 0; i < x.size(); ++i)
+    d = std::max(d, std::fabs(x[i] - y[i]));
   return d;
 }
 
 double max_abs(const std::vector<double>& x) {
   double m = 0;
-  for (const double v : x) m = std::max(m, std::fabs(v));
+  for (const double v : x)
+    m = std::max(m, std::fabs(v));
   return m;
 }
 
@@ -83,7 +88,8 @@ TEST_P(AgreesWithPdgesv, SolutionAndResidual) {
     const int n = valid_n(c, multiple);
     Matrix m(grid, n, c.nb);
     skt::hpl::Factorization lu(grid, c.algo, m.local);
-    lu.factor(0, [](int) { return false; }, [](int) {});
+    lu.factor(
+        0, [](int) { return false; }, [](int) {});
     ASSERT_EQ(lu.info(), 0);
     const std::vector<double> x = lu.solve();
     const auto reference = skt::hpl::solve_with_pdgesv(grid, n, c.nb, skt::hpl::kSeed);
@@ -107,23 +113,25 @@ TEST_P(AgreesWithPdgesv, ResumedFromAMidRunCopyGivesTheSameBits) {
   int resume_at = 0;
   skt::hpl::Factorization lu(grid, c.algo, m.local);
   const int stop = lu.panels() / 2;
-  lu.factor(0, [&](int j) { return j + 1 == stop; },
-            [&](int next) {
-              copy = m.storage;
-              resume_at = next;
-            });
+  lu.factor(
+      0, [&](int j) { return j + 1 == stop; },
+      [&](int next) {
+        copy = m.storage;
+        resume_at = next;
+      });
   const std::vector<double> uninterrupted = lu.solve();
   ASSERT_EQ(resume_at, stop);
   Matrix restored(grid, n, c.nb);
   restored.storage = copy;
   restored.local.a = restored.storage.data();
   skt::hpl::Factorization resumed(grid, c.algo, restored.local);
-  resumed.factor(resume_at, [](int) { return false; }, [](int) {});
+  resumed.factor(
+      resume_at, [](int) { return false; }, [](int) {});
   EXPECT_EQ(resumed.solve(), uninterrupted);
 }
 
-Algorithm variant(Fact pfact, Fact rfact, int nbmin, int ndiv, Bcast bcast, int depth, SwapAlgo swap,
-                  int swap_threshold, bool l1_notrans, bool u_notrans, bool equil) {
+Algorithm variant(Fact pfact, Fact rfact, int nbmin, int ndiv, Bcast bcast, int depth,
+                  SwapAlgo swap, int swap_threshold, bool l1_notrans, bool u_notrans, bool equil) {
   Algorithm a;
   a.pfact = pfact;
   a.rfact = rfact;
@@ -158,31 +166,39 @@ std::vector<Case> cases() {
   const Fact facts[] = {Fact::left, Fact::crout, Fact::right};
   for (const Fact pf : facts) {
     for (const Fact rf : facts) {
-      out.push_back({std::string("pfact") + skt::hpl::fact_name(pf) + "_rfact" + skt::hpl::fact_name(rf),
-                     2, 4, 8, variant(pf, rf, 2, 2, Bcast::ring_modified, 1, SwapAlgo::mix, 16, false, false, true)});
+      out.push_back(
+          {std::string("pfact") + skt::hpl::fact_name(pf) + "_rfact" + skt::hpl::fact_name(rf), 2,
+           4, 8,
+           variant(pf, rf, 2, 2, Bcast::ring_modified, 1, SwapAlgo::mix, 16, false, false, true)});
     }
   }
   for (int b = 0; b <= 5; ++b) {
     const auto bcast = static_cast<Bcast>(b);
     out.push_back({std::string("bcast") + skt::hpl::bcast_name(bcast), 2, 4, 8,
-                   variant(Fact::right, Fact::crout, 4, 2, bcast, b % 2, SwapAlgo::mix, 16, false, true, true)});
+                   variant(Fact::right, Fact::crout, 4, 2, bcast, b % 2, SwapAlgo::mix, 16, false,
+                           true, true)});
   }
-  const std::pair<SwapAlgo, const char*> swaps[] = {
-      {SwapAlgo::binary_exchange, "binexch"}, {SwapAlgo::spread_roll, "long"}, {SwapAlgo::mix, "mix"}};
+  const std::pair<SwapAlgo, const char*> swaps[] = {{SwapAlgo::binary_exchange, "binexch"},
+                                                    {SwapAlgo::spread_roll, "long"},
+                                                    {SwapAlgo::mix, "mix"}};
   for (const auto& [swap, name] : swaps) {
     for (const bool equil : {false, true}) {
       out.push_back({std::string("swap_") + name + (equil ? "_equil" : "_noequil"), 4, 2, 4,
-                     variant(Fact::left, Fact::right, 1, 3, Bcast::two_rings, 1, swap, 8, true, false, equil)});
+                     variant(Fact::left, Fact::right, 1, 3, Bcast::two_rings, 1, swap, 8, true,
+                             false, equil)});
     }
   }
   out.push_back({"column_major_2x2_nbmin3_ndiv3", 2, 2, 8,
-                 variant(Fact::crout, Fact::left, 3, 3, Bcast::spread, 0, SwapAlgo::mix, 64, true, true, false),
+                 variant(Fact::crout, Fact::left, 3, 3, Bcast::spread, 0, SwapAlgo::mix, 64, true,
+                         true, false),
                  true});
   out.push_back({"column_major_2x4", 2, 4, 4, hpl_default, true});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Hpl, AgreesWithPdgesv, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace

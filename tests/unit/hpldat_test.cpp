@@ -30,7 +30,8 @@ std::string with_line(int number, const std::string& replacement) {
   auto lines = lines_of(kNetlibDefault);
   lines.at(static_cast<std::size_t>(number - 1)) = replacement;
   std::string text;
-  for (const auto& l : lines) text += l + "\n";
+  for (const auto& l : lines)
+    text += l + "\n";
   return text;
 }
 
@@ -79,7 +80,8 @@ TEST(HplDat, ValuesBeyondTheCountAndTrailingWordsAreIgnored) {
     auto lines = lines_of(text);
     lines[5] = "1000 2000 3000 4000 Ns and a comment";
     std::string t;
-    for (const auto& l : lines) t += l + "\n";
+    for (const auto& l : lines)
+      t += l + "\n";
     return t;
   }();
   EXPECT_EQ(parse_hpldat(text).ns, (std::vector<int>{1000, 2000}));
@@ -93,7 +95,8 @@ TEST(HplDat, SeveralValuesPerLineForEveryList) {
   lines[24] = "0 1          DEPTHs";
   lines[8] = "1            PMAP";
   std::string text;
-  for (const auto& l : lines) text += l + "\n";
+  for (const auto& l : lines)
+    text += l + "\n";
   const HplDat d = parse_hpldat(text);
   EXPECT_EQ(d.bcasts.size(), 6u);
   EXPECT_EQ(d.bcasts.back(), Bcast::spread_modified);
@@ -103,7 +106,8 @@ TEST(HplDat, SeveralValuesPerLineForEveryList) {
 
 TEST(HplDat, WindowsLineEndingsAndNoFinalNewline) {
   std::string text;
-  for (const auto& l : lines_of(kNetlibDefault)) text += l.substr(0, l.find("  ")) + "\r\n";  // values only
+  for (const auto& l : lines_of(kNetlibDefault))
+    text += l.substr(0, l.find("  ")) + "\r\n";  // values only
   text.resize(text.size() - 2);
   EXPECT_EQ(parse_hpldat(text).align, 8);
 }
@@ -118,12 +122,15 @@ TEST(HplDat, MalformedFilesNameTheLine) {
   EXPECT_EQ(error_line(with_line(12, "2 4"), "as many as P"), 12);
   EXPECT_EQ(error_line(with_line(12, "2 0 1        Qs"), "Q must be at least 1"), 12);
   EXPECT_EQ(error_line(with_line(13, "sixteen      threshold"), "not a number"), 13);
-  EXPECT_EQ(error_line(with_line(15, "0 1 3        PFACTs"), "PFACT code 3 is not one of 0 to 2"), 15);
+  EXPECT_EQ(error_line(with_line(15, "0 1 3        PFACTs"), "PFACT code 3 is not one of 0 to 2"),
+            15);
   EXPECT_EQ(error_line(with_line(23, "6            BCASTs"), "BCAST code 6"), 23);
   EXPECT_EQ(error_line(with_line(19, "1            NDIVs"), "NDIV must be at least 2"), 19);
   EXPECT_EQ(error_line(with_line(26, "3            SWAP"), "SWAP must be 0"), 26);
   EXPECT_EQ(error_line(with_line(29, "2            U  in"), "U form must be 0 or 1"), 29);
-  EXPECT_EQ(error_line(with_line(31, "0            memory alignment"), "alignment must be at least 1"), 31);
+  EXPECT_EQ(
+      error_line(with_line(31, "0            memory alignment"), "alignment must be at least 1"),
+      31);
   EXPECT_EQ(error_line(with_line(4, ""), "expected 1 value for the device out"), 4);
 }
 
@@ -131,7 +138,8 @@ TEST(HplDat, TruncatedFileNamesTheMissingLine) {
   auto lines = lines_of(kNetlibDefault);
   lines.resize(20);
   std::string text;
-  for (const auto& l : lines) text += l + "\n";
+  for (const auto& l : lines)
+    text += l + "\n";
   EXPECT_EQ(error_line(text, "missing line: expected RFACT"), 21);
   EXPECT_EQ(error_line("", "missing line"), 1);
 }
@@ -187,7 +195,9 @@ TEST(HplSizing, LargestNFitsAndIsValid) {
   const long n = largest_n(bytes, 192, 2, 1);
   EXPECT_EQ(n % partition_step(192, 2, 1), 0);
   // [A|b] per rank fits, and the next valid N would not.
-  auto share = [](long m) { return 8.0 * static_cast<double>(m) * static_cast<double>(m + 1) / 2.0; };
+  auto share = [](long m) {
+    return 8.0 * static_cast<double>(m) * static_cast<double>(m + 1) / 2.0;
+  };
   EXPECT_LE(share(n), bytes);
   EXPECT_GT(share(n + partition_step(192, 2, 1)), bytes);
 }
