@@ -22,11 +22,11 @@ class Daemon:
         self.inject = inject
         self.run_tool = run
 
-    def start(self, job, registry, nodes, spares, app_args, env=None, extra=()):
-        command = [self.run_tool, "--nodes", ",".join(nodes), "--spares", str(spares), "--probe", "local",
+    def start(self, job, registry, nodes, spares, app_args, env=None, probe="local"):
+        command = [self.run_tool, "--nodes", ",".join(nodes), "--spares", str(spares), "--probe", probe,
                    "--registry", registry, "--job", job, "--launcher", self.options.mpirun,
                    "--shm-tool", self.options.shm, "--ranklist-out", os.path.join(registry, "ranklist"),
-                   *extra, "--", self.options.app, *app_args]
+                   "--", self.options.app, *app_args]
         full_env = dict(os.environ, **harness.MPI_ENV, SKT_GROUP_SIZE="2", **(env or {}))
         return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=full_env, start_new_session=True)
@@ -142,6 +142,48 @@ def sigterm_is_forwarded(d, cluster, checks):
     cluster.clean(job)
 
 
+def probes_and_exit_codes(d, cluster, checks, reference):
+    # A probe program of the user's: a node is dead when the registry says so.
+    job = cluster.new_job("dcmd")
+    with tempfile.TemporaryDirectory() as registry:
+        probe = os.path.join(registry, "probe")
+        with open(probe, "w") as f:
+            f.write(f"#!/bin/sh\ntest ! -e '{registry}'/\"$1\".dead\n")
+        os.chmod(probe, 0o755)
+        p = d.start(job, registry, ["n1", "n2", "n3", "n4", "n5"], 1, APP_ARGS + ["--pause", "0:6"],
+                    probe=f"cmd:{probe}")
+        out = d.drive(p, lambda k: d.kill_node(job, registry, "n4"), d.options.timeout)
+        checks.expect(p.returncode == 0 and result_of(out) == reference and "replacing node n4 by spare n5" in out,
+                      "--probe cmd:PROGRAM finds the dead node", out)
+    cluster.clean(job)
+    # One rank killed (skt-inject rank): a crash, relaunched on the same nodes.
+    job = cluster.new_job("drank")
+    with tempfile.TemporaryDirectory() as registry:
+        p = d.start(job, registry, ["n1", "n2", "n3", "n4"], 0, APP_ARGS + ["--pause", "0:9"])
+
+        def kill_rank(_):
+            subprocess.run([d.inject, "rank", "2", "--job", job], check=True, capture_output=True)
+
+        out = d.drive(p, kill_rank, d.options.timeout)
+        checks.expect(p.returncode == 0 and result_of(out) == reference and "every node is alive" in out,
+                      "skt-inject rank: relaunched on the same nodes, right result", out)
+    cluster.clean(job)
+    with tempfile.TemporaryDirectory() as registry:
+        for program, code, words in [
+            (["sh", "-c", "exit 3"], 3, "unrecoverable"),
+            (["sh", "-c", "exit 4"], 4, "failed verification"),
+            (["sh", "-c", "kill -9 $$"], 6, "--max-restarts 1 reached"),
+        ]:
+            done = subprocess.run([d.run_tool, "--nodes", "n1,n2", "--probe", "local", "--registry", registry,
+                                   "--max-restarts", "1", "--launcher", d.options.mpirun,
+                                   "--ranklist-out", os.path.join(registry, "r"), "--", *program],
+                                  capture_output=True, text=True, env=dict(os.environ, **harness.MPI_ENV))
+            relaunches = done.stderr.count("relaunched (run")
+            checks.expect(done.returncode == code and words in done.stderr and relaunches == (1 if code == 6 else 0),
+                          f"a program ending with {program[-1]!r}: exit {code}, '{words}', {relaunches} relaunch(es)",
+                          done.stdout + done.stderr)
+
+
 def bad_input(d, checks):
     for args, code, words in [
         (["--nodes", "n1,n1", "--", d.options.app], 2, "listed twice"),
@@ -183,6 +225,7 @@ def main(argv):
     out_of_spares(d, cluster, checks)
     kill_during_checkpoint_and_recovery(d, cluster, checks, reference)
     sigterm_is_forwarded(d, cluster, checks)
+    probes_and_exit_codes(d, cluster, checks, reference)
     return harness.report_failures(checks.failures)
 
 
