@@ -1,4 +1,5 @@
 // The C interface: every call catches, records the message for skt_last_error, and returns a code.
+#include <cstdint>
 #include <new>
 #include <string>
 #include <vector>
@@ -15,10 +16,17 @@ struct skt_context {
 namespace {
 
 thread_local std::string last_error;
+thread_local int last_code = SKT_OK;
+
+// Records a failure found here rather than thrown.
+void fail(int code, const char* what) {
+  last_code = code;
+  last_error = what;
+}
 skt_context* default_context = nullptr;
 
 template <class F>
-int guarded(F&& body) {
+int guarded_body(F&& body) {
   try {
     body();
     last_error.clear();
@@ -38,8 +46,14 @@ int guarded(F&& body) {
   }
 }
 
+template <class F>
+int guarded(F&& body) {
+  last_code = guarded_body(std::forward<F>(body));
+  return last_code;
+}
+
 int bad_argument(const char* what) {
-  last_error = what;
+  fail(SKT_ERR_ARG, what);
   return SKT_ERR_ARG;
 }
 
@@ -115,12 +129,47 @@ int skt_finalize(skt_context* ctx, int discard) {
 
 void* skt_malloc(size_t bytes) {
   if (default_context == nullptr) {
-    last_error = "skt_malloc: no context; call skt_init first";
+    fail(SKT_ERR_STATE, "skt_malloc: no context; call skt_init first");
     return nullptr;
   }
   if (bytes == 0) return nullptr;
   void* p = nullptr;
   guarded([&] { p = default_context->impl->allocate_next(bytes); });
+  return p;
+}
+
+void* skt_calloc(size_t count, size_t size) {
+  if (size != 0 && count > SIZE_MAX / size) {
+    fail(SKT_ERR_ARG, "skt_calloc: count * size overflows");
+    return nullptr;
+  }
+  // New regions are zero pages; a region found from before holds data skt_recover restores.
+  return skt_malloc(count * size);
+}
+
+void* skt_realloc(void* ptr, size_t bytes) {
+  if (ptr == nullptr) return skt_malloc(bytes);
+  if (bytes == 0) {
+    skt_free(ptr);
+    return nullptr;
+  }
+  if (default_context == nullptr) {
+    fail(SKT_ERR_STATE, "skt_realloc: no context; call skt_init first");
+    return nullptr;
+  }
+  void* out = nullptr;
+  guarded([&] { out = default_context->impl->reallocate(ptr, bytes); });
+  return out;
+}
+
+void* skt_malloc_named(const char* name, size_t bytes) {
+  if (default_context == nullptr || name == nullptr) {
+    fail(default_context == nullptr ? SKT_ERR_STATE : SKT_ERR_ARG,
+         "skt_malloc_named: no context (call skt_init first) or no name");
+    return nullptr;
+  }
+  void* p = nullptr;
+  guarded([&] { p = default_context->impl->alloc(name, bytes); });
   return p;
 }
 
@@ -134,6 +183,8 @@ int skt_get_stats(const skt_context* ctx, skt_stats* stats) {
     return bad_argument("skt_get_stats: ctx and stats must not be NULL");
   return guarded([&] { *stats = ctx->impl->stats(); });
 }
+
+int skt_last_error_code(void) { return last_code; }
 
 const char* skt_strerror(int code) {
   switch (code) {

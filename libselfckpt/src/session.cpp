@@ -315,6 +315,24 @@ void* Session::allocate_next(std::size_t bytes) {
   return alloc(fmt::format("malloc.{}", next_malloc_++), bytes);
 }
 
+void* Session::reallocate(void* ptr, std::size_t bytes) {
+  const auto old = std::find_if(regions_.begin(), regions_.end(), [&](const WorkRegion& r) {
+    return !r.released && r.segment.data() == ptr;
+  });
+  if (old == regions_.end()) {
+    throw Error(SKT_ERR_ARG, "skt_realloc: the pointer is not a region of this context");
+  }
+  const std::string old_name = old->name;
+  const std::size_t old_bytes = old->bytes;
+  void* fresh = allocate_next(bytes);  // may move regions_: look the old one up again
+  const auto again = std::find_if(regions_.begin(), regions_.end(),
+                                  [&](const WorkRegion& r) { return r.name == old_name; });
+  // On a relaunch the new region is found from before, holding data skt_recover needs: leave it.
+  if (!regions_.back().found) std::memcpy(fresh, again->segment.data(), std::min(old_bytes, bytes));
+  release(again->segment.data());
+  return fresh;
+}
+
 bool Session::release(void* ptr) {
   const auto it = std::find_if(regions_.begin(), regions_.end(), [&](const WorkRegion& r) {
     return !r.released && r.segment.data() == ptr;

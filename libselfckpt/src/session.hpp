@@ -53,6 +53,9 @@ class Session {
 
   // The drop-in allocator's bookkeeping: region names by allocation order.
   void* allocate_next(std::size_t bytes);
+  // A region allocated by allocate_next, grown or shrunk into the next one; throws if ptr is not
+  // one of this session's regions.
+  void* reallocate(void* ptr, std::size_t bytes);
   bool release(void* ptr);
 
  private:

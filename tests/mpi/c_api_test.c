@@ -7,6 +7,7 @@
 #include "selfckpt/selfckpt.h"
 
 static int failures = 0;
+static double counter_before_declaration;
 
 #define CHECK(cond)                                                                            \
   do {                                                                                         \
@@ -35,6 +36,31 @@ int main(int argc, char** argv) {
   int* scratch = (int*)skt_malloc(64);
   CHECK(scratch != NULL);
   skt_free(scratch); /* before recovery: gone for good */
+  CHECK(skt_calloc((size_t)-1, 16) == NULL);
+  CHECK(skt_last_error_code() == SKT_ERR_ARG);
+  CHECK(strstr(skt_last_error(), "overflows") != NULL);
+  unsigned char* zeros = (unsigned char*)skt_calloc(100, 3);
+  CHECK(zeros != NULL);
+  int all_zero = 1;
+  for (int i = 0; i < 300; ++i)
+    all_zero = all_zero && zeros[i] == 0;
+  CHECK(all_zero);
+  for (int i = 0; i < 300; ++i)
+    zeros[i] = (unsigned char)(i * 7 + rank);
+  unsigned char* grown = (unsigned char*)skt_realloc(zeros, 500); /* contents kept */
+  CHECK(grown != NULL && grown != zeros);
+  int kept = 1;
+  for (int i = 0; i < 300; ++i)
+    kept = kept && grown[i] == (unsigned char)(i * 7 + rank);
+  CHECK(kept);
+  CHECK(skt_realloc(grown, 0) == NULL); /* frees */
+  CHECK(skt_realloc(NULL, 40) != NULL); /* mallocs: 40 bytes stay in the workspace */
+  CHECK(skt_realloc(&counter_before_declaration, 8) == NULL);
+  CHECK(skt_last_error_code() == SKT_ERR_ARG);
+  long* named = (long*)skt_malloc_named("named", 8 * sizeof(long));
+  CHECK(named != NULL);
+  CHECK(skt_malloc_named("named", 8) == NULL);
+  CHECK(skt_last_error_code() == SKT_ERR_ARG);
   void* grid = NULL;
   CHECK(skt_alloc(ctx, "grid", 4096 + 17 * (size_t)rank, &grid) == SKT_OK);
   CHECK(skt_alloc(ctx, "grid", 100, &grid) == SKT_ERR_ARG);
@@ -52,6 +78,10 @@ int main(int argc, char** argv) {
   void* late = NULL;
   CHECK(skt_alloc(ctx, "late", 100, &late) == SKT_ERR_STATE);
   CHECK(strstr(skt_last_error(), "before recovering") != NULL);
+  CHECK(skt_malloc(100) == NULL);
+  CHECK(skt_last_error_code() == SKT_ERR_STATE);
+  CHECK(skt_realloc(named, 100) == NULL);
+  CHECK(skt_last_error_code() == SKT_ERR_STATE);
   for (int i = 0; i < 1000; ++i)
     a[i] = i * 0.5 + rank;
   CHECK(skt_checkpoint(ctx) == SKT_OK);
@@ -61,7 +91,7 @@ int main(int argc, char** argv) {
   CHECK(skt_get_stats(ctx, &stats) == SKT_OK);
   CHECK(stats.epoch == 2);
   CHECK(stats.group_size == 2);
-  CHECK(stats.workspace_bytes == 8000 + 4096 + 17 * (size_t)rank + 64);
+  CHECK(stats.workspace_bytes == 8000 + 4096 + 17 * (size_t)rank + 64 + 40 + 8 * sizeof(long));
   CHECK(stats.checksum_bytes > 0);
 
   CHECK(strcmp(skt_strerror(SKT_ERR_UNRECOVERABLE), skt_strerror(SKT_ERR_MISMATCH)) != 0);

@@ -380,3 +380,52 @@ TEST(Policy, NeedCheckpointFollowsTheIntervalAndNeedsAnMtbf) {
 }
 
 }  // namespace
+
+namespace {
+
+using Vector = std::vector<double, skt::allocator<double>>;
+
+// Containers on skt::allocator, by order and by name, come back after a relaunch; growing one after
+// recovery is refused with SKT_ERR_STATE.
+TEST(Allocator, ContainersComeBackAfterARelaunch) {
+  const int rank = world_rank();
+  setenv("SKT_GROUP_SIZE", "2", 1);
+  setenv("SKT_SCHEME", "xor", 1);
+  setenv("SKT_NODE", fmt::format("alloc{}", rank).c_str(), 1);
+  setenv("SKT_JOB", shared_tag(MPI_COMM_WORLD, "alloc").c_str(), 1);
+  setenv("SKT_RESTART", "0", 1);
+  const std::size_t n = 1000 + 13 * static_cast<std::size_t>(rank);
+  {
+    skt::Context ctx(MPI_COMM_WORLD);
+    Vector by_order(n);
+    Vector by_name(n / 2, 0.0, skt::allocator<double>("named"));
+    ASSERT_EQ(ctx.recover(), 0u);
+    for (std::size_t i = 0; i < n; ++i) by_order[i] = value(rank, 1, i);
+    for (std::size_t i = 0; i < n / 2; ++i) by_name[i] = value(rank, 2, i);
+    ctx.checkpoint();
+    for (auto& x : by_order) x = -1;  // lost work after the checkpoint
+    EXPECT_THROW(by_order.push_back(1.0), skt::Error);
+    try {
+      by_name.reserve(n);
+      ADD_FAILURE() << "a container grew after recovery";
+    } catch (const skt::Error& e) {
+      EXPECT_EQ(e.code(), SKT_ERR_STATE);
+      EXPECT_NE(std::string(e.what()).find("before recovering"), std::string::npos);
+    }
+    // The context goes out of scope unfinalized: the segments stay, as after a crash.
+    by_order.clear();
+  }
+  setenv("SKT_RESTART", "1", 1);
+  skt::Context ctx(MPI_COMM_WORLD);
+  Vector by_order(n);
+  Vector by_name(n / 2, 0.0, skt::allocator<double>("named"));
+  EXPECT_EQ(ctx.recover(), 1u);
+  bool same = true;
+  for (std::size_t i = 0; i < n; ++i) same = same && by_order[i] == value(rank, 1, i);
+  for (std::size_t i = 0; i < n / 2; ++i) same = same && by_name[i] == value(rank, 2, i);
+  EXPECT_TRUE(same);
+  ctx.finalize(true);
+  unsetenv("SKT_RESTART");
+}
+
+}  // namespace

@@ -102,11 +102,22 @@ int skt_need_checkpoint(skt_context* ctx, int* need);
  * relaunch can recover. Frees ctx in both cases. */
 int skt_finalize(skt_context* ctx, int discard);
 
-/* The drop-in allocator, on the default context: allocation number k is the region "malloc.k", so
- * a program that allocates in the same order on relaunch gets its regions back. Returns NULL on
- * error (the message is in skt_last_error). skt_free of a pointer that skt_malloc did not return
- * is ignored; after skt_recover, freed regions stay allocated until skt_finalize. */
+/* The drop-in allocator, on the default context (the first one created): allocation number k is
+ * the region "malloc.k", so a program that allocates in the same order on relaunch gets its regions
+ * back. C semantics otherwise, with one rule: every allocation happens before skt_recover (the
+ * workspace is fixed from then on; a later one fails with SKT_ERR_STATE in skt_last_error).
+ * Returns NULL on error (the message is in skt_last_error). Before skt_recover, memory holds zeros
+ * on a fresh start and the previous run's data on a relaunch; skt_recover restores it.
+ *   skt_calloc      checks count*size for overflow.
+ *   skt_realloc     before skt_recover: a new region (the next number), the old contents copied, the
+ *                   old region freed; realloc(NULL, n) is skt_malloc(n), realloc(p, 0) frees p.
+ *   skt_malloc_named  a region with a name of the program's choosing, stable whatever the order.
+ * skt_free of a pointer that these did not return is ignored; after skt_recover, freed regions stay
+ * allocated until skt_finalize. */
 void* skt_malloc(size_t bytes);
+void* skt_calloc(size_t count, size_t size);
+void* skt_realloc(void* ptr, size_t bytes);
+void* skt_malloc_named(const char* name, size_t bytes);
 void skt_free(void* ptr);
 
 /* Sizes and state of a context. */
@@ -132,6 +143,10 @@ const char* skt_strerror(int code);
 
 /* The full message of the calling thread's last failed call ("" if none). */
 const char* skt_last_error(void);
+
+/* The code of the calling thread's last call that reports one (SKT_OK after a success); for the
+ * allocation calls, which return NULL on failure. */
+int skt_last_error_code(void);
 
 /* The process exit code that the restart daemon expects for an error code (DESIGN section 9):
  * 0 for SKT_OK, 2 for usage and configuration errors, 3 for SKT_ERR_UNRECOVERABLE, 1 otherwise. */

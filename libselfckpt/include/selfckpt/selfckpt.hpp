@@ -139,4 +139,40 @@ class Context {
   skt_context* ctx_ = nullptr;
 };
 
+// A standard allocator over the workspace, for containers whose data should survive a failure:
+//   std::vector<double, skt::allocator<double>> x(n);               // region malloc.<k>, by order
+//   std::vector<double, skt::allocator<double>> y(n, 0.0, skt::allocator<double>("y"));  // by name
+// The rule of skt_malloc holds: allocate (construct, resize, reserve) before Context::recover, and
+// do not grow afterwards (the workspace is fixed; growing throws skt::Error with SKT_ERR_STATE).
+// A named allocator makes exactly one allocation under its name. Needs a Context (the first one
+// created is the default).
+template <class T>
+class allocator {
+ public:
+  using value_type = T;
+  using is_always_equal = std::true_type;  // any of them frees any workspace pointer
+
+  allocator() noexcept = default;
+  explicit allocator(std::string name) : name_(std::move(name)) {}
+  template <class U>
+  allocator(const allocator<U>& other) noexcept : name_(other.name()) {}
+
+  T* allocate(std::size_t n) {
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    void* p = name_.empty() ? skt_malloc(n * sizeof(T)) : skt_malloc_named(name_.c_str(), n * sizeof(T));
+    if (p == nullptr) detail::check(skt_last_error_code());
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t) noexcept { skt_free(p); }
+
+  const std::string& name() const noexcept { return name_; }
+  template <class U>
+  bool operator==(const allocator<U>&) const noexcept {
+    return true;
+  }
+
+ private:
+  std::string name_;
+};
+
 }  // namespace skt
