@@ -1,0 +1,137 @@
+/* heat3d: the 3-D heat equation by explicit Jacobi steps on an nx x ny x nz grid, cut into slabs
+ * of z-planes, one per rank, with halo planes exchanged between neighbours every step.
+ *
+ * Built twice: plain (MPI only), and with -DUSE_SELFCKPT, where the two arrays live in the
+ * self-checkpointed workspace and a relaunch after a failure resumes at the last checkpoint. The
+ * difference between the two builds is every line under USE_SELFCKPT below.
+ *
+ *   mpirun -n 4 heat3d [nx ny nz steps checkpoint_every]      (defaults 64 64 64 200 20)
+ *
+ * Prints "RESULT <hex digest of the final grid>": the same, bit for bit, for both builds and
+ * whatever failures happened on the way. */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef USE_SELFCKPT
+#include <selfckpt/selfckpt.h>
+#define ALLOCATE(bytes) skt_calloc(1, bytes)
+#define RELEASE(p) skt_free(p)
+#else
+#define ALLOCATE(bytes) calloc(1, bytes)
+#define RELEASE(p) free(p)
+#endif
+
+static double initial(long x, long y, long z) {
+  return (double)((x * 7 + y * 13 + z * 29) % 97) / 97.0;
+}
+
+static uint64_t digest(const void* data, size_t bytes, uint64_t h) {
+  const unsigned char* p = (const unsigned char*)data;
+  for (size_t i = 0; i < bytes; ++i)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const long nx = argc > 1 ? atol(argv[1]) : 64, ny = argc > 2 ? atol(argv[2]) : 64;
+  const long nz = argc > 3 ? atol(argv[3]) : 64, steps = argc > 4 ? atol(argv[4]) : 200;
+  const long every = argc > 5 ? atol(argv[5]) : 20;
+  if (nx < 3 || ny < 3 || nz < size || steps < 1 || every < 1) {
+    if (rank == 0) fprintf(stderr, "heat3d: need nx, ny >= 3, nz >= ranks, steps, every >= 1\n");
+    MPI_Finalize();
+    return 2;
+  }
+  /* This rank's planes z0 .. z0+planes-1, with a halo plane below and above. */
+  const long z0 = nz * rank / size, planes = nz * (rank + 1) / size - z0;
+  const size_t plane = (size_t)(nx * ny), cells = plane * (size_t)(planes + 2);
+#ifdef USE_SELFCKPT
+  skt_context* ctx;
+  if (skt_init(MPI_COMM_WORLD, NULL, &ctx) != SKT_OK) {
+    fprintf(stderr, "heat3d: %s\n", skt_last_error());
+    return skt_exit_code(skt_last_error_code());
+  }
+#endif
+  double* a = ALLOCATE(cells * sizeof(double));
+  double* b = ALLOCATE(cells * sizeof(double));
+  long step = 0;
+#ifdef USE_SELFCKPT
+  if (a == NULL || b == NULL) {
+    fprintf(stderr, "heat3d: %s\n", skt_last_error());
+    return skt_exit_code(skt_last_error_code());
+  }
+  skt_protect(ctx, "step", &step, sizeof step);
+  uint64_t epoch = 0;
+  int code = skt_recover(ctx, &epoch);
+  if (code != SKT_OK) {
+    fprintf(stderr, "heat3d rank %d: %s\n", rank, skt_last_error());
+    return skt_exit_code(code);
+  }
+  if (epoch > 0 && rank == 0) printf("restored epoch %llu at step %ld\n", (unsigned long long)epoch, step);
+  if (epoch == 0)
+#endif
+    for (long z = 0; z < planes; ++z)
+      for (long y = 0; y < ny; ++y)
+        for (long x = 0; x < nx; ++x)
+          a[(size_t)(z + 1) * plane + (size_t)(y * nx + x)] = initial(x, y, z0 + z);
+
+  const int below = rank > 0 ? rank - 1 : MPI_PROC_NULL;
+  const int above = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
+  const double alpha = 0.1;
+  while (step < steps) {
+    /* Even steps go from a to b, odd ones from b to a: the step number says which is current. */
+    double* u = step % 2 == 0 ? a : b;
+    double* v = step % 2 == 0 ? b : a;
+    MPI_Sendrecv(u + plane, (int)plane, MPI_DOUBLE, below, 0, u + plane * (size_t)(planes + 1),
+                 (int)plane, MPI_DOUBLE, above, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(u + plane * (size_t)planes, (int)plane, MPI_DOUBLE, above, 1, u, (int)plane,
+                 MPI_DOUBLE, below, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    for (long z = 1; z <= planes; ++z) {
+      const long gz = z0 + z - 1;
+      for (long y = 0; y < ny; ++y)
+        for (long x = 0; x < nx; ++x) {
+          const size_t i = (size_t)z * plane + (size_t)(y * nx + x);
+          if (x == 0 || y == 0 || x == nx - 1 || y == ny - 1 || gz == 0 || gz == nz - 1) {
+            v[i] = u[i]; /* fixed boundary */
+            continue;
+          }
+          v[i] = u[i] + alpha * (u[i - 1] + u[i + 1] + u[i - nx] + u[i + nx] + u[i - plane] +
+                                 u[i + plane] - 6.0 * u[i]);
+        }
+    }
+    ++step;
+#ifdef USE_SELFCKPT
+    if (step % every == 0 && step < steps) {
+      code = skt_checkpoint(ctx);
+      if (code != SKT_OK) {
+        fprintf(stderr, "heat3d rank %d: %s\n", rank, skt_last_error());
+        return skt_exit_code(code);
+      }
+    }
+#endif
+  }
+
+  const double* u = steps % 2 == 0 ? a : b;
+  uint64_t mine = digest(u + plane, plane * (size_t)planes * sizeof(double), 14695981039346656037ull);
+  uint64_t* all = malloc(sizeof(uint64_t) * (size_t)size);
+  MPI_Gather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    uint64_t h = 14695981039346656037ull;
+    for (int r = 0; r < size; ++r) h = digest(&all[r], sizeof all[r], h);
+    printf("RESULT %016llx after %ld steps\n", (unsigned long long)h, steps);
+  }
+  free(all);
+  RELEASE(a);
+  RELEASE(b);
+#ifdef USE_SELFCKPT
+  skt_finalize(ctx, 1);
+#endif
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""The examples under skt-run on local virtual nodes: a rank dies at the start of the second
+checkpoint (SKT_FAULT=stage, so the work since the first one is lost) and its node with it: the
+probe, a script of this test, destroys the node's memory (skt-inject) and reports it dead. The
+daemon puts a spare in its place, the example resumes from its first checkpoint, and its result is
+identical, bit for bit, to that of the plain MPI build run without faults. With xor and with
+Reed-Solomon (m = 2). cg checkpoints when skt_need_checkpoint says so: with SKT_MTBF=1s its
+Daly interval is a fraction of a second, well under the run's few seconds, so a second checkpoint
+comes."""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import harness
+
+EXAMPLES = {"heat3d": ["40", "40", "40", "120", "10"], "cg": ["64", "300"]}
+SCHEMES = [("xor", 1, 2), ("rs", 2, 4)]
+
+
+def result_of(output):
+    m = re.search(r"^RESULT (\w+)", output, re.M)
+    return m.group(1) if m else None
+
+
+def main(argv):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--run", required=True)
+    parser.add_argument("--inject", required=True)
+    parser.add_argument("--shm", required=True)
+    parser.add_argument("--bin", required=True, help="the directory of the built examples")
+    parser.add_argument("--mpirun", default="mpirun")
+    parser.add_argument("--timeout", type=int, default=300)
+    options = parser.parse_args(argv)
+    env = dict(os.environ, **harness.MPI_ENV)
+    failures = []
+
+    def expect(condition, what, output=""):
+        print(f"{'ok  ' if condition else 'FAIL'} {what}", flush=True)
+        if not condition:
+            failures.append(what + ("\n" + output[-5000:] if output else ""))
+
+    for name, args in EXAMPLES.items():
+        plain = subprocess.run([options.mpirun, "-n", "4", os.path.join(options.bin, name + "-plain"), *args],
+                               env=env, capture_output=True, text=True, timeout=options.timeout)
+        reference = result_of(plain.stdout)
+        expect(plain.returncode == 0 and reference is not None, f"{name}: the plain MPI build runs",
+               plain.stdout + plain.stderr)
+        for scheme, parity, group_size in SCHEMES:
+            job = harness.Cluster.new_job(f"ex{name}{scheme}")
+            with tempfile.TemporaryDirectory() as registry:
+                probe = os.path.join(registry, "probe")
+                with open(probe, "w") as f:
+                    f.write(f"""#!/bin/sh
+# The node of the rank that died loses its memory too, once; dead nodes stay dead.
+test -e '{registry}'/"$1".dead && exit 1
+if [ "$1" = n2 ] && [ ! -e '{registry}'/lost ]; then
+  touch '{registry}'/lost
+  '{options.inject}' node n2 --job {job} --registry '{registry}' >/dev/null
+  exit 1
+fi
+exit 0
+""")
+                os.chmod(probe, 0o755)
+                run = subprocess.run(
+                    [options.run, "--nodes", "n1,n2,n3,n4,n5", "--spares", "1", "--probe", f"cmd:{probe}",
+                     "--job", job, "--launcher", options.mpirun, "--shm-tool", options.shm,
+                     "--ranklist-out", os.path.join(registry, "ranklist"), "--",
+                     os.path.join(options.bin, name), *args],
+                    env=dict(env, SKT_GROUP_SIZE=str(group_size), SKT_SCHEME=scheme, SKT_PARITY=str(parity),
+                             SKT_FAULT="stage:1:2:0", SKT_MTBF="1s"),
+                    capture_output=True, text=True, timeout=options.timeout)
+                out = run.stdout + run.stderr
+                expect(run.returncode == 0 and result_of(run.stdout) == reference,
+                       f"{name} {scheme} m={parity}: node n2 lost at the second checkpoint, result identical "
+                       f"to the plain build's ({reference})", out)
+                expect("replacing node n2 by spare n5" in out and "reports restored epoch 1" in out,
+                       f"{name} {scheme}: n2 replaced by n5, epoch 1 restored", out)
+            subprocess.run([options.shm, "clean", "--job", job], capture_output=True)
+    return harness.report_failures(failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
