@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds selfckpt in a fresh build directory and runs the whole test suite
 # (unit, MPI and end-to-end). Exits non-zero on any failure. Safe to run again.
-#   SKT_TOOLS_BUILD_DIR  where to build (default: build-check in the source tree); it is wiped first
+# Then the same suite again in an AddressSanitizer + UndefinedBehaviorSanitizer build, and each
+# libFuzzer target for a short time (tools/fuzz.sh).
+#   SKT_TOOLS_BUILD_DIR  where to build (default: build-check in the source tree); it is wiped first,
+#                        and so are its -asan and -fuzz siblings
+#   SKT_TOOLS_QUICK=1    the plain build's suite only
 set -euo pipefail
 source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$source_dir/tools/lib/common.sh"
@@ -14,4 +18,17 @@ rm -rf "$build_dir"
 skt_build "$source_dir" "$build_dir"
 skt_say "running the test suite"
 meson test -C "$build_dir" --print-errorlogs
+if [ "${SKT_TOOLS_QUICK:-0}" != 1 ]; then
+  skt_say "the same suite under AddressSanitizer and UndefinedBehaviorSanitizer"
+  rm -rf "$build_dir-asan"
+  meson setup "$build_dir-asan" "$source_dir" --buildtype=debugoptimized \
+    -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+  meson compile -C "$build_dir-asan" >/dev/null
+  # Open MPI's own allocations outlive MPI_Finalize: leak reports would be its, not ours.
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C "$build_dir-asan" --print-errorlogs --timeout-multiplier 3
+  skt_say "fuzzing each parser for 20 s"
+  rm -rf "$build_dir-fuzz"
+  SKT_TOOLS_FUZZ_DIR=$build_dir-fuzz "$source_dir/tools/fuzz.sh" 20
+fi
 skt_say "all tests passed"

@@ -27,6 +27,7 @@ def main(argv):
     parser.add_argument("--build", required=True, help="the build directory")
     parser.add_argument("--source", required=True, help="the source directory")
     parser.add_argument("--mpirun", default="mpirun")
+    parser.add_argument("--extra-flags", default="", help="compiler flags the build used (sanitizers)")
     options = parser.parse_args(argv)
     env = dict(os.environ, **harness.MPI_ENV, SKT_GROUP_SIZE="2")
     with tempfile.TemporaryDirectory() as stage:
@@ -49,8 +50,9 @@ def main(argv):
             f.write(text.replace(f"prefix={prefix}", f"prefix={stage}{prefix}", 1))
         pkg = ["pkg-config", "selfckpt"]
         pc_env = dict(env, PKG_CONFIG_PATH=pc_dir)
-        flags = run([*pkg, "--cflags", "--libs"], env=pc_env).split()
-        static_flags = run([*pkg, "--static", "--cflags", "--libs"], env=pc_env).split()
+        extra = options.extra_flags.split()
+        flags = run([*pkg, "--cflags", "--libs"], env=pc_env).split() + extra
+        static_flags = run([*pkg, "--static", "--cflags", "--libs"], env=pc_env).split() + extra
         libdir = next(f[2:] for f in flags if f.startswith("-L"))
         print(f"pkg-config --cflags --libs selfckpt: {' '.join(flags)}")
         out = os.path.join(stage, "out")

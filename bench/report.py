@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Writes docs/benchmarks.md from what bench/report measured: tables from the CSV files, the PNG
+plots, the fitted HPL efficiency and Daly interval (tools/skt-model), and the daemon's phase times;
+each section names its command, the machine and the date."""
+
+import csv
+import datetime
+import os
+import re
+import subprocess
+import sys
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def table(records, columns):
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in records]
+    return "\n".join(out)
+
+
+def main(directory, target):
+    d = directory
+    with open(os.path.join(d, "machine.txt")) as f:
+        machine = f.read().strip()
+    with open(os.path.join(d, "commands.txt")) as f:
+        commands = [line.strip() for line in f if line.strip()]
+
+    def command(word):
+        for c in commands:
+            if word in c:
+                when, _, what = c.partition(" ")
+                root = os.path.dirname(os.path.dirname(os.path.abspath(d)))
+                what = what.replace(root + "/", "")
+                return f"Measured {when[:19].replace('T', ' ')}: `{what}`"
+        return ""
+
+    rel = os.path.relpath(d, os.path.dirname(target))
+    md = [f"# Benchmarks\n",
+          f"Written by `bench/report` on {datetime.date.today().isoformat()}; the run started {machine.replace(' on ', ', on ', 1)}. "
+          "These machines are noisy (±10–25 % between repeats): compare ratios within one run.\n"]
+
+    md.append("## Encoding and checkpoints\n")
+    md.append(command("bench-kernels") + "\n")
+    md.append(table(rows(os.path.join(d, "kernels.csv")), list(rows(os.path.join(d, "kernels.csv"))[0].keys())))
+    md.append(f"\n![kernels]({rel}/kernels.png)\n")
+    md.append(command("bench-encode") + "\n")
+    enc = rows(os.path.join(d, "encode.csv"))
+    md.append(table(enc, list(enc[0].keys())))
+    md.append(f"\n![encode]({rel}/encode.png)\n")
+    md.append(command("bench-checkpoint") + " — checkpoint and recovery time by mode, scheme and group "
+              "size; `mem_usable` is measured from the segments, `formula` is the usable fraction.\n")
+    ck = rows(os.path.join(d, "checkpoint.csv"))
+    md.append(table(ck, list(ck[0].keys())))
+    md.append(f"\n![checkpoint]({rel}/checkpoint.png) ![recovery]({rel}/recovery.png) ![memory]({rel}/memory.png)\n")
+
+    md.append("## SKT-HPL\n")
+    hpl = rows(os.path.join(d, "hpl.csv"))
+    md.append(command("bench-hpl --n") + "\n")
+    md.append(table(hpl, ["run", "what", "seconds", "Gflops", "ratio", "note"]))
+    md.append(f"\n![hpl]({rel}/hpl.png)\n")
+    # Efficiency against the DGEMM rate at several N, and its fit E(N) = N / (aN + b).
+    points = []
+    for name in sorted(os.listdir(d)):
+        if re.fullmatch(r"hpl(-\d+)?\.csv", name):
+            t = rows(os.path.join(d, name))
+            n = re.search(r"N=(\d+)", open(os.path.join(d, name.replace(".csv", ".txt"))).readline())
+            eff = [r for r in t if r["what"] == "SKT-HPL / DGEMM rate"]
+            if n and eff:
+                points.append((int(n.group(1)), float(eff[0]["ratio"])))
+    points.sort()
+    model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "skt-model")
+    if len(points) >= 2:
+        fit = subprocess.run([sys.executable, model, "hpl-efficiency", "--points",
+                              ",".join(f"{n}:{e}" for n, e in points), "--png", os.path.join(d, "model-hpl.png")],
+                             capture_output=True, text=True, check=True).stdout
+        md.append("SKT-HPL's efficiency (Gflops / DGEMM rate of the same processes) at each N, fitted by "
+                  "`tools/skt-model hpl-efficiency` (eq. 2), and predicted for the memory left by each mode "
+                  "(eq. 5, G = 16):\n\n```\n" + fit + "```\n")
+        md.append(f"![hpl efficiency]({rel}/model-hpl.png)\n")
+    ckpt = [r for r in hpl if r["run"] == "pair 1" and "every" in r["what"]]
+    if ckpt:
+        m = re.search(r"(\d+) checkpoints \(([\d.]+) s in them\)", ckpt[0]["note"])
+        if m:
+            cost = float(m.group(2)) / int(m.group(1))
+            interval = subprocess.run([sys.executable, model, "interval", "--cost", f"{cost:.4f}", "--mtbf", "21600",
+                                       "--restart", "2"], capture_output=True, text=True, check=True).stdout
+            md.append(f"With the measured cost of one SKT-HPL checkpoint ({cost:.3f} s) and an MTBF of 6 h "
+                      "(`tools/skt-model interval`):\n\n```\n" + interval + "```\n")
+
+    md.append("## The restart daemon\n")
+    md.append(command("tools/demo.sh") + " — SKT-HPL under `skt-run` on 4 virtual nodes, node n2 killed.\n")
+    with open(os.path.join(d, "demo.txt")) as f:
+        demo = f.read()
+    lines = [l.strip() for l in demo.splitlines() if re.search(r"skt-inject: \d|\[skt-run|recovered", l)]
+    md.append("```\n" + "\n".join(lines) + "\n```\n")
+    killed = re.search(r"skt-inject: (\d+):(\d+):([\d.]+) killed", demo)
+    failed = re.search(r"\[skt-run (\d+):(\d+):([\d.]+) \+[\d.]+s\] run 1 failed", demo)
+    ran = re.search(r"relaunched program ran ([\d.]+) s after the failure was seen", demo)
+    if killed and failed and ran:
+        sec = lambda m: int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+        detect = sec(failed) - sec(killed)
+        md.append(f"Node killed → mpirun's exit seen: {detect:.2f} s; failure seen → relaunched program "
+                  f"running (first output): {float(ran.group(1)):.2f} s; in all {detect + float(ran.group(1)):.2f} s.\n")
+
+    md.append("## The model\n")
+    for name, title in (("model-memory", "Usable memory fraction (eq. 6–8)"),
+                        ("model-reliability", "Probability that a 100 h run completes (eq. 11–16): the published "
+                         "case, 160,000 processes, groups of 16, checkpoint and recovery 20 s, interval 13.6 min, "
+                         "system MTBF 5 h")):
+        md.append(f"{title}. {command(name)}\n")
+        with open(os.path.join(d, name + ".txt")) as f:
+            md.append("```\n" + f.read() + "```\n")
+        md.append(f"![{name}]({rel}/{name}.png)\n")
+    with open(target, "w") as f:
+        f.write("\n".join(md))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
