@@ -71,10 +71,12 @@ def main(argv):
             with open(script, "w") as f:
                 f.write(ATTEMPT)
             os.chmod(script, 0o644)
-            other = ["runuser", "-u", USER, "--"]
+            other = [shutil.which("runuser") or "/usr/sbin/runuser", "-u", USER, "--"]
+            # The system's interpreter: the user running the tests may have one the other cannot read.
+            python = "/usr/bin/python3"
             env = {"PATH": "/usr/bin:/bin", "SKT_LOG": "off"}
             for shmid in shmids[:3]:
-                tried = subprocess.run([*other, sys.executable, script, str(shmid)], capture_output=True,
+                tried = subprocess.run([*other, python, script, str(shmid)], capture_output=True,
                                        text=True, env=env, cwd=d)
                 expect("attach refused 13" in tried.stdout and "remove refused 1" in tried.stdout,
                        f"the other user cannot attach (EACCES) or remove (EPERM) segment {shmid}",
