@@ -25,7 +25,7 @@ for target in hpldat config header; do
   skt_say "fuzzing $target for $seconds s"
   if "$build/tests/fuzz/${target}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$work/$target-" "$work/$target" >"$work/$target.log" 2>&1; then
-    grep -E "^#[0-9]+ *DONE" "$work/$target.log" | sed "s/^/   $target: /" || tail -1 "$work/$target.log"
+    echo "   $target: $(grep -E "^Done [0-9]+ runs" "$work/$target.log"), no crash"
   else
     status=1
     echo "   $target: FAILED" >&2

@@ -223,8 +223,9 @@ void apply_file(Config& config, const std::string& path) {
     if (node.is_table() && is_program_table(key.str())) continue;
     const std::string origin =
         fmt::format("{}:{}: {}", path, node.source().begin.line, std::string_view(key));
+    const std::string_view wanted = key.str();  // a lambda may not capture a structured binding
     const auto option = std::find_if(options().begin(), options().end(),
-                                     [&](const Option& o) { return o.key == key.str(); });
+                                     [&](const Option& o) { return o.key == wanted; });
     if (option == options().end()) {
       std::string keys;
       for (const auto& o : options())
@@ -390,8 +391,9 @@ Config load_config(const std::string& path, const Environment& env) {
   if (!file.empty()) apply_file(config, file);
   for (const auto& [name, value] : env) {
     if (name == "SKT_CONFIG" || is_program_variable(name)) continue;
+    const std::string& wanted = name;  // a lambda may not capture a structured binding
     const auto option = std::find_if(options().begin(), options().end(),
-                                     [&](const Option& o) { return o.env == name; });
+                                     [&](const Option& o) { return o.env == wanted; });
     if (option == options().end()) {
       bad(name, fmt::format("unknown variable (known: {})", known_variables()));
     }
