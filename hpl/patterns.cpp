@@ -187,7 +187,9 @@ void gather_rows(MPI_Comm comm, bool binary_exchange, bool equilibrate,
   for (std::size_t r = 0; r < p; ++r)
     first[r + 1] = first[r] + static_cast<std::size_t>(counts[r]);
   const auto u = static_cast<std::size_t>(me);
-  std::memcpy(all + first[u] * width, mine, (first[u + 1] - first[u]) * width * sizeof(double));
+  if (first[u + 1] > first[u]) {  // `mine` may be null when this rank has no rows
+    std::memcpy(all + first[u] * width, mine, (first[u + 1] - first[u]) * width * sizeof(double));
+  }
   if (size == 1) return;
   constexpr int kTag = 0x5a5;
   auto rows = [&](std::size_t begin, std::size_t end) { return count_of((end - begin) * width); };
