@@ -80,6 +80,7 @@ struct Options {
   std::string ranklist_out;
   std::string shm_tool;
   bool dry_run = false;
+  bool fresh_if_unrecoverable = false;
   std::vector<std::string> command;
 };
 
@@ -363,6 +364,9 @@ int run(int argc, char** argv) {
   app.add_option("--shm-tool", o.shm_tool,
                  "the skt-shm program (default: next to skt-run, or in PATH)");
   app.add_flag("--dry-run", o.dry_run, "print the launch command and the rankfile, and exit");
+  app.add_flag("--fresh-if-unrecoverable", o.fresh_if_unrecoverable,
+               "when the program finds its checkpoint unrecoverable (exit 3), remove the job's "
+               "segments and start it afresh instead of stopping");
   app.add_option("command", o.command, "the program and its arguments, after --")
       ->required()
       ->expected(-1);
@@ -423,6 +427,7 @@ int run(int argc, char** argv) {
       plan.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan.spares, ",")),
       plan.probe->name(), plan.local ? "local (virtual nodes)" : "rankfile");
   std::optional<Clock::time_point> failed_at;
+  bool fresh = false;  // the next launch starts afresh: SKT_RESTART=0
   for (int attempt = 0;; ++attempt) {
     write_ranklist(o.ranklist_out, plan.ranklist);
     if (!plan.local) std::ofstream(rankfile) << rankfile_text(plan.ranklist);
@@ -430,7 +435,10 @@ int run(int argc, char** argv) {
     const auto launched = Clock::now();
     Child child;
     try {
-      child = spawn(argv_run, {{"SKT_JOB", o.job}, {"SKT_RESTART", std::to_string(attempt)}}, true);
+      child =
+          spawn(argv_run,
+                {{"SKT_JOB", o.job}, {"SKT_RESTART", fresh ? "0" : std::to_string(attempt)}}, true);
+      fresh = false;
     } catch (const std::exception& e) {
       log("cannot launch: {}", e.what());
       return kExitLaunchFailed;
@@ -462,6 +470,15 @@ int run(int argc, char** argv) {
       clean_segments(o, plan, dir, log);
       log("final ranklist in {}", o.ranklist_out);
       return 0;
+    }
+    if (code == 3 && o.fresh_if_unrecoverable && attempt < o.max_restarts) {
+      log("run {} found its checkpoint unrecoverable (exit 3): removing the job's segments and "
+          "starting afresh (--fresh-if-unrecoverable)",
+          attempt + 1);
+      clean_segments(o, plan, dir, log);
+      fresh = true;
+      failed_at = Clock::now();
+      continue;
     }
     if (code == 2 || code == 3 || code == 4) {
       log("run {} ended with exit {}: {}; not relaunching", attempt + 1, code,

@@ -1,11 +1,11 @@
 // cg: conjugate gradients on a distributed sparse matrix, the 7-point Laplacian of an n x n x n
 // grid plus a shift (symmetric positive definite), rows cut into slabs of z-planes.
 //
-// Built twice: plain (MPI only), and with -DUSE_SELFCKPT, where the matrix (CSR arrays) lives in the
-// self-checkpointed workspace through skt_malloc, the vectors are std::vector with skt::allocator,
-// and the solver checkpoints when skt_need_checkpoint says so (Daly's interval from SKT_MTBF,
-// which this program sets to 1h when it is not given). The difference between the two builds is
-// every line under USE_SELFCKPT below.
+// Built twice: plain (MPI only), and with -DUSE_SELFCKPT, where the matrix (CSR arrays) lives in
+// the self-checkpointed workspace through skt_malloc, the vectors are std::vector with
+// skt::allocator, and the solver checkpoints when skt_need_checkpoint says so (Daly's interval from
+// SKT_MTBF, which this program sets to 1h when it is not given). The difference between the two
+// builds is every line under USE_SELFCKPT below.
 //
 //   mpirun -n 4 cg [n iterations]        (defaults 48 and 200)
 //
@@ -39,7 +39,8 @@ namespace {
 
 double dot(const Vector& a, const Vector& b, std::size_t n) {
   double local = 0;
-  for (std::size_t i = 0; i < n; ++i) local += a[i] * b[i];
+  for (std::size_t i = 0; i < n; ++i)
+    local += a[i] * b[i];
   double global = 0;
   MPI_Allreduce(&local, &global, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   return global;
@@ -47,7 +48,8 @@ double dot(const Vector& a, const Vector& b, std::size_t n) {
 
 std::uint64_t digest(const void* data, std::size_t bytes, std::uint64_t h) {
   const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  for (std::size_t i = 0; i < bytes; ++i)
+    h = (h ^ p[i]) * 1099511628211ull;
   return h;
 }
 
@@ -64,14 +66,16 @@ int main(int argc, char** argv) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const long n = argc > 1 ? std::atol(argv[1]) : 48, iterations = argc > 2 ? std::atol(argv[2]) : 200;
+  const long n = argc > 1 ? std::atol(argv[1]) : 48,
+             iterations = argc > 2 ? std::atol(argv[2]) : 200;
   if (n < size || iterations < 1) {
     if (rank == 0) std::fprintf(stderr, "cg: need n >= ranks and iterations >= 1\n");
     MPI_Finalize();
     return 2;
   }
   const long z0 = n * rank / size, planes = n * (rank + 1) / size - z0;
-  const std::size_t plane = static_cast<std::size_t>(n * n), rows = plane * static_cast<std::size_t>(planes);
+  const std::size_t plane = static_cast<std::size_t>(n * n),
+                    rows = plane * static_cast<std::size_t>(planes);
 #ifdef USE_SELFCKPT
   if (std::getenv("SKT_MTBF") == nullptr) setenv("SKT_MTBF", "1h", 1);
   try {
@@ -87,14 +91,17 @@ int main(int argc, char** argv) {
 #ifdef USE_SELFCKPT
     ctx.protect("state", state);
     const std::uint64_t epoch = ctx.recover();
-    if (epoch > 0 && rank == 0) std::printf("restored epoch %llu at iteration %ld\n", static_cast<unsigned long long>(epoch), state.iteration);
+    if (epoch > 0 && rank == 0)
+      std::printf("restored epoch %llu at iteration %ld\n", static_cast<unsigned long long>(epoch),
+                  state.iteration);
     if (epoch == 0) {
 #endif
       std::size_t k = 0;
       for (long z = 0; z < planes; ++z)
         for (long y = 0; y < n; ++y)
           for (long xx = 0; xx < n; ++xx) {
-            const std::size_t row = static_cast<std::size_t>(z) * plane + static_cast<std::size_t>(y * n + xx);
+            const std::size_t row =
+                static_cast<std::size_t>(z) * plane + static_cast<std::size_t>(y * n + xx);
             const std::int64_t self = static_cast<std::int64_t>(row + plane);
             const long gz = z0 + z;
             row_start[row] = static_cast<std::int64_t>(k);
@@ -119,21 +126,25 @@ int main(int argc, char** argv) {
 #ifdef USE_SELFCKPT
     }
 #endif
-    const int below = rank > 0 ? rank - 1 : MPI_PROC_NULL, above = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
+    const int below = rank > 0 ? rank - 1 : MPI_PROC_NULL,
+              above = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
     const int count = static_cast<int>(plane);
     while (state.iteration < iterations) {
       double* pp = p.data();
-      MPI_Sendrecv(pp + plane, count, MPI_DOUBLE, below, 0, pp + plane * static_cast<std::size_t>(planes + 1), count,
-                   MPI_DOUBLE, above, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      MPI_Sendrecv(pp + plane * static_cast<std::size_t>(planes), count, MPI_DOUBLE, above, 1, pp, count, MPI_DOUBLE,
-                   below, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Sendrecv(pp + plane, count, MPI_DOUBLE, below, 0,
+                   pp + plane * static_cast<std::size_t>(planes + 1), count, MPI_DOUBLE, above, 0,
+                   MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Sendrecv(pp + plane * static_cast<std::size_t>(planes), count, MPI_DOUBLE, above, 1, pp,
+                   count, MPI_DOUBLE, below, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       for (std::size_t i = 0; i < rows; ++i) {
         double s = 0;
-        for (std::int64_t e = row_start[i]; e < row_start[i + 1]; ++e) s += value[e] * pp[column[e]];
+        for (std::int64_t e = row_start[i]; e < row_start[i + 1]; ++e)
+          s += value[e] * pp[column[e]];
         ap[i] = s;
       }
       double pap_local = 0;
-      for (std::size_t i = 0; i < rows; ++i) pap_local += pp[i + plane] * ap[i];
+      for (std::size_t i = 0; i < rows; ++i)
+        pap_local += pp[i + plane] * ap[i];
       double pap = 0;
       MPI_Allreduce(&pap_local, &pap, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
       const double alpha = state.rr / pap;
@@ -143,7 +154,8 @@ int main(int argc, char** argv) {
       }
       const double rr_next = dot(r, r, rows);
       const double beta = rr_next / state.rr;
-      for (std::size_t i = 0; i < rows; ++i) pp[i + plane] = r[i] + beta * pp[i + plane];
+      for (std::size_t i = 0; i < rows; ++i)
+        pp[i + plane] = r[i] + beta * pp[i + plane];
       state.rr = rr_next;
       ++state.iteration;
 #ifdef USE_SELFCKPT
@@ -157,7 +169,8 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::printf("residual norm %.6e after %ld iterations\n", std::sqrt(state.rr), iterations);
       std::printf("RESULT %016llx\n",
-                  static_cast<unsigned long long>(digest(all.data(), all.size() * sizeof(std::uint64_t), 14695981039346656037ull)));
+                  static_cast<unsigned long long>(digest(
+                      all.data(), all.size() * sizeof(std::uint64_t), 14695981039346656037ull)));
     }
     RELEASE(row_start);
     RELEASE(column);

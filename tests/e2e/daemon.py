@@ -184,6 +184,35 @@ def probes_and_exit_codes(d, cluster, checks, reference):
                           done.stdout + done.stderr)
 
 
+def fresh_if_unrecoverable(d, cluster, checks, reference):
+    # Rank 1 dies at the second checkpoint; the probe then finds n2 and n4 dead (both members of
+    # group 1 with G = 2) and destroys their memory: the relaunch exits 3, and the daemon, asked to,
+    # starts the job afresh; that launch dies the same way (same fault on launch 0), is relaunched
+    # on the same nodes, and finishes.
+    job = cluster.new_job("dfresh")
+    with tempfile.TemporaryDirectory() as registry:
+        probe = os.path.join(registry, "probe")
+        with open(probe, "w") as f:
+            f.write(f"""#!/bin/sh
+test -e '{registry}'/"$1".dead && exit 1
+case "$1" in n2|n4) '{d.inject}' node "$1" --job {job} --registry '{registry}' >/dev/null; exit 1;; esac
+exit 0
+""")
+        os.chmod(probe, 0o755)
+        command = [d.run_tool, "--nodes", "n1,n2,n3,n4,n5,n6", "--spares", "2", "--probe", f"cmd:{probe}",
+                   "--job", job, "--launcher", d.options.mpirun, "--shm-tool", d.options.shm,
+                   "--ranklist-out", os.path.join(registry, "ranklist"), "--fresh-if-unrecoverable", "--",
+                   d.options.app, *APP_ARGS]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=d.options.timeout,
+                              env=dict(os.environ, **harness.MPI_ENV, SKT_GROUP_SIZE="2", SKT_FAULT="stage:1:2:0"))
+        out = done.stdout + done.stderr
+        checks.expect(done.returncode == 0 and result_of(done.stdout) == reference,
+                      "--fresh-if-unrecoverable: after exit 3 the job starts afresh and finishes right", out)
+        checks.expect("starting afresh" in out and "dead: n2,n4" in out,
+                      "the daemon says it starts afresh after both members of a group were lost", out)
+    cluster.clean(job)
+
+
 def bad_input(d, checks):
     for args, code, words in [
         (["--nodes", "n1,n1", "--", d.options.app], 2, "listed twice"),
@@ -226,6 +255,7 @@ def main(argv):
     kill_during_checkpoint_and_recovery(d, cluster, checks, reference)
     sigterm_is_forwarded(d, cluster, checks)
     probes_and_exit_codes(d, cluster, checks, reference)
+    fresh_if_unrecoverable(d, cluster, checks, reference)
     return harness.report_failures(checks.failures)
 
 

@@ -12,7 +12,8 @@
 
 namespace {
 
-std::string text_at(const std::uint8_t* data, std::size_t size, std::size_t at, std::size_t length) {
+std::string text_at(const std::uint8_t* data, std::size_t size, std::size_t at,
+                    std::size_t length) {
   std::string s;
   for (std::size_t i = 0; i < length && at + i < size; ++i) {
     const char c = static_cast<char>(data[at + i]);
@@ -47,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::byte> encoded(skt::kHeaderBytes, std::byte{0});
   skt::encode_header(encoded.data(), h);
   skt::SegmentHeader back;
-  if (skt::decode_header(encoded.data(), encoded.size(), &back) != skt::HeaderStatus::ok) std::abort();
+  if (skt::decode_header(encoded.data(), encoded.size(), &back) != skt::HeaderStatus::ok)
+    std::abort();
   if (!skt::same_identity(back.identity, h.identity) || back.nranks != h.nranks ||
       back.data_bytes != h.data_bytes || back.segment_bytes != h.segment_bytes) {
     std::abort();
