@@ -499,12 +499,12 @@ int run(int argc, char** argv) {
     std::set<std::string> dead;
     try {
       dead = plan.probe->dead(probed);
+      log("probed in {:.3f} s: {}", Log::seconds_since(*failed_at),
+          dead.empty() ? std::string("every node is alive (a process crash)")
+                       : fmt::format("dead: {}", fmt::join(dead, ",")));
     } catch (const std::exception& e) {
       log("probe failed: {}; relaunching on the same nodes", e.what());
     }
-    log("probed in {:.3f} s: {}", Log::seconds_since(*failed_at),
-        dead.empty() ? std::string("every node is alive (a process crash)")
-                     : fmt::format("dead: {}", fmt::join(dead, ",")));
     if (!dead.empty()) {
       try {
         const Replacement r = replace_dead_nodes(plan.ranklist, dead, plan.spares);

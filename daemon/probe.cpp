@@ -78,6 +78,9 @@ std::unique_ptr<Probe> make_probe(const std::string& spec, const std::string& re
   if (spec == "slurm") return std::make_unique<SlurmProbe>();
   if (spec == "local") return std::make_unique<LocalProbe>(registry);
   if (spec == "ping") {
+    if (find_program("ping").empty()) {
+      throw std::invalid_argument("--probe ping: 'ping' is not installed (Debian: iputils-ping)");
+    }
     return std::make_unique<CommandProbe>(std::vector<std::string>{"ping", "-c", "1", "-W", "1"},
                                           "ping");
   }

@@ -213,6 +213,23 @@ exit 0
     cluster.clean(job)
 
 
+def ping_probe(d, checks):
+    # A name that does not resolve does not answer ping; localhost does.
+    import shutil
+    if shutil.which("ping") is None:
+        print("skip the ping probe: ping is not installed (iputils-ping)")
+        return
+    with tempfile.TemporaryDirectory() as registry:
+        done = subprocess.run([d.run_tool, "--nodes", "localhost,gone.invalid", "--spare-nodes", "127.0.0.1",
+                               "--probe", "ping", "--launcher", d.options.mpirun, "--max-restarts", "1",
+                               "--ranklist-out", os.path.join(registry, "r"), "--",
+                               "sh", "-c", 'test "$SKT_RESTART" = 1 || kill -9 $$'],
+                              capture_output=True, text=True, env=dict(os.environ, **harness.MPI_ENV))
+        checks.expect(done.returncode == 0 and "dead: gone.invalid" in done.stderr
+                      and "replacing node gone.invalid by spare 127.0.0.1" in done.stderr,
+                      "--probe ping: an unreachable node is replaced", done.stdout + done.stderr)
+
+
 def bad_input(d, checks):
     for args, code, words in [
         (["--nodes", "n1,n1", "--", d.options.app], 2, "listed twice"),
@@ -256,6 +273,7 @@ def main(argv):
     sigterm_is_forwarded(d, cluster, checks)
     probes_and_exit_codes(d, cluster, checks, reference)
     fresh_if_unrecoverable(d, cluster, checks, reference)
+    ping_probe(d, checks)
     return harness.report_failures(checks.failures)
 
 
