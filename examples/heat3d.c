@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
     fprintf(stderr, "heat3d rank %d: %s\n", rank, skt_last_error());
     return skt_exit_code(code);
   }
-  if (epoch > 0 && rank == 0) printf("restored epoch %llu at step %ld\n", (unsigned long long)epoch, step);
+  if (epoch > 0 && rank == 0)
+    printf("restored epoch %llu at step %ld\n", (unsigned long long)epoch, step);
   if (epoch == 0)
 #endif
     for (long z = 0; z < planes; ++z)
@@ -118,12 +119,14 @@ int main(int argc, char** argv) {
   }
 
   const double* u = steps % 2 == 0 ? a : b;
-  uint64_t mine = digest(u + plane, plane * (size_t)planes * sizeof(double), 14695981039346656037ull);
+  uint64_t mine =
+      digest(u + plane, plane * (size_t)planes * sizeof(double), 14695981039346656037ull);
   uint64_t* all = malloc(sizeof(uint64_t) * (size_t)size);
   MPI_Gather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (rank == 0) {
     uint64_t h = 14695981039346656037ull;
-    for (int r = 0; r < size; ++r) h = digest(&all[r], sizeof all[r], h);
+    for (int r = 0; r < size; ++r)
+      h = digest(&all[r], sizeof all[r], h);
     printf("RESULT %016llx after %ld steps\n", (unsigned long long)h, steps);
   }
   free(all);

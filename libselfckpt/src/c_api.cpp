@@ -184,7 +184,9 @@ int skt_get_stats(const skt_context* ctx, skt_stats* stats) {
   return guarded([&] { *stats = ctx->impl->stats(); });
 }
 
-int skt_last_error_code(void) { return last_code; }
+int skt_last_error_code(void) {
+  return last_code;
+}
 
 const char* skt_strerror(int code) {
   switch (code) {

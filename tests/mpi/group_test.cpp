@@ -154,7 +154,8 @@ TEST_P(GroupOps, EncodeIncrementalAndEveryLossPatternMatchTheReference) {
       const std::size_t from = j * c.chunk, to = std::min(bytes.size(), from + c.chunk);
       std::size_t lo = from, hi = to;
       if (j < count * 2 / 3) {
-        if (m == 0 || j % (3 + static_cast<std::uint64_t>(m)) != static_cast<std::uint64_t>(m % 3)) {
+        if (m == 0 ||
+            j % (3 + static_cast<std::uint64_t>(m)) != static_cast<std::uint64_t>(m % 3)) {
           continue;
         }
         lo = from + rng() % (to - from);

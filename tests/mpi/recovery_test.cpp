@@ -400,10 +400,13 @@ TEST(Allocator, ContainersComeBackAfterARelaunch) {
     Vector by_order(n);
     Vector by_name(n / 2, 0.0, skt::allocator<double>("named"));
     ASSERT_EQ(ctx.recover(), 0u);
-    for (std::size_t i = 0; i < n; ++i) by_order[i] = value(rank, 1, i);
-    for (std::size_t i = 0; i < n / 2; ++i) by_name[i] = value(rank, 2, i);
+    for (std::size_t i = 0; i < n; ++i)
+      by_order[i] = value(rank, 1, i);
+    for (std::size_t i = 0; i < n / 2; ++i)
+      by_name[i] = value(rank, 2, i);
     ctx.checkpoint();
-    for (auto& x : by_order) x = -1;  // lost work after the checkpoint
+    for (auto& x : by_order)
+      x = -1;  // lost work after the checkpoint
     EXPECT_THROW(by_order.push_back(1.0), skt::Error);
     try {
       by_name.reserve(n);
@@ -421,8 +424,10 @@ TEST(Allocator, ContainersComeBackAfterARelaunch) {
   Vector by_name(n / 2, 0.0, skt::allocator<double>("named"));
   EXPECT_EQ(ctx.recover(), 1u);
   bool same = true;
-  for (std::size_t i = 0; i < n; ++i) same = same && by_order[i] == value(rank, 1, i);
-  for (std::size_t i = 0; i < n / 2; ++i) same = same && by_name[i] == value(rank, 2, i);
+  for (std::size_t i = 0; i < n; ++i)
+    same = same && by_order[i] == value(rank, 1, i);
+  for (std::size_t i = 0; i < n / 2; ++i)
+    same = same && by_name[i] == value(rank, 2, i);
   EXPECT_TRUE(same);
   ctx.finalize(true);
   unsetenv("SKT_RESTART");

@@ -119,7 +119,8 @@ TEST(Config, ModesSchemesAndMtbf) {
 
 TEST(Config, ProgramSettingsAreLeftToThePrograms) {
   TempFile file("group_size = 2\n[hpl]\ncheckpoint_every = 3\n");
-  const Config c = load_config(file.path(), {{"SKT_HPL_CHECKPOINT_EVERY", "5"}, {"SKT_RUN_X", "1"}});
+  const Config c =
+      load_config(file.path(), {{"SKT_HPL_CHECKPOINT_EVERY", "5"}, {"SKT_RUN_X", "1"}});
   EXPECT_EQ(c.group_size, 2);
   TempFile other("[elsewhere]\nx = 1\n");
   EXPECT_NE(config_error(other.path(), {}).find("elsewhere: unknown key"), std::string::npos);

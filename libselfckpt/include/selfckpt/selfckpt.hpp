@@ -159,7 +159,8 @@ class allocator {
 
   T* allocate(std::size_t n) {
     if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
-    void* p = name_.empty() ? skt_malloc(n * sizeof(T)) : skt_malloc_named(name_.c_str(), n * sizeof(T));
+    void* p =
+        name_.empty() ? skt_malloc(n * sizeof(T)) : skt_malloc_named(name_.c_str(), n * sizeof(T));
     if (p == nullptr) detail::check(skt_last_error_code());
     return static_cast<T*>(p);
   }

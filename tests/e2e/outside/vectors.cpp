@@ -15,10 +15,13 @@ int main(int argc, char** argv) {
     int step = 0;
     ctx.protect("step", step);
     if (ctx.recover() == 0) {
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i + rank);
+      for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = static_cast<double>(i + rank);
     }
-    for (; step < 3; ++step) ctx.checkpoint();
-    std::printf("rank %d: epoch %llu, v[999] = %g\n", rank, static_cast<unsigned long long>(ctx.stats().epoch), v[999]);
+    for (; step < 3; ++step)
+      ctx.checkpoint();
+    std::printf("rank %d: epoch %llu, v[999] = %g\n", rank,
+                static_cast<unsigned long long>(ctx.stats().epoch), v[999]);
     ctx.finalize(true);
   }
   MPI_Finalize();
