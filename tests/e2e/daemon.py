@@ -54,16 +54,6 @@ class Daemon:
         return "".join(lines)
 
 
-class Checks:
-    def __init__(self):
-        self.failures = []
-
-    def expect(self, condition, what, output=""):
-        print(f"{'ok  ' if condition else 'FAIL'} {what}", flush=True)
-        if not condition:
-            self.failures.append(what + ("\n" + output[-4000:] if output else ""))
-
-
 def result_of(output):
     m = re.search(r"^RESULT (\w+)", output, re.M)
     return m.group(1) if m else None
@@ -264,7 +254,7 @@ def main(argv):
     options = parser.parse_args(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     d = Daemon(options, options.inject, options.run)
-    checks = Checks()
+    checks = harness.Checks()
     reference = cluster.reference(4, APP_ARGS)
     bad_input(d, checks)
     two_losses_two_spares(d, cluster, checks, reference)

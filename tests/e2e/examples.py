@@ -37,12 +37,8 @@ def main(argv):
     parser.add_argument("--timeout", type=int, default=300)
     options = parser.parse_args(argv)
     env = dict(os.environ, **harness.MPI_ENV)
-    failures = []
-
-    def expect(condition, what, output=""):
-        print(f"{'ok  ' if condition else 'FAIL'} {what}", flush=True)
-        if not condition:
-            failures.append(what + ("\n" + output[-5000:] if output else ""))
+    checks = harness.Checks()
+    expect = checks.expect
 
     for name, args in EXAMPLES.items():
         plain = subprocess.run([options.mpirun, "-n", "4", os.path.join(options.bin, name + "-plain"), *args],
@@ -81,7 +77,7 @@ exit 0
                 expect("replacing node n2 by spare n5" in out and "reports restored epoch 1" in out,
                        f"{name} {scheme}: n2 replaced by n5, epoch 1 restored", out)
             subprocess.run([options.shm, "clean", "--job", job], capture_output=True)
-    return harness.report_failures(failures)
+    return harness.report_failures(checks.failures)
 
 
 if __name__ == "__main__":

@@ -63,13 +63,6 @@ def run_case(cluster, config, step, kind, position, reference):
             cluster.lose_node(job, nodes[r])
             nodes[r] += "x"
 
-    def killed(run, what):
-        if run.hung:
-            return ("hung", f"{what} hung")
-        if run.code in (0, 2, 3, 4):
-            return ("wrong", f"{what} should have been killed: {run.describe()}")
-        return None
-
     crash_mid = ["--crash-at", str(MID_ITERATION), "--crash-rank", str(victim)]
     try:
         if step in ("mid", "recover"):
@@ -77,7 +70,7 @@ def run_case(cluster, config, step, kind, position, reference):
         else:
             first = cluster.launch(nodes, APP_ARGS, dict(env, SKT_RESTART="0",
                                                          SKT_FAULT=f"{step}:{victim}:{FAULT_EPOCH}"))
-        bad = killed(first, "the faulty launch")
+        bad = harness.killed_as_expected(first, "the faulty launch")
         if bad:
             return bad
         lose_nodes()
@@ -85,7 +78,7 @@ def run_case(cluster, config, step, kind, position, reference):
         if step == "recover" and kind != "beyond":
             second = cluster.launch(nodes, APP_ARGS, dict(env, SKT_RESTART="1",
                                                           SKT_FAULT=f"recover:{victim}:{FAULT_EPOCH}"))
-            bad = killed(second, "the launch failing during recovery")
+            bad = harness.killed_as_expected(second, "the launch failing during recovery")
             if bad:
                 return bad
             if kind == "node":

@@ -132,6 +132,29 @@ def arguments(argv):
     return parser.parse_args(argv)
 
 
+class Checks:
+    """Named expectations: each prints ok or FAIL; the failures, with their details, are kept for
+    report_failures. A detail is a Run (described) or text (its end)."""
+
+    def __init__(self):
+        self.failures = []
+
+    def expect(self, condition, what, detail=None):
+        print(f"{'ok  ' if condition else 'FAIL'} {what}", flush=True)
+        if not condition:
+            text = detail.describe() if isinstance(detail, Run) else (detail or "")[-5000:]
+            self.failures.append(what + ("\n" + text if text else ""))
+
+
+def killed_as_expected(run, what):
+    """None when a launch carrying a fault was killed by it; else ('hung' or 'wrong', why)."""
+    if run.hung:
+        return ("hung", f"{what} hung")
+    if run.code in (0, 2, 3, 4):
+        return ("wrong", f"{what} should have been killed: {run.describe()}")
+    return None
+
+
 def report_failures(failures):
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)

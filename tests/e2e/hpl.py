@@ -60,26 +60,19 @@ def run_case(cluster, config, step, mode, dat, reference):
             cluster.lose_node(job, nodes[r])
             nodes[r] += "x"
 
-    def killed(run, what):
-        if run.hung:
-            return ("hung", f"{what} hung")
-        if run.code in (0, 2, 3, 4):
-            return ("wrong", f"{what} should have been killed: {run.describe()}")
-        return None
-
     try:
         if step in ("mid", "recover"):
             first_env = dict(env, SKT_RESTART="0", SKT_HPL_CRASH=f"{MID_PANEL}:{victim}")
         else:
             first_env = dict(env, SKT_RESTART="0", SKT_FAULT=f"{step}:{victim}:{FAULT_EPOCH}")
-        bad = killed(cluster.launch(nodes, args, first_env), "the faulty launch")
+        bad = harness.killed_as_expected(cluster.launch(nodes, args, first_env), "the faulty launch")
         if bad:
             return bad
         lose()
         restart = 1
         if step == "recover":
             # Killed again while restoring: the next launch still finds a checkpoint.
-            bad = killed(cluster.launch(nodes, args, dict(env, SKT_RESTART="1",
+            bad = harness.killed_as_expected(cluster.launch(nodes, args, dict(env, SKT_RESTART="1",
                                                           SKT_FAULT=f"recover:{victim}:{FAULT_EPOCH}")),
                          "the launch failing during recovery")
             if bad:

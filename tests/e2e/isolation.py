@@ -6,7 +6,7 @@ refused without touching anything; configuration errors stop every rank with exi
 import sys
 
 import harness
-from loss_patterns import APP_ARGS, Checks, crash_mid_run
+from loss_patterns import APP_ARGS, crash_mid_run
 
 
 def another_job_is_left_alone(cluster, checks, reference):
@@ -78,7 +78,7 @@ def configuration_errors(cluster, checks):
 def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
-    checks = Checks()
+    checks = harness.Checks()
     reference = cluster.reference(4, APP_ARGS)
     another_job_is_left_alone(cluster, checks, reference)
     refused_relaunches_change_nothing(cluster, checks, reference)

@@ -11,17 +11,6 @@ import harness
 APP_ARGS = ["--iterations", "12", "--checkpoint-every", "3", "--bytes", "30000"]
 
 
-class Checks:
-    def __init__(self):
-        self.failures = []
-
-    def expect(self, condition, what, run=None):
-        status = "ok  " if condition else "FAIL"
-        print(f"{status} {what}", flush=True)
-        if not condition:
-            self.failures.append(what + ("\n" + run.describe() if run else ""))
-
-
 def crash_mid_run(cluster, nodes, env, victim):
     return cluster.launch(nodes, APP_ARGS + ["--crash-at", "7", "--crash-rank", str(victim)],
                           dict(env, SKT_RESTART="0"))
@@ -93,7 +82,7 @@ def second_failure_during_recovery(cluster, checks, reference):
 def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
-    checks = Checks()
+    checks = harness.Checks()
     references = {n: cluster.reference(n, APP_ARGS) for n in (4, 8)}
     two_losses_in_one_group(cluster, checks, references[4], 2, 4, [1, 3])
     two_losses_in_one_group(cluster, checks, references[8], 4, 8, [3, 5])

@@ -6,7 +6,7 @@ single with the 'unrecoverable' code; a crash that loses no memory is survived b
 import sys
 
 import harness
-from loss_patterns import APP_ARGS, Checks
+from loss_patterns import APP_ARGS
 
 
 def failure_during_update(cluster, checks, reference, mode, memory_lost):
@@ -34,7 +34,7 @@ def failure_during_update(cluster, checks, reference, mode, memory_lost):
 def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
-    checks = Checks()
+    checks = harness.Checks()
     reference = cluster.reference(4, APP_ARGS)
     for mode in ("self", "double", "single"):
         for memory_lost in (True, False):

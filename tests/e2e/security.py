@@ -3,7 +3,6 @@
 user (created here) can neither attach to them nor remove them, and skt-shm run by that user
 neither lists nor cleans them. Root only (it creates the user); skipped otherwise."""
 
-import ctypes
 import os
 import pwd
 import re
@@ -34,12 +33,8 @@ def main(argv):
     if os.geteuid() != 0:
         print("SKIP: needs root to create a second user")
         return 77
-    failures = []
-
-    def expect(condition, what, detail=""):
-        print(f"{'ok  ' if condition else 'FAIL'} {what}", flush=True)
-        if not condition:
-            failures.append(what + ("\n" + detail if detail else ""))
+    checks = harness.Checks()
+    expect = checks.expect
 
     created = False
     try:
@@ -99,7 +94,7 @@ def main(argv):
         cluster.clean(job)
         if created:
             subprocess.run(["userdel", USER], capture_output=True)
-    return harness.report_failures(failures)
+    return harness.report_failures(checks.failures)
 
 
 if __name__ == "__main__":

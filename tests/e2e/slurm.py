@@ -32,12 +32,8 @@ def main(argv):
     if os.geteuid() != 0:
         print("SKIP: a local Slurm needs root (slurmd runs as root)")
         return 77
-    failures = []
-
-    def expect(condition, what, output=""):
-        print(f"{'ok  ' if condition else 'FAIL'} {what}", flush=True)
-        if not condition:
-            failures.append(what + ("\n" + output[-5000:] if output else ""))
+    checks = harness.Checks()
+    expect = checks.expect
 
     local = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     reference = local.reference(4, APP_ARGS)
@@ -101,7 +97,7 @@ def main(argv):
                    "the message names the dead node and says no spare is left", out)
         finally:
             subprocess.run([options.cluster, "stop"], env=env, capture_output=True)
-    return harness.report_failures(failures)
+    return harness.report_failures(checks.failures)
 
 
 if __name__ == "__main__":
