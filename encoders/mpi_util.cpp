@@ -62,4 +62,28 @@ void Comm::reset() noexcept {
   }
 }
 
+void Requests::isend(const void* data, std::size_t bytes, int dest, int tag, MPI_Comm comm) {
+  requests_.push_back(MPI_REQUEST_NULL);
+  SKT_MPI(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm, &requests_.back()));
+}
+
+void Requests::irecv(void* data, std::size_t bytes, int source, int tag, MPI_Comm comm) {
+  requests_.push_back(MPI_REQUEST_NULL);
+  SKT_MPI(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, source, tag, comm, &requests_.back()));
+}
+
+void Requests::wait_all() {
+  SKT_MPI(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  requests_.clear();
+}
+
+void Requests::cancel() noexcept {
+  for (auto& request : requests_) {
+    if (request != MPI_REQUEST_NULL) {
+      MPI_Cancel(&request);
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+    }
+  }
+}
+
 }  // namespace skt

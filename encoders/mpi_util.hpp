@@ -1,11 +1,13 @@
 // MPI helpers shared by the encoders and the library: one checked-call macro that throws with file
-// and line, and owning handles for communicators.
+// and line, and owning handles for communicators and requests.
 #pragma once
 
 #include <mpi.h>
 
 #include <stdexcept>
+#include <cstddef>
 #include <string>
+#include <vector>
 
 namespace skt {
 
@@ -49,6 +51,25 @@ class Comm {
   explicit Comm(MPI_Comm comm) : comm_(comm) {}
   void reset() noexcept;
   MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+// Outstanding point-to-point requests of one batch. An error that unwinds past them cancels
+// what is still pending, so MPI never writes into memory the caller has let go.
+class Requests {
+ public:
+  Requests() = default;
+  ~Requests() { cancel(); }
+  Requests(const Requests&) = delete;
+  Requests& operator=(const Requests&) = delete;
+
+  void isend(const void* data, std::size_t bytes, int dest, int tag, MPI_Comm comm);
+  void irecv(void* data, std::size_t bytes, int source, int tag, MPI_Comm comm);
+  // Waits for every request and forgets them.
+  void wait_all();
+
+ private:
+  void cancel() noexcept;
+  std::vector<MPI_Request> requests_;
 };
 
 }  // namespace skt

@@ -3,6 +3,9 @@
 //                                    memory (the job's segments there) and mark it dead for
 //                                    skt-run's local probe
 //   skt-inject rank R --job TAG      kill the process of rank R only (its memory stays)
+//   skt-inject flip --job TAG --rank R --byte N [--bit B] [--checksum]
+//                                    flip one bit of rank R's committed copy (or checksum): the
+//                                    silent corruption that skt-shm verify must find
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -18,6 +21,8 @@
 #include "daemon/probe.hpp"
 #include "daemon/process.hpp"
 #include "daemon/ranklist.hpp"
+#include "libselfckpt/src/scrub.hpp"
+#include "libselfckpt/src/segment.hpp"
 
 namespace {
 
@@ -71,11 +76,68 @@ std::string shm_tool() {
                                                     : skt::run::find_program("skt-shm");
 }
 
+struct FlipTarget {
+  std::string job;
+  int rank = 0;
+  std::uint64_t byte = 0;
+  int bit = 0;
+  bool checksum = false;
+};
+
+// Where byte `at` of a committed copy belongs.
+std::string copy_byte_owner(const skt::WorkspaceLayout& layout, std::uint64_t at) {
+  for (std::size_t i = 0; i < layout.regions.size(); ++i) {
+    const std::uint64_t begin = layout.copy_offset[i];
+    if (at >= begin && at < begin + layout.regions[i].bytes) {
+      return fmt::format("region '{}' byte {}", layout.regions[i].name, at - begin);
+    }
+  }
+  return "padding between regions";
+}
+
+int flip(const FlipTarget& t) {
+  for (const auto& listing : skt::list_own_segments()) {
+    const auto& id = listing.header.identity;
+    if (id.kind != skt::SegmentKind::checkpoint || id.job != t.job || id.rank != t.rank) continue;
+    std::string why;
+    auto segment = skt::Segment::attach(listing.shmid, false, &why);
+    std::optional<skt::CheckpointView> view;
+    if (segment) view = skt::read_checkpoint_view(*segment, &why);
+    if (!view) {
+      fmt::print(stderr, "skt-inject: rank {}'s checkpoint segment is unusable: {}\n", t.rank, why);
+      return 1;
+    }
+    if (!view->state || view->state->committed < 0) {
+      fmt::print(stderr, "skt-inject: rank {} of job {} has no committed checkpoint\n", t.rank,
+                 t.job);
+      return 1;
+    }
+    const int copy = view->areas.copy_of_epoch(static_cast<std::uint64_t>(view->state->committed));
+    const std::uint64_t size =
+        t.checksum ? view->geometry.parity_bytes() : view->layout.copy_bytes;
+    if (t.byte >= size) {
+      fmt::print(stderr, "skt-inject: --byte {} is beyond rank {}'s {} ({} bytes)\n", t.byte,
+                 t.rank, t.checksum ? "checksum" : "committed copy", size);
+      return 1;
+    }
+    std::byte* base = segment->data() + (t.checksum ? view->areas.checksum_offset(copy)
+                                                    : view->areas.copy_offset(copy));
+    base[t.byte] ^= std::byte{static_cast<unsigned char>(1u << t.bit)};
+    fmt::print("flipped bit {} of byte {} of rank {}'s committed {} of epoch {}{}\n", t.bit,
+               t.byte, t.rank, t.checksum ? "checksum (C)" : "copy (B)", view->state->committed,
+               t.checksum ? std::string() : " (" + copy_byte_owner(view->layout, t.byte) + ")");
+    return 0;
+  }
+  fmt::print(stderr, "skt-inject: no checkpoint segment of job {} rank {} here\n", t.job, t.rank);
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "skt-inject: kill a virtual node (its processes and its memory) or one rank of a job"};
+      "skt-inject: kill a virtual node (its processes and its memory) or one rank of a job, or\n"
+      "corrupt one bit of a committed checkpoint"};
   app.require_subcommand(1);
   std::string job, node, registry = skt::run::default_registry();
   int rank = -1;
@@ -96,8 +158,19 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::NonNegativeNumber);
   rank_cmd->add_option("--job", job, "job tag (SKT_JOB)")->required()->check(job_check);
+  FlipTarget target;
+  auto* flip_cmd = app.add_subcommand(
+      "flip", "flip one bit of a rank's committed copy B (or checksum C), as silent corruption");
+  flip_cmd->add_option("--job", target.job, "job tag (SKT_JOB)")->required()->check(job_check);
+  flip_cmd->add_option("--rank", target.rank, "rank in MPI_COMM_WORLD")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  flip_cmd->add_option("--byte", target.byte, "byte offset in the copy (or checksum)")->required();
+  flip_cmd->add_option("--bit", target.bit, "bit of that byte")->check(CLI::Range(0, 7));
+  flip_cmd->add_flag("--checksum", target.checksum, "flip a bit of the checksum C instead of B");
   CLI11_PARSE(app, argc, argv);
 
+  if (*flip_cmd) return flip(target);
   if (*rank_cmd) {
     return kill_all(
         processes_with({{"SKT_JOB", job}, {"OMPI_COMM_WORLD_RANK", std::to_string(rank)}}),

@@ -1,8 +1,10 @@
-// skt-shm: look at and remove the calling user's selfckpt segments.
+// skt-shm: look at, verify and remove the calling user's selfckpt segments.
 #include <fmt/format.h>
+#include <mpi.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -10,7 +12,9 @@
 
 #include "libselfckpt/src/config.hpp"
 #include "libselfckpt/src/format.hpp"
+#include "libselfckpt/src/scrub.hpp"
 #include "libselfckpt/src/segment.hpp"
+#include "tools/shm_verify.hpp"
 
 namespace {
 
@@ -113,6 +117,14 @@ int inspect(const Filter& filter) {
         info.chunk_bytes, info.rows);
     fmt::print("  workspace {} bytes, layout {:016x}; {}\n", info.workspace_bytes, info.layout_hash,
                state_text(s));
+    std::string why;
+    const auto view = skt::read_checkpoint_view(*segment, &why);
+    if (!view) {
+      fmt::print("  regions: unreadable: {}\n", why);
+      continue;
+    }
+    for (const auto& region : view->layout.regions)
+      fmt::print("  region '{}': {} bytes\n", region.name, region.bytes);
   }
   return 0;
 }
@@ -159,7 +171,41 @@ int main(int argc, char** argv) {
   add_filter(inspect_cmd, filter, true);
   auto* clean_cmd = app.add_subcommand("clean", "remove a job's segments (all, or one node's)");
   add_filter(clean_cmd, filter, true);
+  int show = 10;
+  auto* verify_cmd = app.add_subcommand(
+      "verify",
+      "scrub a job's committed checkpoint: recompute the checksums of the committed copies (B) "
+      "and compare them with the stored ones (C), reporting silent corruption. Exit status 0: "
+      "clean; 1: corruption found; 2: some group could not be verified (members on other nodes, "
+      "no checkpoint yet, or a checkpoint being written). When the job spans nodes, run it with "
+      "one process per node: mpirun --map-by ppr:1:node skt-shm verify --job TAG");
+  verify_cmd
+      ->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG.*")
+      ->required()
+      ->check([](const std::string& v) {
+        return skt::valid_name(v) ? std::string() : "not a valid job tag: " + v;
+      });
+  verify_cmd->add_option("--show", show, "corrupt rows to describe per group")
+      ->check(CLI::NonNegativeNumber);
+  verify_cmd->add_option("--node", filter.node,
+                         "read only this node's segments: each process of a run on virtual nodes "
+                         "of one host stands for one node (default: SKT_NODE, if set)");
   CLI11_PARSE(app, argc, argv);
+  if (verify_cmd->parsed()) {
+    if (filter.node.empty() && std::getenv("SKT_NODE") != nullptr) filter.node = std::getenv("SKT_NODE");
+    MPI_Init(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int code = 1;
+    try {
+      code = skt::tools::verify_job(
+          [&](const skt::SegmentHeader& h) { return filter.matches(h); }, show);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "skt-shm verify: {}\n", e.what());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Finalize();
+    return code;
+  }
   try {
     if (list_cmd->parsed()) return list(filter);
     if (inspect_cmd->parsed()) return inspect(filter);

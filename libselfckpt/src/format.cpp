@@ -89,6 +89,9 @@ void write_info_fields(Writer& w, const CheckpointInfo& i) {
   w.put(i.rows);
   w.put(i.workspace_bytes);
   w.put(i.layout_hash);
+  w.put(i.first_period);
+  w.put(i.table_offset);
+  w.put(i.table_bytes);
   for (const auto v : i.members)
     w.put(v);
   for (const auto v : i.member_chunks)
@@ -222,6 +225,9 @@ bool decode_checkpoint_info(const std::byte* page, CheckpointInfo* out) {
   i.rows = r.get<std::uint64_t>();
   i.workspace_bytes = r.get<std::uint64_t>();
   i.layout_hash = r.get<std::uint64_t>();
+  i.first_period = r.get<std::uint64_t>();
+  i.table_offset = r.get<std::uint64_t>();
+  i.table_bytes = r.get<std::uint64_t>();
   for (auto& v : i.members)
     v = r.get<std::int32_t>();
   for (auto& v : i.member_chunks)
@@ -230,7 +236,10 @@ bool decode_checkpoint_info(const std::byte* page, CheckpointInfo* out) {
     v = r.get<std::uint64_t>();
   const std::size_t covered = r.size();
   if (r.get<std::uint32_t>() != crc32(page + kInfoOffset, covered)) return false;
-  if (i.group_size < 1 || i.group_size > kMaxGroupSize || i.member >= i.group_size) return false;
+  if (i.group_size < 1 || i.group_size > kMaxGroupSize || i.member >= i.group_size ||
+      i.first_period < 1) {
+    return false;
+  }
   if (out != nullptr) *out = i;
   return true;
 }
@@ -269,7 +278,7 @@ void clear_control(std::byte* page) {
   std::atomic_thread_fence(std::memory_order_release);
 }
 
-static_assert(kInfoOffset + 64 + kMaxGroupSize * 20 + 4 <= kControlOffset,
+static_assert(kInfoOffset + 88 + kMaxGroupSize * 20 + 4 <= kControlOffset,
               "checkpoint info overlaps the control block");
 static_assert(kControlOffset + 2 * kSlotBytes <= kHeaderBytes, "control block beyond the header");
 

@@ -11,7 +11,8 @@ namespace skt {
 
 inline constexpr std::size_t kHeaderBytes = 4096;  // data starts one page into a segment
 inline constexpr int kMaxGroupSize = 64;
-inline constexpr std::uint32_t kFormatVersion = 1;
+// 2: checkpoint segments carry their region table (what `skt-shm verify` reads B with).
+inline constexpr std::uint32_t kFormatVersion = 2;
 
 enum class SegmentKind : std::uint32_t { region = 1, stage = 2, checkpoint = 3 };
 const char* kind_name(SegmentKind kind) noexcept;
@@ -57,6 +58,9 @@ struct CheckpointInfo {
   std::uint64_t rows = 0;
   std::uint64_t workspace_bytes = 0;
   std::uint64_t layout_hash = 0;
+  std::uint64_t first_period = 1;  // the first region's chunks are a multiple of this
+  std::uint64_t table_offset = 0;  // where the region table sits in the data, and its size
+  std::uint64_t table_bytes = 0;
   std::int32_t members[kMaxGroupSize] = {};          // ranks of the group, by member index
   std::uint64_t member_chunks[kMaxGroupSize] = {};   // their stream lengths in chunks
   std::uint64_t member_layouts[kMaxGroupSize] = {};  // their layout hashes

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,5 +44,35 @@ struct WorkspaceLayout {
   // The same for the committed copy starting at `copy`.
   enc::ChunkList copy_chunks(std::byte* copy) const;
 };
+
+// The region table a checkpoint segment keeps, so that a reader without the program (skt-shm
+// verify) finds every region in B: count, then each region's size and name, then a CRC.
+std::size_t region_table_bytes(const std::vector<RegionSpec>& regions) noexcept;
+void encode_region_table(std::byte* at, const std::vector<RegionSpec>& regions);
+// Nothing if the table is cut short by `available` or its CRC does not match.
+std::optional<std::vector<RegionSpec>> decode_region_table(const std::byte* at,
+                                                           std::size_t available);
+
+// Where things sit in a checkpoint segment's data: each copy B followed by its checksum C, then
+// (self mode) the pending checksum D, then the region table; each area starts on a page.
+struct CheckpointAreas {
+  std::size_t copy_bytes = 0;    // one B, page-rounded
+  std::size_t parity_bytes = 0;  // one C or D, page-rounded
+  int copies = 1;
+  bool pending = false;
+
+  std::size_t copy_offset(int copy) const noexcept;
+  std::size_t checksum_offset(int copy) const noexcept { return copy_offset(copy) + copy_bytes; }
+  std::size_t pending_offset() const noexcept { return copy_offset(copies); }
+  std::size_t table_offset() const noexcept;
+  std::size_t data_bytes(std::size_t table_bytes) const noexcept;
+  // The copy that holds a committed epoch: copies alternate.
+  int copy_of_epoch(std::uint64_t epoch) const noexcept {
+    return static_cast<int>(epoch % static_cast<std::uint64_t>(copies));
+  }
+};
+
+CheckpointAreas checkpoint_areas(std::size_t copy_bytes, std::size_t parity_bytes, int copies,
+                                 bool pending) noexcept;
 
 }  // namespace skt

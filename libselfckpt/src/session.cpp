@@ -20,10 +20,6 @@ namespace {
 
 constexpr std::size_t kNodeBytes = 64;
 
-std::size_t page_round(std::size_t bytes) {
-  return (bytes + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes;
-}
-
 std::string getenv_string(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? std::string() : std::string(v);
@@ -407,9 +403,9 @@ Session::Finding Session::inspect_local_state() {
                             layout_.workspace_bytes, layout_.regions.size(), info.workspace_bytes));
   }
   const std::uint64_t parity_bytes = info.rows / info.group_size * info.parity * info.chunk_bytes;
-  const std::size_t pair = page_round(layout_.copy_bytes) + page_round(parity_bytes);
-  const std::size_t expected = static_cast<std::size_t>(copies()) * pair +
-                               (config_.mode == Mode::self ? page_round(parity_bytes) : 0);
+  const std::size_t expected =
+      checkpoint_areas(layout_.copy_bytes, parity_bytes, copies(), config_.mode == Mode::self)
+          .data_bytes(region_table_bytes(layout_.regions));
   if (header.data_bytes != expected) {
     log_->warn("this rank's checkpoint segment has an unexpected size: treated as lost");
     return f;
@@ -524,9 +520,9 @@ void Session::join_group(const GroupPlan& plan, const RecoveryDecision& decision
   const int parity = size > 1 ? config_.parity : 0;
   group_comm_ = Comm::split(comm_.get(), group, member);
   // The private regions come first, padded to a whole period of rows.
-  layout_ =
-      WorkspaceLayout::plan(stream_regions(), config_.chunk_bytes,
-                            privates_.empty() ? 1 : static_cast<std::uint64_t>(size - parity));
+  const std::uint64_t first_period =
+      privates_.empty() ? 1 : static_cast<std::uint64_t>(size - parity);
+  layout_ = WorkspaceLayout::plan(stream_regions(), config_.chunk_bytes, first_period);
 
   std::array<std::uint64_t, 2> declared{layout_.chunks, layout_.hash};
   std::vector<std::uint64_t> table(2 * static_cast<std::size_t>(size));
@@ -570,6 +566,9 @@ void Session::join_group(const GroupPlan& plan, const RecoveryDecision& decision
   info_.rows = geometry_.rows;
   info_.workspace_bytes = layout_.workspace_bytes;
   info_.layout_hash = layout_.hash;
+  info_.first_period = first_period;
+  info_.table_offset = areas().table_offset();
+  info_.table_bytes = region_table_bytes(layout_.regions);
   for (int i = 0; i < size; ++i) {
     const auto k = static_cast<std::size_t>(i);
     info_.members[k] = plan.members[static_cast<std::size_t>(group)][k];
@@ -581,9 +580,13 @@ void Session::join_group(const GroupPlan& plan, const RecoveryDecision& decision
   }
 }
 
+CheckpointAreas Session::areas() const {
+  return checkpoint_areas(layout_.copy_bytes, geometry_.parity_bytes(), copies(),
+                          config_.mode == Mode::self);
+}
+
 void Session::ensure_checkpoint_segment(bool keep_existing) {
-  const std::size_t copy_bytes = page_round(layout_.copy_bytes);
-  const std::size_t parity_bytes = page_round(geometry_.parity_bytes());
+  const CheckpointAreas areas = this->areas();
   if (!keep_existing) {
     if (checkpoint_) {
       checkpoint_.remove();
@@ -592,25 +595,23 @@ void Session::ensure_checkpoint_segment(bool keep_existing) {
     SegmentHeader header;
     header.identity = identity(SegmentKind::checkpoint, "checkpoint");
     header.nranks = nranks_;
-    const std::size_t copies_bytes =
-        static_cast<std::size_t>(copies()) * (copy_bytes + parity_bytes);
-    header.data_bytes = copies_bytes + (config_.mode == Mode::self ? parity_bytes : 0);
+    header.data_bytes = areas.data_bytes(info_.table_bytes);
     // Every page now, D's too: a first touch costs far more than a copy (the kernel clears the
     // page, a virtual machine's host may have to back it), and it belongs to the set-up, not to
     // the first checkpoint.
     checkpoint_ = Segment::create(header, config_.huge_pages);
     encode_checkpoint_info(checkpoint_.base(), info_);
+    encode_region_table(checkpoint_.data() + info_.table_offset, layout_.regions);
     clear_control(checkpoint_.base());
   }
-  std::byte* at = checkpoint_.data();
   copies_.assign(static_cast<std::size_t>(copies()), Copy{});
-  for (auto& copy : copies_) {
-    copy.data = at;
-    copy.checksum = at + copy_bytes;
+  for (int i = 0; i < copies(); ++i) {
+    Copy& copy = copies_[static_cast<std::size_t>(i)];
+    copy.data = checkpoint_.data() + areas.copy_offset(i);
+    copy.checksum = checkpoint_.data() + areas.checksum_offset(i);
     copy.chunks = layout_.copy_chunks(copy.data);
-    at += copy_bytes + parity_bytes;
   }
-  pending_ = config_.mode == Mode::self ? at : nullptr;
+  pending_ = areas.pending ? checkpoint_.data() + areas.pending_offset() : nullptr;
   workspace_chunks_ = layout_.chunks_at(stream_starts_);
 }
 
@@ -807,7 +808,7 @@ void Session::settle_copies(const GroupPlan& plan, const RecoveryDecision& decis
   }
   const bool lost = std::binary_search(decision.rebuild.begin(), decision.rebuild.end(), rank_);
   const std::vector<int> lost_in_group = lost_members(plan, decision);
-  const Copy& copy = copies_[epoch % copies_.size()];
+  const Copy& copy = copies_[static_cast<std::size_t>(areas().copy_of_epoch(epoch))];
   const auto midway = fault_->midway(FaultStep::recover, epoch);
   if (lost || lost_in_group.empty()) fault_->at(FaultStep::recover, epoch);
   if (!lost_in_group.empty()) {
@@ -1009,7 +1010,7 @@ void Session::checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>*
 
 void Session::checkpoint_copies(std::uint64_t next, bool stage) {
   const auto target = static_cast<std::int64_t>(next);
-  Copy& copy = copies_[next % copies_.size()];
+  Copy& copy = copies_[static_cast<std::size_t>(areas().copy_of_epoch(next))];
   if (stage) stage_private_regions(next);
   if (config_.mode == Mode::single) {
     // Every rank has staged its private state before any overwrites its only copy: if the update

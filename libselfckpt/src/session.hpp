@@ -103,6 +103,7 @@ class Session {
   GroupPlan recorded_plan(const Finding& mine, int groups);
   RecoveryDecision decide(const std::vector<RankFinding>& findings, const GroupPlan& plan) const;
   void join_group(const GroupPlan& plan, const RecoveryDecision& decision, const Finding& mine);
+  CheckpointAreas areas() const;
   void ensure_checkpoint_segment(bool keep_existing);
   void write_state();
 

@@ -6,7 +6,8 @@
 // rank at every iteration: a relaunched run prints the same RESULT as an uninterrupted one only if
 // recovery gave back exactly the checkpointed state. With --verify-recovery, a relaunched rank also
 // replays the computation from scratch up to the restored iteration and compares its regions byte
-// for byte.
+// for byte. With --doubles the regions hold doubles in [-1, 1] (what the sum scheme protects), and
+// the replay allows the sum scheme's rounding bound.
 #include <fmt/format.h>
 #include <mpi.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +35,7 @@ struct Options {
   int crash_rank = -1;
   bool verify_recovery = false;
   bool report_memory = false;
+  bool doubles = false;
   std::uint64_t seed = 20181001;
   std::vector<std::string> pauses;  // "L:K": on launch L (SKT_RESTART), stop after iteration K
 };
@@ -58,20 +61,51 @@ std::uint64_t splitmix(std::uint64_t x) {
 }
 
 std::size_t region_bytes(const Options& o, int rank, int region) {
-  return o.bytes + 4099u * static_cast<std::size_t>(rank) + 777u * static_cast<std::size_t>(region);
+  const std::size_t bytes =
+      o.bytes + 4099u * static_cast<std::size_t>(rank) + 777u * static_cast<std::size_t>(region);
+  return o.doubles ? bytes / sizeof(double) * sizeof(double) : bytes;
+}
+
+// A value in [-0.5, 0.5) from random bits.
+double half_unit(std::uint64_t bits) {
+  return static_cast<double>(bits >> 11) * 0x1p-53 - 0.5;
+}
+
+double load_double(const std::uint8_t* at) {
+  double v;
+  std::memcpy(&v, at, sizeof v);
+  return v;
 }
 
 void initialise(std::uint8_t* data, std::size_t bytes, const Options& o, int rank, int region) {
-  for (std::size_t i = 0; i < bytes; ++i) {
-    data[i] = static_cast<std::uint8_t>(splitmix(o.seed ^ (static_cast<std::uint64_t>(rank) << 40) ^
-                                                 (static_cast<std::uint64_t>(region) << 32) ^ i));
+  const std::uint64_t base =
+      o.seed ^ (static_cast<std::uint64_t>(rank) << 40) ^ (static_cast<std::uint64_t>(region) << 32);
+  if (o.doubles) {
+    for (std::size_t i = 0; i < bytes; i += sizeof(double)) {
+      const double v = 2 * half_unit(splitmix(base ^ i));
+      std::memcpy(data + i, &v, sizeof v);
+    }
+    return;
   }
+  for (std::size_t i = 0; i < bytes; ++i)
+    data[i] = static_cast<std::uint8_t>(splitmix(base ^ i));
 }
 
 // One iteration of "computation" on one region; returns a checksum of the result.
-std::uint64_t step(std::uint8_t* data, std::size_t bytes, std::uint64_t iteration, int rank) {
+std::uint64_t step(std::uint8_t* data, std::size_t bytes, std::uint64_t iteration, int rank,
+                   bool doubles) {
   std::uint64_t key = splitmix(iteration * 1315423911u + static_cast<std::uint64_t>(rank));
   std::uint64_t sum = 0;
+  if (doubles) {
+    // Stays in [-1, 1]: half the old value plus a value in [-0.5, 0.5).
+    for (std::size_t i = 0; i < bytes; i += sizeof(double)) {
+      key = splitmix(key + i);
+      const double v = 0.5 * load_double(data + i) + half_unit(key);
+      std::memcpy(data + i, &v, sizeof v);
+      sum = sum * 131 + static_cast<std::uint64_t>(std::llround(v * 0x1p20));
+    }
+    return sum;
+  }
   for (std::size_t i = 0; i < bytes; ++i) {
     key = splitmix(key + data[i]);
     data[i] = static_cast<std::uint8_t>(data[i] ^ key);
@@ -81,10 +115,10 @@ std::uint64_t step(std::uint8_t* data, std::size_t bytes, std::uint64_t iteratio
 }
 
 std::uint64_t iterate(std::vector<skt::Region<std::uint8_t>>& regions, State& state, int rank,
-                      MPI_Comm comm) {
+                      bool doubles, MPI_Comm comm) {
   std::uint64_t local = 0;
   for (auto& r : regions)
-    local ^= step(r.data(), r.size(), state.iteration, rank);
+    local ^= step(r.data(), r.size(), state.iteration, rank, doubles);
   std::uint64_t global = 0;
   MPI_Allreduce(&local, &global, 1, MPI_UINT64_T, MPI_BXOR, comm);
   state.accumulator = splitmix(state.accumulator ^ global);
@@ -92,15 +126,29 @@ std::uint64_t iterate(std::vector<skt::Region<std::uint8_t>>& regions, State& st
   return global;
 }
 
-// Recomputes what the regions held after `iterations` iterations and compares byte for byte.
+// Recomputes what the regions held after `iterations` iterations and compares byte for byte, or
+// for doubles within `tolerance`.
 bool verify_replay(const std::vector<skt::Region<std::uint8_t>>& regions, const Options& o,
-                   int rank, std::uint64_t iterations) {
+                   int rank, std::uint64_t iterations, double tolerance) {
   bool same = true;
   for (std::size_t k = 0; k < regions.size(); ++k) {
     std::vector<std::uint8_t> expected(regions[k].size());
     initialise(expected.data(), expected.size(), o, rank, static_cast<int>(k));
     for (std::uint64_t it = 0; it < iterations; ++it) {
-      step(expected.data(), expected.size(), it, rank);
+      step(expected.data(), expected.size(), it, rank, o.doubles);
+    }
+    if (o.doubles) {
+      for (std::size_t i = 0; i < expected.size(); i += sizeof(double)) {
+        const double want = load_double(expected.data() + i);
+        const double got = load_double(regions[k].data() + i);
+        if (!(std::fabs(got - want) <= tolerance)) {
+          fmt::print(stderr, "RECOVERY MISMATCH rank {} region {} double {}: {:.17g} != {:.17g}\n",
+                     rank, k, i / sizeof(double), got, want);
+          same = false;
+          break;
+        }
+      }
+      continue;
     }
     for (std::size_t i = 0; i < expected.size(); ++i) {
       if (expected[i] != regions[k][i]) {
@@ -137,7 +185,11 @@ int run(const Options& o) {
       fmt::print("recovered epoch {} at iteration {}\n", epoch, state.iteration);
     }
     if (o.verify_recovery) {
-      int ok = verify_replay(regions, o, rank, state.iteration) ? 1 : 0;
+      // The sum scheme's bound for values in [-1, 1]: a rebuilt value sums G-2 data values and a
+      // parity of at most G-1 in magnitude (see enc::sum_rebuild_bound).
+      const double g = ctx.stats().group_size;
+      const double tolerance = o.doubles ? 3.03 * (g - 1) * 0x1p-53 * (2 * g - 3) : 0.0;
+      int ok = verify_replay(regions, o, rank, state.iteration, tolerance) ? 1 : 0;
       MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
       if (ok == 0) return 4;
       if (rank == 0) fmt::print("recovered data verified by replay on every rank\n");
@@ -146,7 +198,7 @@ int run(const Options& o) {
   std::fflush(stdout);
 
   while (state.iteration < static_cast<std::uint64_t>(o.iterations)) {
-    iterate(regions, state, rank, MPI_COMM_WORLD);
+    iterate(regions, state, rank, o.doubles, MPI_COMM_WORLD);
     if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank) {
       fmt::print(stderr, "testapp: rank {} crashing at iteration {}\n", rank, state.iteration);
       kill(getpid(), SIGKILL);
@@ -215,6 +267,7 @@ int main(int argc, char** argv) {
                  "iteration K and waits to be killed (repeatable)");
   app.add_flag("--verify-recovery", o.verify_recovery, "replay and compare restored data");
   app.add_flag("--report-memory", o.report_memory, "print the shared memory of every rank");
+  app.add_flag("--doubles", o.doubles, "regions of doubles in [-1, 1], as the sum scheme needs");
   app.add_option("--seed", o.seed, "data seed");
   CLI11_PARSE(app, argc, argv);
 

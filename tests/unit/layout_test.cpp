@@ -56,5 +56,42 @@ TEST(Layout, HashChangesWithNamesAndSizes) {
   EXPECT_NE(base, WorkspaceLayout::plan({{"b", 200}, {"a", 100}}, 4096).hash);
 }
 
+TEST(RegionTable, RoundTripsAndRefusesDamage) {
+  const std::vector<RegionSpec> regions{{"private(state:16;)", 64}, {"a", 10000}, {"", 0}};
+  std::vector<std::byte> table(region_table_bytes(regions));
+  encode_region_table(table.data(), regions);
+  const auto back = decode_region_table(table.data(), table.size());
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->size(), 3u);
+  EXPECT_EQ((*back)[0].name, "private(state:16;)");
+  EXPECT_EQ((*back)[1].bytes, 10000u);
+  // Cut short anywhere, or any byte changed: refused, never read past the end.
+  for (std::size_t n = 0; n < table.size(); ++n)
+    EXPECT_FALSE(decode_region_table(table.data(), n)) << n;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    auto damaged = table;
+    damaged[i] ^= std::byte{0x10};
+    EXPECT_FALSE(decode_region_table(damaged.data(), damaged.size())) << i;
+  }
+}
+
+TEST(CheckpointAreas, CopiesChecksumsPendingAndTableFollowEachOtherOnPages) {
+  const auto self = checkpoint_areas(10000, 5000, 1, true);
+  EXPECT_EQ(self.copy_bytes, 12288u);
+  EXPECT_EQ(self.parity_bytes, 8192u);
+  EXPECT_EQ(self.checksum_offset(0), 12288u);
+  EXPECT_EQ(self.pending_offset(), 20480u);
+  EXPECT_EQ(self.table_offset(), 28672u);
+  EXPECT_EQ(self.data_bytes(100), 32768u);
+  EXPECT_EQ(self.copy_of_epoch(7), 0);
+
+  const auto twin = checkpoint_areas(10000, 5000, 2, false);
+  EXPECT_EQ(twin.copy_offset(1), 20480u);
+  EXPECT_EQ(twin.checksum_offset(1), 32768u);
+  EXPECT_EQ(twin.table_offset(), 40960u);
+  EXPECT_EQ(twin.copy_of_epoch(7), 1);
+  EXPECT_EQ(twin.copy_of_epoch(8), 0);
+}
+
 }  // namespace
 }  // namespace skt

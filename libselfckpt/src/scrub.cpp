@@ -1,0 +1,137 @@
+#include "libselfckpt/src/scrub.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "libselfckpt/src/config.hpp"
+
+namespace skt {
+
+std::optional<CheckpointView> read_checkpoint_view(const Segment& segment, std::string* why) {
+  auto fail = [&](std::string text) -> std::optional<CheckpointView> {
+    if (why != nullptr) *why = std::move(text);
+    return std::nullopt;
+  };
+  CheckpointView v;
+  v.header = segment.header();
+  if (v.header.identity.kind != SegmentKind::checkpoint) return fail("not a checkpoint segment");
+  if (!decode_checkpoint_info(segment.base(), &v.info)) {
+    return fail("its checkpoint description is corrupted (CRC mismatch)");
+  }
+  const auto& i = v.info;
+  if (i.table_offset > v.header.data_bytes || i.table_bytes > v.header.data_bytes - i.table_offset) {
+    return fail("its region table lies outside the segment");
+  }
+  auto regions = decode_region_table(segment.data() + i.table_offset, i.table_bytes);
+  if (!regions) return fail("its region table is corrupted (CRC mismatch)");
+  if (i.chunk_bytes == 0 || i.scheme > static_cast<std::uint32_t>(enc::Scheme::reed_solomon) ||
+      i.mode > static_cast<std::uint32_t>(Mode::twin) || i.parity >= i.group_size ||
+      i.rows % i.group_size != 0) {
+    return fail("its checkpoint description names an impossible code");
+  }
+  v.layout = WorkspaceLayout::plan(std::move(*regions), i.chunk_bytes, i.first_period);
+  if (v.layout.hash != i.layout_hash || v.layout.chunks != i.member_chunks[i.member]) {
+    return fail("its region table does not match its checkpoint description");
+  }
+  v.geometry.group_size = static_cast<int>(i.group_size);
+  v.geometry.parity = static_cast<int>(i.parity);
+  v.geometry.chunk_bytes = i.chunk_bytes;
+  v.geometry.rows = i.rows;
+  const auto mode = static_cast<Mode>(i.mode);
+  v.areas = checkpoint_areas(v.layout.copy_bytes, v.geometry.parity_bytes(),
+                             mode == Mode::twin ? 2 : 1, mode == Mode::self);
+  if (v.areas.table_offset() != i.table_offset ||
+      v.areas.data_bytes(i.table_bytes) != v.header.data_bytes) {
+    return fail("its size does not match its checkpoint description");
+  }
+  v.state = read_control(segment.base());
+  return v;
+}
+
+std::optional<std::string> scrub_obstacle(std::span<const MemberStatus> members,
+                                          std::uint64_t* epoch) {
+  if (members.empty()) return "no member found";
+  const CheckpointInfo& first = members[0].info;
+  std::vector<bool> present(first.group_size, false);
+  for (const auto& m : members) {
+    const auto& i = m.info;
+    if (i.group != first.group || i.group_size != first.group_size || i.scheme != first.scheme ||
+        i.parity != first.parity || i.mode != first.mode || i.chunk_bytes != first.chunk_bytes ||
+        i.rows != first.rows ||
+        !std::equal(i.members, i.members + i.group_size, first.members) ||
+        i.members[i.member] != m.rank || present[i.member]) {
+      return fmt::format("its members' descriptions disagree (ranks {} and {})", members[0].rank,
+                         m.rank);
+    }
+    present[i.member] = true;
+  }
+  std::string missing;
+  for (std::uint32_t k = 0; k < first.group_size; ++k) {
+    if (!present[k]) missing += fmt::format("{}{}", missing.empty() ? "" : " ", first.members[k]);
+  }
+  if (!missing.empty()) {
+    return fmt::format("the checkpoint segments of rank(s) {} were not found (run verify on every "
+                       "node of the job: mpirun with one process per node)",
+                       missing);
+  }
+  if (first.parity == 0) return "a group of one member keeps no checksum";
+  const auto mode = static_cast<Mode>(first.mode);
+  std::int64_t committed = -2;
+  for (const auto& m : members) {
+    if (!m.state) return fmt::format("rank {}'s control block is unreadable", m.rank);
+    const ControlState& s = *m.state;
+    if (s.committed < 0) return "no checkpoint has been committed yet";
+    if (committed != -2 && s.committed != committed) {
+      return fmt::format("a checkpoint is being committed (rank {} holds epoch {}, rank {} epoch "
+                         "{}); verify again when the job is between checkpoints",
+                         members[0].rank, committed, m.rank, s.committed);
+    }
+    committed = s.committed;
+    if ((mode == Mode::self && s.agreed > s.committed) ||
+        (mode == Mode::single && s.encoded > s.committed)) {
+      return fmt::format("rank {} is writing epoch {} into its copy; verify again when the job is "
+                         "between checkpoints",
+                         m.rank, mode == Mode::self ? s.agreed : s.encoded);
+    }
+  }
+  *epoch = static_cast<std::uint64_t>(committed);
+  return std::nullopt;
+}
+
+std::optional<RowMismatch> check_row(const enc::Codec& codec, std::uint64_t row, int slot,
+                                     std::span<const std::byte* const> sources,
+                                     const std::byte* stored, std::size_t chunk_bytes,
+                                     std::byte* scratch) {
+  codec.encode_row(scratch, nullptr, sources, slot, chunk_bytes);
+  if (std::memcmp(scratch, stored, chunk_bytes) == 0) return std::nullopt;
+  RowMismatch m;
+  m.row = row;
+  m.slot = slot;
+  m.first = chunk_bytes;
+  for (std::size_t b = 0; b < chunk_bytes; ++b) {
+    if (scratch[b] == stored[b]) continue;
+    m.first = std::min(m.first, b);
+    m.last = b + 1;
+    ++m.differing;
+  }
+  return m;
+}
+
+std::string describe_chunk_bytes(const WorkspaceLayout& layout, std::uint64_t chunk,
+                                 std::size_t first, std::size_t last) {
+  if (chunk >= layout.chunks) return "beyond its stream (reads as zero)";
+  const auto region = static_cast<std::size_t>(
+      std::upper_bound(layout.first_chunk.begin(), layout.first_chunk.end(), chunk) -
+      layout.first_chunk.begin() - 1);
+  const std::size_t begin = (chunk - layout.first_chunk[region]) * layout.chunk_bytes + first;
+  const std::size_t size = layout.regions[region].bytes;
+  if (begin >= size) return "padding (reads as zero)";
+  const std::size_t end = std::min(size, begin + (last - first));
+  return fmt::format("region '{}' byte{} {}{}", layout.regions[region].name,
+                     end - begin == 1 ? "" : "s", begin,
+                     end - begin == 1 ? std::string() : fmt::format("..{}", end - 1));
+}
+
+}  // namespace skt

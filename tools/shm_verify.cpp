@@ -1,0 +1,387 @@
+#include "tools/shm_verify.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <type_traits>
+#include <vector>
+
+#include "encoders/mpi_util.hpp"
+#include "libselfckpt/src/config.hpp"
+#include "libselfckpt/src/scrub.hpp"
+#include "libselfckpt/src/segment.hpp"
+
+namespace skt::tools {
+
+namespace {
+
+constexpr std::size_t kJobBytes = 64;
+// Received chunks held at once: rows are checked a batch at a time.
+constexpr std::size_t kBatchBytes = std::size_t{64} << 20;
+
+struct Local {
+  Segment segment;
+  CheckpointView view;
+};
+
+// What a process tells the others about each checkpoint segment it holds.
+struct Record {
+  char job[kJobBytes] = {};
+  std::int32_t process = 0;
+  std::int32_t rank = 0;
+  std::int32_t has_state = 0;
+  ControlState state;
+  CheckpointInfo info;
+};
+static_assert(std::is_trivially_copyable_v<Record>);
+
+struct Mismatch {
+  std::uint64_t row;
+  std::int32_t slot;
+  std::int32_t holder;  // rank holding the checksum chunk
+  std::uint64_t first, last, differing;
+};
+static_assert(std::is_trivially_copyable_v<Mismatch>);
+
+template <class T>
+std::vector<T> allgather(MPI_Comm comm, const std::vector<T>& mine) {
+  int n = 0;
+  MPI_Comm_size(comm, &n);
+  const int bytes = static_cast<int>(mine.size() * sizeof(T));
+  std::vector<int> counts(static_cast<std::size_t>(n)), offsets(static_cast<std::size_t>(n));
+  SKT_MPI(MPI_Allgather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, comm));
+  int total = 0;
+  for (int p = 0; p < n; ++p) {
+    offsets[static_cast<std::size_t>(p)] = total;
+    total += counts[static_cast<std::size_t>(p)];
+  }
+  std::vector<T> all(static_cast<std::size_t>(total) / sizeof(T));
+  SKT_MPI(MPI_Allgatherv(mine.data(), bytes, MPI_BYTE, all.data(), counts.data(), offsets.data(),
+                         MPI_BYTE, comm));
+  return all;
+}
+
+// Every process's text, concatenated in process order, on every process.
+std::string gather_text(MPI_Comm comm, const std::string& mine) {
+  const auto all = allgather(comm, std::vector<char>(mine.begin(), mine.end()));
+  return {all.begin(), all.end()};
+}
+
+class Verifier {
+ public:
+  Verifier(const std::function<bool(const SegmentHeader&)>& wanted, int max_rows_shown)
+      : comm_(MPI_COMM_WORLD), max_rows_shown_(max_rows_shown) {
+    MPI_Comm_rank(comm_, &me_);
+    load(wanted);
+  }
+
+  int run();
+
+ private:
+  using GroupKey = std::pair<std::string, std::uint32_t>;
+
+  void load(const std::function<bool(const SegmentHeader&)>& wanted);
+  void say(const std::string& text) const {
+    if (me_ == 0) fmt::print("{}", text);
+  }
+  // Returns whether the group's checksums matched its copies (nothing when it could not be
+  // checked); prints the outcome.
+  std::optional<bool> verify_group(const GroupKey& key, const std::vector<Record>& members);
+  void check_rows(const std::vector<Record>& members, std::uint64_t epoch,
+                  std::vector<Mismatch>& found);
+  std::string locate(const std::vector<Record>& members, const std::vector<Mismatch>& shown);
+
+  MPI_Comm comm_;
+  int me_ = 0;
+  int max_rows_shown_;
+  std::vector<Local> local_;
+  std::map<std::pair<std::string, int>, std::size_t> local_index_;  // (job, rank) -> local_
+  std::vector<Record> records_;
+  std::string damaged_;  // one line per unreadable segment, all processes'
+  std::uint64_t checked_bytes_ = 0;
+};
+
+void Verifier::load(const std::function<bool(const SegmentHeader&)>& wanted) {
+  std::vector<Record> mine;
+  std::string damaged;
+  for (const auto& listing : list_own_segments()) {
+    const auto& id = listing.header.identity;
+    if (id.kind != SegmentKind::checkpoint || !wanted(listing.header)) continue;
+    std::string why;
+    auto segment = Segment::attach(listing.shmid, true, &why);
+    std::optional<CheckpointView> view;
+    if (segment) view = read_checkpoint_view(*segment, &why);
+    if (!view) {
+      damaged += fmt::format("  job '{}' rank {} (node {}, shmid {}): {}\n", id.job, id.rank,
+                             id.domain, listing.shmid, why);
+      continue;
+    }
+    Record r;
+    std::memcpy(r.job, id.job.data(), std::min(id.job.size(), kJobBytes - 1));
+    r.process = me_;
+    r.rank = id.rank;
+    r.has_state = view->state ? 1 : 0;
+    if (view->state) r.state = *view->state;
+    r.info = view->info;
+    mine.push_back(r);
+    local_index_[{id.job, id.rank}] = local_.size();
+    local_.push_back({std::move(*segment), std::move(*view)});
+  }
+  records_ = allgather(comm_, mine);
+  damaged_ = gather_text(comm_, damaged);
+}
+
+int Verifier::run() {
+  // One entry per (job, rank): a node seen by two processes counts once, the first one's.
+  std::map<GroupKey, std::vector<Record>> groups;
+  std::map<std::pair<std::string, int>, bool> seen;
+  for (const auto& r : records_) {
+    if (seen.emplace(std::make_pair(std::string(r.job), r.rank), true).second) {
+      groups[{r.job, r.info.group}].push_back(r);
+    }
+  }
+  if (!damaged_.empty()) say("damaged checkpoint segments:\n" + damaged_);
+  if (groups.empty()) {
+    say(damaged_.empty() ? "no checkpoint segments of this job on the nodes of this run\n" : "");
+    return damaged_.empty() ? 2 : 1;
+  }
+  int clean = 0, corrupt = 0, unchecked = 0;
+  const double start = MPI_Wtime();
+  for (const auto& [key, members] : groups) {
+    const auto outcome = verify_group(key, members);
+    if (!outcome) {
+      ++unchecked;
+    } else if (*outcome) {
+      ++clean;
+    } else {
+      ++corrupt;
+    }
+  }
+  std::uint64_t bytes = checked_bytes_;
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_SUM, comm_));
+  say(fmt::format("{} group{}: {} clean, {} corrupt, {} not verified{}; {:.1f} MiB of committed "
+                  "copies read in {:.2f} s\n",
+                  groups.size(), groups.size() == 1 ? "" : "s", clean, corrupt, unchecked,
+                  damaged_.empty() ? "" : "; damaged segments found", bytes / 1048576.0,
+                  MPI_Wtime() - start));
+  if (corrupt > 0 || !damaged_.empty()) return 1;
+  return unchecked > 0 ? 2 : 0;
+}
+
+std::optional<bool> Verifier::verify_group(const GroupKey& key,
+                                           const std::vector<Record>& members) {
+  std::vector<MemberStatus> statuses;
+  for (const auto& r : members) {
+    statuses.push_back(
+        {r.rank, r.info, r.has_state != 0 ? std::optional<ControlState>(r.state) : std::nullopt});
+  }
+  const CheckpointInfo& info = members[0].info;
+  std::string ranks;
+  for (std::uint32_t k = 0; k < info.group_size; ++k)
+    ranks += fmt::format("{}{}", k == 0 ? "" : " ", info.members[k]);
+  const std::string title =
+      fmt::format("job '{}' group {} (ranks {}, {} m={})", key.first, key.second, ranks,
+                  enc::scheme_name(static_cast<enc::Scheme>(info.scheme)), info.parity);
+  std::uint64_t epoch = 0;
+  if (const auto obstacle = scrub_obstacle(statuses, &epoch)) {
+    say(fmt::format("{}: not verified: {}\n", title, *obstacle));
+    return std::nullopt;
+  }
+
+  std::vector<Record> ordered = members;
+  std::sort(ordered.begin(), ordered.end(),
+            [](const Record& a, const Record& b) { return a.info.member < b.info.member; });
+  std::vector<Mismatch> found;
+  check_rows(ordered, epoch, found);
+  // A job that checkpointed meanwhile may have changed B under the scrub: its verdict is void.
+  int changed = 0;
+  for (const auto& r : members) {
+    const auto it = local_index_.find({key.first, r.rank});
+    if (it == local_index_.end() || r.process != me_) continue;
+    changed |= read_control(local_[it->second].segment.base()) != r.state ? 1 : 0;
+  }
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &changed, 1, MPI_INT, MPI_LOR, comm_));
+  if (changed != 0) {
+    say(fmt::format("{}: not verified: the job wrote a checkpoint during the scrub; verify again "
+                    "when it is stopped or between checkpoints\n",
+                    title));
+    return std::nullopt;
+  }
+  auto all = allgather(comm_, found);
+  std::sort(all.begin(), all.end(), [](const Mismatch& a, const Mismatch& b) {
+    return std::tie(a.row, a.slot) < std::tie(b.row, b.slot);
+  });
+  if (all.empty()) {
+    say(fmt::format("{}: epoch {}: clean ({} rows)\n", title, epoch, info.rows));
+    return true;
+  }
+  const std::vector<Mismatch> shown(
+      all.begin(), all.begin() + std::min<std::ptrdiff_t>(max_rows_shown_,
+                                                          static_cast<std::ptrdiff_t>(all.size())));
+  const std::string where = locate(ordered, shown);
+  say(fmt::format("{}: epoch {}: CORRUPT: {} checksum chunk{} of {} rows disagree with the "
+                  "committed copies\n",
+                  title, epoch, all.size(), all.size() == 1 ? "" : "s", info.rows));
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    const auto& m = shown[i];
+    const std::string bytes = m.last - m.first == 1
+                                  ? fmt::format("at byte {}", m.first)
+                                  : fmt::format("in bytes {}..{}", m.first, m.last - 1);
+    say(fmt::format("  row {} slot {} (checksum held by rank {}): {} byte{} differ{} {} of the "
+                    "chunk; one of these changed after the commit:\n",
+                    m.row, m.slot, m.holder, m.differing, m.differing == 1 ? "" : "s",
+                    m.differing == 1 ? "s" : "", bytes));
+    say(fmt::format("    rank {}: its checksum chunk\n", m.holder));
+    const std::string tag = fmt::format("{}\t", i);
+    for (std::size_t at = where.find(tag); at != std::string::npos; at = where.find(tag, at)) {
+      if (at != 0 && where[at - 1] != '\n') {
+        at += tag.size();
+        continue;
+      }
+      const std::size_t end = where.find('\n', at);
+      say(fmt::format("    {}\n", where.substr(at + tag.size(), end - at - tag.size())));
+      at = end;
+    }
+  }
+  if (all.size() > shown.size()) {
+    say(fmt::format("  ... and {} more (--show N prints more)\n", all.size() - shown.size()));
+  }
+  return false;
+}
+
+void Verifier::check_rows(const std::vector<Record>& members, std::uint64_t epoch,
+                          std::vector<Mismatch>& found) {
+  const CheckpointInfo& info = members[0].info;
+  const int size = static_cast<int>(info.group_size);
+  const int parity = static_cast<int>(info.parity);
+  const int width = size - parity;
+  const std::size_t chunk = info.chunk_bytes;
+  enc::StripeGeometry geometry;
+  geometry.group_size = size;
+  geometry.parity = parity;
+  geometry.chunk_bytes = chunk;
+  geometry.rows = info.rows;
+  const auto codec = enc::make_codec(static_cast<enc::Scheme>(info.scheme), size, parity);
+
+  // Per member: the process holding it and, when that is this one, its committed copy and checksum.
+  std::vector<int> owner(static_cast<std::size_t>(size));
+  std::vector<enc::ChunkList> copy(static_cast<std::size_t>(size));
+  std::vector<const std::byte*> checksum(static_cast<std::size_t>(size), nullptr);
+  for (const auto& r : members) {
+    const auto k = static_cast<std::size_t>(r.info.member);
+    owner[k] = r.process;
+    if (r.process != me_) continue;
+    const Local& l = local_[local_index_.at({r.job, r.rank})];
+    const int c = l.view.areas.copy_of_epoch(epoch);
+    copy[k] = l.view.layout.copy_chunks(l.segment.data() + l.view.areas.copy_offset(c));
+    checksum[k] = l.segment.data() + l.view.areas.checksum_offset(c);
+    checked_bytes_ += l.view.layout.copy_bytes;
+  }
+
+  const std::size_t per_row = static_cast<std::size_t>(parity * width) * chunk;
+  const std::uint64_t batch = std::max<std::uint64_t>(1, kBatchBytes / per_row);
+  std::vector<std::byte> buffers(static_cast<std::size_t>(std::min(batch, info.rows)) * per_row);
+  std::vector<std::byte> recomputed(chunk);
+  std::vector<const std::byte*> sources(static_cast<std::size_t>(std::min(batch, info.rows)) *
+                                        static_cast<std::size_t>(parity * width));
+  Requests requests;
+  for (std::uint64_t first = 0; first < info.rows; first += batch) {
+    const std::uint64_t last = std::min(info.rows, first + batch);
+    // Sends and receives are posted in the same order everywhere, which is what pairs them.
+    for (std::uint64_t row = first; row < last; ++row) {
+      for (int slot = 0; slot < parity; ++slot) {
+        const int holder = geometry.holder(row, slot);
+        const bool checking = owner[static_cast<std::size_t>(holder)] == me_;
+        for (int j = 0; j < size; ++j) {
+          const int position = geometry.data_position(j, row);
+          const auto k = static_cast<std::size_t>(j);
+          if (position < 0 || (!checking && owner[k] != me_)) continue;
+          const std::uint64_t c = *geometry.chunk_of_row(j, row);
+          const std::byte* data = nullptr;
+          std::size_t bytes = 0;
+          if (owner[k] == me_ && c < copy[k].size()) {
+            data = copy[k].data[c];
+            bytes = copy[k].bytes[c];
+          }
+          const int tag = j * kMaxGroupSize + slot;
+          if (!checking) {
+            requests.isend(data, bytes, owner[static_cast<std::size_t>(holder)], tag, comm_);
+            continue;
+          }
+          const std::size_t index =
+              ((row - first) * static_cast<std::size_t>(parity) + static_cast<std::size_t>(slot)) *
+                  static_cast<std::size_t>(width) +
+              static_cast<std::size_t>(position);
+          if (owner[k] == me_ && bytes == chunk) {
+            sources[index] = data;
+            continue;
+          }
+          std::byte* buffer = buffers.data() + index * chunk;
+          std::memset(buffer, 0, chunk);
+          sources[index] = buffer;
+          if (owner[k] == me_) {
+            if (bytes > 0) std::memcpy(buffer, data, bytes);
+          } else {
+            requests.irecv(buffer, chunk, owner[k], tag, comm_);
+          }
+        }
+      }
+    }
+    requests.wait_all();
+    for (std::uint64_t row = first; row < last; ++row) {
+      for (int slot = 0; slot < parity; ++slot) {
+        const int holder = geometry.holder(row, slot);
+        if (owner[static_cast<std::size_t>(holder)] != me_) continue;
+        const std::size_t index =
+            ((row - first) * static_cast<std::size_t>(parity) + static_cast<std::size_t>(slot)) *
+            static_cast<std::size_t>(width);
+        const std::byte* stored = checksum[static_cast<std::size_t>(holder)] +
+                                  *geometry.parity_index(holder, row) * chunk;
+        const auto mismatch =
+            check_row(*codec, row, slot,
+                      std::span<const std::byte* const>(sources.data() + index,
+                                                        static_cast<std::size_t>(width)),
+                      stored, chunk, recomputed.data());
+        if (mismatch) {
+          found.push_back({row, slot, info.members[holder], mismatch->first, mismatch->last,
+                           mismatch->differing});
+        }
+      }
+    }
+  }
+}
+
+// Lines "<index>\t<rank>: <what>" saying which data bytes each shown mismatch covers, from the
+// processes that hold the members (only they have the region tables).
+std::string Verifier::locate(const std::vector<Record>& members,
+                             const std::vector<Mismatch>& shown) {
+  const CheckpointInfo& info = members[0].info;
+  enc::StripeGeometry geometry;
+  geometry.group_size = static_cast<int>(info.group_size);
+  geometry.parity = static_cast<int>(info.parity);
+  std::string lines;
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    for (const auto& r : members) {
+      if (r.process != me_) continue;
+      const auto c = geometry.chunk_of_row(static_cast<int>(r.info.member), shown[i].row);
+      if (!c) continue;
+      const Local& l = local_[local_index_.at({r.job, r.rank})];
+      lines += fmt::format("{}\trank {}: {}\n", i, r.rank,
+                           describe_chunk_bytes(l.view.layout, *c, shown[i].first, shown[i].last));
+    }
+  }
+  return gather_text(comm_, lines);
+}
+
+}  // namespace
+
+int verify_job(const std::function<bool(const SegmentHeader&)>& wanted,
+               int max_rows_shown) {
+  Verifier verifier(wanted, max_rows_shown);
+  return verifier.run();
+}
+
+}  // namespace skt::tools
