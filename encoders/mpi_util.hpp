@@ -4,8 +4,8 @@
 
 #include <mpi.h>
 
-#include <stdexcept>
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <vector>
 

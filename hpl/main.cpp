@@ -251,10 +251,11 @@ int run(int argc, char** argv) {
       "checkpoint_* keys). Exit codes: 0 passed, 2 bad input, 3 unrecoverable, 4 a\n"
       "residual check failed."};
   app.footer(
-      "For testing: SKT_FAULT=<step>:<rank>[:<epoch>[:<launch>]] kills a process at a checkpoint\n"
-      "protocol step; SKT_HPL_CRASH=<panel>:<rank> kills one in the middle of a panel's\n"
-      "iteration, and SKT_HPL_PAUSE=<panel> stops every rank there until killed (first launch\n"
-      "only). SKT_JOB names the job; SKT_RESTART=1 requires a restore.");
+      "For testing: SKT_FAULT=<step>:<rank>[:<epoch>[:<launch>[:kill|term]]] kills a process\n"
+      "at a checkpoint protocol step (term: cancels the whole job there); SKT_HPL_CRASH=\n"
+      "<panel>:<rank> kills one in the middle of a panel's iteration, and SKT_HPL_PAUSE=<panel>\n"
+      "stops every rank there until killed (first launch only). SKT_JOB names the job;\n"
+      "SKT_RESTART=1 requires a restore.");
   Options o;
   app.add_option("hpldat", o.hpldat, "the HPL.dat to run");
   app.add_option("--group-size", o.group_size, "ranks per checkpoint group (SKT_GROUP_SIZE)");

@@ -162,11 +162,11 @@ int Verifier::run() {
   }
   std::uint64_t bytes = checked_bytes_;
   SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_SUM, comm_));
-  say(fmt::format("{} group{}: {} clean, {} corrupt, {} not verified{}; {:.1f} MiB of committed "
-                  "copies read in {:.2f} s\n",
-                  groups.size(), groups.size() == 1 ? "" : "s", clean, corrupt, unchecked,
-                  damaged_.empty() ? "" : "; damaged segments found", bytes / 1048576.0,
-                  MPI_Wtime() - start));
+  say(fmt::format(
+      "{} group{}: {} clean, {} corrupt, {} not verified{}; {:.1f} MiB of committed "
+      "copies read in {:.2f} s\n",
+      groups.size(), groups.size() == 1 ? "" : "s", clean, corrupt, unchecked,
+      damaged_.empty() ? "" : "; damaged segments found", bytes / 1048576.0, MPI_Wtime() - start));
   if (corrupt > 0 || !damaged_.empty()) return 1;
   return unchecked > 0 ? 2 : 0;
 }
@@ -205,7 +205,8 @@ std::optional<bool> Verifier::verify_group(const GroupKey& key,
   }
   SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &changed, 1, MPI_INT, MPI_LOR, comm_));
   if (changed != 0) {
-    say(fmt::format("{}: not verified: the job wrote a checkpoint during the scrub; verify again "
+    say(
+        fmt::format("{}: not verified: the job wrote a checkpoint during the scrub; verify again "
                     "when it is stopped or between checkpoints\n",
                     title));
     return std::nullopt;
@@ -222,15 +223,17 @@ std::optional<bool> Verifier::verify_group(const GroupKey& key,
       all.begin(), all.begin() + std::min<std::ptrdiff_t>(max_rows_shown_,
                                                           static_cast<std::ptrdiff_t>(all.size())));
   const std::string where = locate(ordered, shown);
-  say(fmt::format("{}: epoch {}: CORRUPT: {} checksum chunk{} of {} rows disagree with the "
-                  "committed copies\n",
-                  title, epoch, all.size(), all.size() == 1 ? "" : "s", info.rows));
+  say(
+      fmt::format("{}: epoch {}: CORRUPT: {} of {} checksum chunks disagree{} with the committed "
+                  "copies\n",
+                  title, epoch, all.size(), info.rows * info.parity, all.size() == 1 ? "s" : ""));
   for (std::size_t i = 0; i < shown.size(); ++i) {
     const auto& m = shown[i];
     const std::string bytes = m.last - m.first == 1
                                   ? fmt::format("at byte {}", m.first)
                                   : fmt::format("in bytes {}..{}", m.first, m.last - 1);
-    say(fmt::format("  row {} slot {} (checksum held by rank {}): {} byte{} differ{} {} of the "
+    say(
+        fmt::format("  row {} slot {} (checksum held by rank {}): {} byte{} differ{} {} of the "
                     "chunk; one of these changed after the commit:\n",
                     m.row, m.slot, m.holder, m.differing, m.differing == 1 ? "" : "s",
                     m.differing == 1 ? "s" : "", bytes));
@@ -378,8 +381,7 @@ std::string Verifier::locate(const std::vector<Record>& members,
 
 }  // namespace
 
-int verify_job(const std::function<bool(const SegmentHeader&)>& wanted,
-               int max_rows_shown) {
+int verify_job(const std::function<bool(const SegmentHeader&)>& wanted, int max_rows_shown) {
   Verifier verifier(wanted, max_rows_shown);
   return verifier.run();
 }

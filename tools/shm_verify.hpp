@@ -10,8 +10,9 @@
 
 namespace skt::tools {
 
-// Reads the checkpoint segments `wanted` selects. Exit status: 0 every group verified clean, 1 corruption found, 2 some group could not be
-// verified (and none found corrupt). Collective over MPI_COMM_WORLD; only its rank 0 prints.
+// Reads the checkpoint segments `wanted` selects. Exit status: 0 every group verified clean, 1
+// corruption found, 2 some group could not be verified (and none found corrupt). Collective over
+// MPI_COMM_WORLD; only its rank 0 prints.
 int verify_job(const std::function<bool(const SegmentHeader&)>& wanted, int max_rows_shown);
 
 }  // namespace skt::tools

@@ -113,8 +113,7 @@ int flip(const FlipTarget& t) {
       return 1;
     }
     const int copy = view->areas.copy_of_epoch(static_cast<std::uint64_t>(view->state->committed));
-    const std::uint64_t size =
-        t.checksum ? view->geometry.parity_bytes() : view->layout.copy_bytes;
+    const std::uint64_t size = t.checksum ? view->geometry.parity_bytes() : view->layout.copy_bytes;
     if (t.byte >= size) {
       fmt::print(stderr, "skt-inject: --byte {} is beyond rank {}'s {} ({} bytes)\n", t.byte,
                  t.rank, t.checksum ? "checksum" : "committed copy", size);
@@ -123,8 +122,8 @@ int flip(const FlipTarget& t) {
     std::byte* base = segment->data() + (t.checksum ? view->areas.checksum_offset(copy)
                                                     : view->areas.copy_offset(copy));
     base[t.byte] ^= std::byte{static_cast<unsigned char>(1u << t.bit)};
-    fmt::print("flipped bit {} of byte {} of rank {}'s committed {} of epoch {}{}\n", t.bit,
-               t.byte, t.rank, t.checksum ? "checksum (C)" : "copy (B)", view->state->committed,
+    fmt::print("flipped bit {} of byte {} of rank {}'s committed {} of epoch {}{}\n", t.bit, t.byte,
+               t.rank, t.checksum ? "checksum (C)" : "copy (B)", view->state->committed,
                t.checksum ? std::string() : " (" + copy_byte_owner(view->layout, t.byte) + ")");
     return 0;
   }

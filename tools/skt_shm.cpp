@@ -4,8 +4,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -179,8 +179,7 @@ int main(int argc, char** argv) {
       "clean; 1: corruption found; 2: some group could not be verified (members on other nodes, "
       "no checkpoint yet, or a checkpoint being written). When the job spans nodes, run it with "
       "one process per node: mpirun --map-by ppr:1:node skt-shm verify --job TAG");
-  verify_cmd
-      ->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG.*")
+  verify_cmd->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG.*")
       ->required()
       ->check([](const std::string& v) {
         return skt::valid_name(v) ? std::string() : "not a valid job tag: " + v;
@@ -192,13 +191,14 @@ int main(int argc, char** argv) {
                          "of one host stands for one node (default: SKT_NODE, if set)");
   CLI11_PARSE(app, argc, argv);
   if (verify_cmd->parsed()) {
-    if (filter.node.empty() && std::getenv("SKT_NODE") != nullptr) filter.node = std::getenv("SKT_NODE");
+    if (filter.node.empty() && std::getenv("SKT_NODE") != nullptr)
+      filter.node = std::getenv("SKT_NODE");
     MPI_Init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int code = 1;
     try {
-      code = skt::tools::verify_job(
-          [&](const skt::SegmentHeader& h) { return filter.matches(h); }, show);
+      code = skt::tools::verify_job([&](const skt::SegmentHeader& h) { return filter.matches(h); },
+                                    show);
     } catch (const std::exception& e) {
       fmt::print(stderr, "skt-shm verify: {}\n", e.what());
       MPI_Abort(MPI_COMM_WORLD, 1);

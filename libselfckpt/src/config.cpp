@@ -171,9 +171,10 @@ const std::vector<Option>& options() {
          const auto fault = parse_fault(v);
          if (!fault) {
            bad(origin,
-               fmt::format("'{}' is not <step>:<rank>[:<epoch>[:<launch>]] with step one of stage, "
-                           "encode, encoded, agreed, flush, committed, recover",
-                           v));
+               fmt::format(
+                   "'{}' is not <step>:<rank>[:<epoch>[:<launch>[:kill|term]]] with step one "
+                   "of stage, encode, encoded, agreed, flush, committed, recover",
+                   v));
          }
          c.fault = fault;
        }},
@@ -242,13 +243,15 @@ void apply_file(Config& config, const std::string& path) {
 
 void validate(const Config& c) {
   if (c.scheme != enc::Scheme::reed_solomon && c.parity != 1) {
-    bad("parity", fmt::format("{} keeps exactly one parity chunk per row, not {}; set "
-                              "SKT_SCHEME=rs for more",
-                              enc::scheme_name(c.scheme), c.parity));
+    bad("parity (SKT_PARITY)",
+        fmt::format("{} keeps exactly one parity chunk per row, not {}; set SKT_SCHEME=rs for more",
+                    enc::scheme_name(c.scheme), c.parity));
   }
   if (c.group_size > 1 && c.parity >= c.group_size) {
-    bad("parity", fmt::format("{} parity chunks need a group of at least {} ranks, not {}",
-                              c.parity, c.parity + 1, c.group_size));
+    bad("parity (SKT_PARITY)",
+        fmt::format("{} parity chunks need groups of at least {} ranks, but the group size "
+                    "(SKT_GROUP_SIZE) is {}; lower the parity or raise the group size",
+                    c.parity, c.parity + 1, c.group_size));
   }
 }
 
@@ -352,9 +355,19 @@ std::optional<FaultSpec> parse_fault(const std::string& text) {
     if (!epoch) return std::nullopt;
     spec.epoch = *epoch;
     if (third != std::string::npos) {
-      const auto launch = parse_integer<int>(std::string_view(text).substr(third + 1));
+      const auto fourth = text.find(':', third + 1);
+      const auto launch = parse_integer<int>(std::string_view(text).substr(
+          third + 1, fourth == std::string::npos ? std::string::npos : fourth - third - 1));
       if (!launch || *launch < 0) return std::nullopt;
       spec.launch = *launch;
+      if (fourth != std::string::npos) {
+        const std::string how = lower(std::string_view(text).substr(fourth + 1));
+        if (how == "term") {
+          spec.terminate_launcher = true;
+        } else if (how != "kill") {
+          return std::nullopt;
+        }
+      }
     }
   }
   return spec;

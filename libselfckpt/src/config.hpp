@@ -29,6 +29,9 @@ struct FaultSpec {
   int rank = 0;
   std::optional<std::uint64_t> epoch;
   std::optional<int> launch;  // only on this launch (SKT_RESTART's value; unset counts as 0)
+  // Instead of dying alone, send SIGTERM to the launcher (the parent process), as a scheduler
+  // cancelling the job does, and wait for the launcher's SIGTERM to end this process.
+  bool terminate_launcher = false;
 };
 
 struct Config {

@@ -14,6 +14,15 @@ bool FaultInjector::armed(FaultStep step, std::uint64_t epoch) const noexcept {
 
 void FaultInjector::at(FaultStep step, std::uint64_t epoch) const {
   if (!armed(step, epoch)) return;
+  if (spec_->terminate_launcher) {
+    if (log_ != nullptr) {
+      log_->log(LogLevel::error, "SKT_FAULT: terminating the launcher at step '{}' of epoch {}",
+                fault_step_name(step), epoch);
+    }
+    kill(getppid(), SIGTERM);
+    for (;;)
+      pause();  // until the launcher's SIGTERM (or SIGKILL) arrives
+  }
   if (log_ != nullptr) {
     log_->log(LogLevel::error, "SKT_FAULT: killing this process at step '{}' of epoch {}",
               fault_step_name(step), epoch);

@@ -1,7 +1,10 @@
-// SKT_FAULT=<step>:<rank>[:<epoch>[:<launch>]] kills the named rank with SIGKILL, with no clean-up,
-// at a protocol step of the checkpoint to <epoch> (or of the recovery restoring <epoch>), or at the
-// first occurrence when no epoch is given; with <launch>, only on that launch (SKT_RESTART), so
-// that a restart daemon relaunching with the same environment gets through:
+// SKT_FAULT=<step>:<rank>[:<epoch>[:<launch>[:kill|term]]] kills the named rank with SIGKILL, with
+// no clean-up, at a protocol step of the checkpoint to <epoch> (or of the recovery restoring
+// <epoch>), or at the first occurrence when no epoch is given; with <launch>, only on that launch
+// (SKT_RESTART), so that a restart daemon relaunching with the same environment gets through. With
+// 'term', the rank instead sends SIGTERM to its launcher, which passes it on to every rank, and
+// waits there for its own: the whole job is cancelled while this rank is at the step.
+// The steps:
 //   stage      in the middle of staging the private regions into the workspace
 //   encode     in the middle of computing D, the checksum of the workspace
 //   encoded    right after D is complete, before the job-wide agreement

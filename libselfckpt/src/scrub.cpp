@@ -21,7 +21,8 @@ std::optional<CheckpointView> read_checkpoint_view(const Segment& segment, std::
     return fail("its checkpoint description is corrupted (CRC mismatch)");
   }
   const auto& i = v.info;
-  if (i.table_offset > v.header.data_bytes || i.table_bytes > v.header.data_bytes - i.table_offset) {
+  if (i.table_offset > v.header.data_bytes ||
+      i.table_bytes > v.header.data_bytes - i.table_offset) {
     return fail("its region table lies outside the segment");
   }
   auto regions = decode_region_table(segment.data() + i.table_offset, i.table_bytes);
@@ -59,8 +60,7 @@ std::optional<std::string> scrub_obstacle(std::span<const MemberStatus> members,
     const auto& i = m.info;
     if (i.group != first.group || i.group_size != first.group_size || i.scheme != first.scheme ||
         i.parity != first.parity || i.mode != first.mode || i.chunk_bytes != first.chunk_bytes ||
-        i.rows != first.rows ||
-        !std::equal(i.members, i.members + i.group_size, first.members) ||
+        i.rows != first.rows || !std::equal(i.members, i.members + i.group_size, first.members) ||
         i.members[i.member] != m.rank || present[i.member]) {
       return fmt::format("its members' descriptions disagree (ranks {} and {})", members[0].rank,
                          m.rank);
@@ -72,9 +72,10 @@ std::optional<std::string> scrub_obstacle(std::span<const MemberStatus> members,
     if (!present[k]) missing += fmt::format("{}{}", missing.empty() ? "" : " ", first.members[k]);
   }
   if (!missing.empty()) {
-    return fmt::format("the checkpoint segments of rank(s) {} were not found (run verify on every "
-                       "node of the job: mpirun with one process per node)",
-                       missing);
+    return fmt::format(
+        "the checkpoint segments of rank(s) {} were not found (run verify on every "
+        "node of the job: mpirun with one process per node)",
+        missing);
   }
   if (first.parity == 0) return "a group of one member keeps no checksum";
   const auto mode = static_cast<Mode>(first.mode);
@@ -84,16 +85,18 @@ std::optional<std::string> scrub_obstacle(std::span<const MemberStatus> members,
     const ControlState& s = *m.state;
     if (s.committed < 0) return "no checkpoint has been committed yet";
     if (committed != -2 && s.committed != committed) {
-      return fmt::format("a checkpoint is being committed (rank {} holds epoch {}, rank {} epoch "
-                         "{}); verify again when the job is between checkpoints",
-                         members[0].rank, committed, m.rank, s.committed);
+      return fmt::format(
+          "a checkpoint is being committed (rank {} holds epoch {}, rank {} epoch "
+          "{}); verify again when the job is between checkpoints",
+          members[0].rank, committed, m.rank, s.committed);
     }
     committed = s.committed;
     if ((mode == Mode::self && s.agreed > s.committed) ||
         (mode == Mode::single && s.encoded > s.committed)) {
-      return fmt::format("rank {} is writing epoch {} into its copy; verify again when the job is "
-                         "between checkpoints",
-                         m.rank, mode == Mode::self ? s.agreed : s.encoded);
+      return fmt::format(
+          "rank {} is writing epoch {} into its copy; verify again when the job is "
+          "between checkpoints",
+          m.rank, mode == Mode::self ? s.agreed : s.encoded);
     }
   }
   *epoch = static_cast<std::uint64_t>(committed);

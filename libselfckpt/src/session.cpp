@@ -187,10 +187,15 @@ void Session::agree(const std::function<void()>& step) {
   SKT_MPI(MPI_Bcast(&length, 1, MPI_INT, first, comm_.get()));
   message.resize(static_cast<std::size_t>(length));
   SKT_MPI(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm_.get()));
-  const std::string node = first < static_cast<int>(nodes_.size())
-                               ? nodes_[static_cast<std::size_t>(first)]
-                               : (first == rank_ ? config_.node : std::string("?"));
-  throw Error(code, fmt::format("rank {} (node {}): {}", first, node, message));
+  // Before the ranks have exchanged their node names, only a rank's own is known, if that.
+  std::string node;
+  if (first < static_cast<int>(nodes_.size())) {
+    node = nodes_[static_cast<std::size_t>(first)];
+  } else if (first == rank_) {
+    node = config_.node;
+  }
+  throw Error(code, node.empty() ? fmt::format("rank {}: {}", first, message)
+                                 : fmt::format("rank {} (node {}): {}", first, node, message));
 }
 
 void Session::require_recovered(const char* call) const {
@@ -600,6 +605,7 @@ void Session::ensure_checkpoint_segment(bool keep_existing) {
     // page, a virtual machine's host may have to back it), and it belongs to the set-up, not to
     // the first checkpoint.
     checkpoint_ = Segment::create(header, config_.huge_pages);
+    checkpoint_created_ = true;
     encode_checkpoint_info(checkpoint_.base(), info_);
     encode_region_table(checkpoint_.data() + info_.table_offset, layout_.regions);
     clear_control(checkpoint_.base());
@@ -868,6 +874,10 @@ std::uint64_t Session::recover() {
   }
   if (decision.source == RecoverySource::fresh) {
     plan = plan_groups(nodes_, config_.group_size, config_.parity + 1);
+    if (config_.group_size > nranks_ && rank_ == 0) {
+      log_->warn("the group size (SKT_GROUP_SIZE) is {} but the job has {} ranks: one group of {}",
+                 config_.group_size, nranks_, nranks_);
+    }
     if (config_.restart.value_or(0) > 0 && rank_ == 0) {
       log_->warn("SKT_RESTART={} but job '{}' has no committed checkpoint: starting afresh",
                  *config_.restart, config_.job);
@@ -1104,6 +1114,15 @@ void Session::finalize(bool discard) {
     if (stage_) stage_.remove();
     if (checkpoint_) checkpoint_.remove();
     log_->job("removed the segments of job '{}'", config_.job);
+  } else if (!recovered_) {
+    // A launch that never got through recovery (refused settings, a mismatch) committed nothing:
+    // what it created holds nothing, and left behind it would make the next first launch of the
+    // job refuse to start. What it found stays as it was.
+    for (auto& r : regions_) {
+      if (!r.found) r.segment.remove();
+    }
+    if (stage_ && !stage_found_) stage_.remove();
+    if (checkpoint_ && checkpoint_created_) checkpoint_.remove();
   }
 }
 

@@ -143,6 +143,7 @@ class Session {
   Segment stage_;
   bool stage_found_ = false;
   Segment checkpoint_;
+  bool checkpoint_created_ = false;  // by this launch
   CheckpointInfo info_;
   ControlState state_;
 

@@ -220,6 +220,25 @@ def ping_probe(d, checks):
                       "--probe ping: an unreachable node is replaced", done.stdout + done.stderr)
 
 
+def slurm_commands_failing(d, checks):
+    """--probe slurm where scontrol fails (here a stand-in that exits 1): the failure is said, and
+    the job is relaunched on the same nodes rather than taken for 'every node alive' silently."""
+    with tempfile.TemporaryDirectory() as bin_dir:
+        fake = os.path.join(bin_dir, "scontrol")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\necho 'slurm_load_node error: Unable to contact slurm controller' >&2\nexit 1\n")
+        os.chmod(fake, 0o755)
+        done = subprocess.run([d.run_tool, "--nodes", "n1,n2", "--probe", "slurm", "--launcher", d.options.mpirun,
+                               "--max-restarts", "1", "--ranklist-out", os.path.join(bin_dir, "r"), "--",
+                               "sh", "-c", 'test "$SKT_RESTART" = 1 || kill -9 $$'],
+                              capture_output=True, text=True,
+                              env=dict(os.environ, **harness.MPI_ENV, PATH=bin_dir + ":" + os.environ["PATH"]))
+        checks.expect(done.returncode == 0 and "probe failed: scontrol show node failed (exit 1)" in done.stderr
+                      and "relaunching on the same nodes" in done.stderr,
+                      "--probe slurm with scontrol failing: said, and relaunched on the same nodes",
+                      done.stdout + done.stderr)
+
+
 def bad_input(d, checks):
     for args, code, words in [
         (["--nodes", "n1,n1", "--", d.options.app], 2, "listed twice"),
@@ -242,21 +261,13 @@ def bad_input(d, checks):
 
 
 def main(argv):
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--run", required=True)
-    parser.add_argument("--inject", required=True)
-    parser.add_argument("--app", required=True)
-    parser.add_argument("--shm", required=True)
-    parser.add_argument("--mpirun", default="mpirun")
-    parser.add_argument("--timeout", type=int, default=180)
-    options = parser.parse_args(argv)
+    options = harness.arguments(argv, tools=("run", "inject"), timeout=180)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     d = Daemon(options, options.inject, options.run)
     checks = harness.Checks()
     reference = cluster.reference(4, APP_ARGS)
     bad_input(d, checks)
+    slurm_commands_failing(d, checks)
     two_losses_two_spares(d, cluster, checks, reference)
     out_of_spares(d, cluster, checks)
     kill_during_checkpoint_and_recovery(d, cluster, checks, reference)

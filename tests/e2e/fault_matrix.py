@@ -9,7 +9,10 @@ first lost member in its group, and each kind of loss:
   beyond   m+1 members lose their nodes: more than the scheme tolerates;
 
 the job is relaunched with spares in place of lost nodes. Within the tolerance the relaunch must
-restore what was checkpointed and print the same result as a run without faults ('exact');
+restore what was checkpointed and print the same result as a run without faults ('exact'); under
+the sum scheme (regions of doubles) a rebuilt member may differ by rounding, so the relaunch must
+instead find, by replaying the computation, every restored value within the scheme's bound
+('bound');
 beyond it, it must stop with exit code 3, a message naming the group, print no result, and leave
 the survivors' segments untouched ('refused'). For the 'recover' step the first failure is a crash
 between checkpoints and the same member is killed again in the middle of the recovery that
@@ -24,9 +27,9 @@ import harness
 
 STEPS = ["stage", "encode", "encoded", "agreed", "flush", "committed", "recover", "mid"]
 # (scheme, parity, group size, ranks)
-FULL = [("xor", 1, 2, 4), ("xor", 1, 4, 8), ("xor", 1, 8, 8), ("rs", 1, 4, 8), ("rs", 2, 4, 8),
-        ("rs", 2, 8, 8), ("rs", 3, 8, 8)]
-REDUCED = [("xor", 1, 2, 4), ("xor", 1, 4, 8), ("rs", 2, 4, 8)]
+FULL = [("xor", 1, 2, 4), ("xor", 1, 4, 8), ("xor", 1, 8, 8), ("sum", 1, 2, 4), ("sum", 1, 4, 8),
+        ("sum", 1, 8, 8), ("rs", 1, 4, 8), ("rs", 2, 4, 8), ("rs", 2, 8, 8), ("rs", 3, 8, 8)]
+REDUCED = [("xor", 1, 2, 4), ("xor", 1, 4, 8), ("sum", 1, 4, 8), ("rs", 2, 4, 8)]
 APP_ARGS = ["--iterations", "12", "--checkpoint-every", "3", "--bytes", "20000", "--regions", "2"]
 FAULT_EPOCH = 2  # the second checkpoint, at iteration 6
 MID_ITERATION = 7  # between the second and the third checkpoint
@@ -42,14 +45,19 @@ def expected_epochs(step, kind):
     return {FAULT_EPOCH - 1, FAULT_EPOCH}
 
 
+def app_args(scheme):
+    return APP_ARGS + (["--doubles"] if scheme == "sum" else [])
+
+
 def members_of_group0(nranks, group_size):
     # Groups are dealt round-robin over nodes: group 0 is ranks 0, n/G, 2n/G, ...
     return [k * (nranks // group_size) for k in range(group_size)]
 
 
 def run_case(cluster, config, step, kind, position, reference):
-    """Returns (status, detail) with status 'exact', 'refused', 'wrong' or 'hung'."""
+    """Returns (status, detail) with status 'exact', 'bound', 'refused', 'wrong' or 'hung'."""
     scheme, parity, group_size, nranks = config
+    args = app_args(scheme)
     group = members_of_group0(nranks, group_size)
     losses = parity + 1 if kind == "beyond" else parity
     lost = [group[(position + k) % group_size] for k in range(losses)]
@@ -66,9 +74,9 @@ def run_case(cluster, config, step, kind, position, reference):
     crash_mid = ["--crash-at", str(MID_ITERATION), "--crash-rank", str(victim)]
     try:
         if step in ("mid", "recover"):
-            first = cluster.launch(nodes, APP_ARGS + crash_mid, dict(env, SKT_RESTART="0"))
+            first = cluster.launch(nodes, args + crash_mid, dict(env, SKT_RESTART="0"))
         else:
-            first = cluster.launch(nodes, APP_ARGS, dict(env, SKT_RESTART="0",
+            first = cluster.launch(nodes, args, dict(env, SKT_RESTART="0",
                                                          SKT_FAULT=f"{step}:{victim}:{FAULT_EPOCH}"))
         bad = harness.killed_as_expected(first, "the faulty launch")
         if bad:
@@ -76,7 +84,7 @@ def run_case(cluster, config, step, kind, position, reference):
         lose_nodes()
         restart = "1"
         if step == "recover" and kind != "beyond":
-            second = cluster.launch(nodes, APP_ARGS, dict(env, SKT_RESTART="1",
+            second = cluster.launch(nodes, args, dict(env, SKT_RESTART="1",
                                                           SKT_FAULT=f"recover:{victim}:{FAULT_EPOCH}"))
             bad = harness.killed_as_expected(second, "the launch failing during recovery")
             if bad:
@@ -86,7 +94,7 @@ def run_case(cluster, config, step, kind, position, reference):
                 nodes[victim] += "y"
             restart = "2"
         survivors = {k: v for k, v in cluster.digests(job).items() if k[0] not in lost}
-        final = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], dict(env, SKT_RESTART=restart))
+        final = cluster.launch(nodes, args + ["--verify-recovery"], dict(env, SKT_RESTART=restart))
         if final.hung:
             return ("hung", "the relaunch hung")
         if kind == "beyond":
@@ -94,13 +102,16 @@ def run_case(cluster, config, step, kind, position, reference):
             if final.code == 3 and final.result is None and "lost" in final.err and after == survivors:
                 return ("refused", "exit 3")
             return ("wrong", f"beyond the tolerance: expected exit 3 and untouched survivors: {final.describe()}")
-        if final.code != 0 or final.result != reference:
+        # The replay vouches for every restored value (bit for bit, or within sum's bound).
+        within_bound = scheme == "sum" and final.code == 0 and final.epoch > 0 and \
+            "recovered data verified by replay" in final.out
+        if final.code != 0 or (final.result != reference and not within_bound):
             return ("wrong", f"relaunch: expected RESULT {reference}: {final.describe()}")
         if final.epoch not in expected_epochs(step, kind):
             return ("wrong", f"restored epoch {final.epoch}, expected {expected_epochs(step, kind)}")
         if cluster.segment_count(job) != 0:
             return ("wrong", "segments left behind after a successful run")
-        return ("exact", f"epoch {final.epoch}")
+        return ("exact" if final.result == reference else "bound", f"epoch {final.epoch}")
     finally:
         cluster.clean(job)
 
@@ -117,9 +128,11 @@ def main(argv):
     options = parser.parse_args(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     configs = FULL if options.full else REDUCED
-    references = {n: cluster.reference(n, APP_ARGS) for n in {c[3] for c in configs}}
+    references = {(c[0] == "sum", c[3]): None for c in configs}
+    for doubles, n in references:
+        references[(doubles, n)] = cluster.reference(n, app_args("sum" if doubles else "xor"))
 
-    counts = {"exact": 0, "refused": 0, "wrong": 0, "hung": 0}
+    counts = {"exact": 0, "bound": 0, "refused": 0, "wrong": 0, "hung": 0}
     failures = []
     print(f"{'scheme':<6} {'m':>2} {'G':>3} {'pos':>3} {'step':<10} {'crash':<9} {'node':<9} {'beyond':<9}")
     for config in configs:
@@ -134,16 +147,18 @@ def main(argv):
                     if kind == "beyond" and not options.full and step not in ("encode", "flush", "mid"):
                         cells.append("-")
                         continue
-                    status, detail = run_case(cluster, config, step, kind, position, references[nranks])
+                    status, detail = run_case(cluster, config, step, kind, position,
+                                              references[(scheme == "sum", nranks)])
                     counts[status] += 1
-                    cells.append({"exact": "ok " + detail.split()[-1], "refused": "refused"}.get(status, status.upper()))
+                    cells.append({"exact": "ok " + detail.split()[-1], "bound": "~ok " + detail.split()[-1],
+                                  "refused": "refused"}.get(status, status.upper()))
                     if status in ("wrong", "hung"):
                         failures.append(f"{scheme} m={parity} G={group_size} pos={position} step={step} {kind}: {detail}")
                 print(f"{scheme:<6} {parity:>2} {group_size:>3} {position:>3} {step:<10} {cells[0]:<9} {cells[1]:<9} "
                       f"{cells[2]:<9}", flush=True)
     total = sum(counts.values())
-    print(f"cases run {total}, recovered exactly {counts['exact']}, refused cleanly {counts['refused']}, "
-          f"wrong {counts['wrong']}, hung {counts['hung']}")
+    print(f"cases run {total}, recovered exactly {counts['exact']}, recovered within the sum bound "
+          f"{counts['bound']}, refused cleanly {counts['refused']}, wrong {counts['wrong']}, hung {counts['hung']}")
     return harness.report_failures(failures)
 
 

@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import uuid
 
 MPI_ENV = {
@@ -70,11 +71,27 @@ class Cluster:
                                    text=True, env=full_env, start_new_session=True)
         try:
             out, err = process.communicate(timeout=self.timeout)
-            return Run(process.returncode, out, err)
+            run = Run(process.returncode, out, err)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             out, err = process.communicate()
-            return Run(-1, out, err)
+            run = Run(-1, out, err)
+        if "SKT_JOB" in full_env:
+            self.wait_detached(full_env["SKT_JOB"])
+        return run
+
+    def wait_detached(self, job):
+        """Returns once no process is attached to the job's segments: a rank that mpirun was still
+        tearing down when it returned must not write into them while a test reads them."""
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            listed = self.shm_tool("list", "--job", job)
+            # Columns: shmid key job rank node kind name bytes att [state]; names have no spaces.
+            rows = [line.split() for line in listed.splitlines() if re.match(r"^\s*\d+\s+0x", line)]
+            if all(row[8] == "0" for row in rows):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"processes stayed attached to job {job}'s segments: {listed}")
 
     def reference(self, nranks, args, group_size=2):
         """RESULT of a run without faults on `nranks` fresh nodes."""
@@ -120,14 +137,17 @@ class Cluster:
         return found
 
 
-def arguments(argv):
+def arguments(argv, tools=(), timeout=120):
+    """The options every e2e script takes, plus a required --<tool> path for each of `tools`."""
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--app", required=True, help="the test program")
     parser.add_argument("--shm", required=True, help="the skt-shm tool")
+    for tool in tools:
+        parser.add_argument(f"--{tool}", required=True, help=f"the skt-{tool} tool")
     parser.add_argument("--mpirun", default="mpirun")
-    parser.add_argument("--timeout", type=int, default=120, help="seconds before a run counts as hung")
+    parser.add_argument("--timeout", type=int, default=timeout, help="seconds before a run counts as hung")
     parser.add_argument("--quick", action="store_true", help="a reduced set of cases")
     return parser.parse_args(argv)
 

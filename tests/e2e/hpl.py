@@ -105,6 +105,53 @@ def run_case(cluster, config, step, mode, dat, reference):
         cluster.clean(job)
 
 
+def bad_input(cluster, tmp, failures):
+    """Refusals with exit code 2 and a message that says what to change, before anything runs; a
+    refused relaunch of a job with a checkpoint leaves its segments as they were."""
+    good = hpl_dat(N, NB, 2, 2)
+    cases = [
+        ("a malformed line", good.replace(f"{N:<12} Ns", "twelve       Ns"), 4, "bad.dat:6: 'twelve' is not an integer"),
+        ("N off the equal-partition rule", hpl_dat(250, NB, 2, 2), 4, "nearest valid values are 224 and 256"),
+        ("a grid larger than the job", hpl_dat(N, NB, 2, 4), 4, "needs 8 processes but mpirun started 4"),
+        ("a truncated file", "\n".join(good.splitlines()[:12]) + "\n", 4, "bad.dat:13: missing line"),
+        ("look-ahead depth 2", hpl_dat(N, NB, 2, 2, depth=2), 4, "depth 2 is not implemented"),
+    ]
+    for what, text, nranks, words in cases:
+        dat = os.path.join(tmp, "bad.dat")
+        with open(dat, "w") as f:
+            f.write(text)
+        job = cluster.new_job("hplbad")
+        try:
+            run = cluster.launch([f"n{r}" for r in range(nranks)], [dat], {"SKT_JOB": job, "SKT_RESTART": "0"})
+            ok = run.code == 2 and words in run.out + run.err and cluster.segment_count(job) == 0
+            print(f"{'ok  ' if ok else 'FAIL'} {what}: exit 2, says '{words}', no segment created", flush=True)
+            if not ok:
+                failures.append(f"{what}: {run.describe()}")
+        finally:
+            cluster.clean(job)
+
+    # A job with a checkpoint, relaunched with a bad file: its segments stay as they were.
+    dat = os.path.join(tmp, "HPL.dat")
+    job = cluster.new_job("hplkeep")
+    nodes = [f"n{r}" for r in range(4)]
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    try:
+        cluster.launch(nodes, ["--checkpoint-every", str(EVERY), dat],
+                       dict(env, SKT_RESTART="0", SKT_HPL_CRASH=f"{MID_PANEL}:1"))
+        before = cluster.digests(job)
+        bad = os.path.join(tmp, "bad.dat")
+        with open(bad, "w") as f:
+            f.write(hpl_dat(250, NB, 2, 2))
+        run = cluster.launch(nodes, ["--checkpoint-every", str(EVERY), bad], dict(env, SKT_RESTART="1"))
+        ok = run.code == 2 and len(before) > 0 and cluster.digests(job) == before
+        print(f"{'ok  ' if ok else 'FAIL'} a relaunch refused for its HPL.dat leaves the job's "
+              f"{len(before)} segments untouched", flush=True)
+        if not ok:
+            failures.append(f"refused relaunch: {run.describe()}")
+    finally:
+        cluster.clean(job)
+
+
 def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
@@ -114,6 +161,7 @@ def main(argv):
         dat = os.path.join(tmp, "HPL.dat")
         with open(dat, "w") as f:
             f.write(hpl_dat(N, NB, 2, 2))
+        bad_input(cluster, tmp, failures)
         references = {}
         for config in CONFIGS:
             scheme, parity, group_size, p, q, steps = config

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Segments are only ever used by the run they belong to: another job's segments on the same nodes,
-segments left over from an earlier run, and a relaunch that does not match its checkpoint are all
-refused without touching anything; configuration errors stop every rank with exit code 2."""
+segments left over from an earlier run, and a relaunch that does not match its checkpoint (sizes,
+region names, group size, scheme, settings) are all refused without touching anything;
+configuration errors stop every rank with exit code 2, and a first launch refused for its settings
+leaves no segment behind; a group size above the job's size makes one group, with a warning; a job cancelled (SIGTERM through its launcher) in the middle of a
+checkpoint relaunches from a consistent state."""
 
 import sys
 
@@ -49,6 +52,17 @@ def refused_relaunches_change_nothing(cluster, checks, reference):
         checks.expect(regrouped.code == 2 and "group size 2" in regrouped.err and
                       "group size 4" in regrouped.err,
                       "a relaunch with another group size stops with code 2", regrouped)
+        renamed = cluster.launch(nodes, APP_ARGS + ["--regions", "3"], dict(env, SKT_RESTART="1"))
+        checks.expect(renamed.code == 2 and "same regions" in renamed.err,
+                      "a relaunch declaring other regions stops with code 2", renamed)
+        rescheme = cluster.launch(nodes, APP_ARGS, dict(env, SKT_RESTART="1", SKT_SCHEME="rs"))
+        checks.expect(rescheme.code == 2 and "scheme xor" in rescheme.err and "scheme rs" in rescheme.err,
+                      "a relaunch with another scheme stops with code 2, naming both", rescheme)
+        for variables, words in [({"SKT_GROUPSIZE": "2"}, "unknown"), ({"SKT_CHUNK_SIZE": "lots"}, "SKT_CHUNK_SIZE"),
+                                 ({"SKT_SCHEME": "rs", "SKT_PARITY": "2"}, "SKT_PARITY")]:
+            bad = cluster.launch(nodes, APP_ARGS, dict(env, SKT_RESTART="1", **variables))
+            checks.expect(bad.code == 2 and words in bad.err,
+                          f"a relaunch with {variables} stops with code 2, saying '{words}'", bad)
         checks.expect(cluster.digests(job) == before, "the refused relaunches changed no segment")
         good = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], dict(env, SKT_RESTART="1"))
         checks.expect(good.code == 0 and good.result == reference,
@@ -71,8 +85,39 @@ def configuration_errors(cluster, checks):
                                rank_env={2: {"SKT_GROUP_SIZE": "4"}})
         checks.expect(mixed.code == 2 and "differs between ranks" in mixed.err,
                       "settings that differ between ranks are refused", mixed)
+        wide = cluster.launch(nodes, APP_ARGS, {"SKT_JOB": job, "SKT_GROUP_SIZE": "4", "SKT_SCHEME": "rs",
+                                                "SKT_PARITY": "4"})
+        checks.expect(wide.code == 2 and "SKT_PARITY" in wide.err and "SKT_GROUP_SIZE) is 4" in wide.err,
+                      "m = 4 parity chunks in groups of 4 is refused, naming both settings", wide)
+        checks.expect(cluster.segment_count(job) == 0,
+                      "the refused first launches left no segment behind")
+        good = cluster.launch(nodes, APP_ARGS, {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0"})
+        checks.expect(good.code == 0, "so the corrected first launch of the same job starts", good)
+        # A group size is an upper bound: larger than the job, the job is one group, and says so.
+        too_big = cluster.launch(nodes, APP_ARGS, {"SKT_JOB": job, "SKT_GROUP_SIZE": "8"})
+        checks.expect(too_big.code == 0 and "SKT_GROUP_SIZE) is 8 but the job has 4 ranks: one group of 4"
+                      in too_big.err, "a group size larger than the job: one group of 4, with a warning", too_big)
     finally:
         cluster.clean(job)
+
+
+def cancelled_during_a_checkpoint(cluster, checks, reference):
+    """SIGTERM to the launcher (what scancel does) while rank 1 is half way through a step of the
+    second checkpoint: every rank is terminated there, and the relaunch restores a whole epoch."""
+    for step, epochs in [("encode", {1}), ("flush", {1, 2}), ("committed", {2})]:
+        job = cluster.new_job("iso-t")
+        nodes = [f"n{r}" for r in range(4)]
+        env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+        try:
+            first = cluster.launch(nodes, APP_ARGS, dict(env, SKT_RESTART="0", SKT_FAULT=f"{step}:1:2:0:term"))
+            checks.expect(first.code not in (0, 2, 3, 4) and not first.hung and "terminating the launcher" in first.err,
+                          f"{step}: the job was cancelled with SIGTERM during its second checkpoint", first)
+            again = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], dict(env, SKT_RESTART="1"))
+            checks.expect(again.code == 0 and again.result == reference and again.epoch in epochs,
+                          f"{step}: the relaunch restores epoch {again.epoch} (of {sorted(epochs)}) "
+                          "and finishes with the same result", again)
+        finally:
+            cluster.clean(job)
 
 
 def main(argv):
@@ -83,6 +128,7 @@ def main(argv):
     another_job_is_left_alone(cluster, checks, reference)
     refused_relaunches_change_nothing(cluster, checks, reference)
     configuration_errors(cluster, checks)
+    cancelled_during_a_checkpoint(cluster, checks, reference)
     return harness.report_failures(checks.failures)
 
 

@@ -78,8 +78,8 @@ double load_double(const std::uint8_t* at) {
 }
 
 void initialise(std::uint8_t* data, std::size_t bytes, const Options& o, int rank, int region) {
-  const std::uint64_t base =
-      o.seed ^ (static_cast<std::uint64_t>(rank) << 40) ^ (static_cast<std::uint64_t>(region) << 32);
+  const std::uint64_t base = o.seed ^ (static_cast<std::uint64_t>(rank) << 40) ^
+                             (static_cast<std::uint64_t>(region) << 32);
   if (o.doubles) {
     for (std::size_t i = 0; i < bytes; i += sizeof(double)) {
       const double v = 2 * half_unit(splitmix(base ^ i));

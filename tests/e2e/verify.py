@@ -26,15 +26,7 @@ GROUP = 4
 
 
 def main(argv):
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--app", required=True)
-    parser.add_argument("--shm", required=True)
-    parser.add_argument("--inject", required=True)
-    parser.add_argument("--mpirun", default="mpirun")
-    parser.add_argument("--timeout", type=int, default=120)
-    options = parser.parse_args(argv)
+    options = harness.arguments(argv, tools=("inject",))
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     checks = harness.Checks()
     expect = checks.expect
@@ -80,7 +72,7 @@ def main(argv):
             where = re.search(r"\((region '[^']+' byte \d+)\)", out)
             expect(code == 0 and where, f"{name}: a bit of rank 5's committed copy flipped", out)
             code, out = verify(job, nodes)
-            expect(code == 1 and re.search(r"group 1 .*CORRUPT: \d+ checksum chunks? of", out) and
+            expect(code == 1 and re.search(r"group 1 .*CORRUPT: \d+ of \d+ checksum chunks disagrees? with", out) and
                    where and f"rank 5: {where.group(1)}" in out and "group 0 " in out and
                    "1 clean, 1 corrupt" in out,
                    f"{name}: the flipped bit is reported in group 1 at rank 5's {where.group(1) if where else '?'}",

@@ -143,6 +143,13 @@ TEST(Config, FaultSpecs) {
   ASSERT_TRUE(h.has_value());
   EXPECT_EQ(h->epoch, 2u);
   EXPECT_EQ(h->launch, 1);
+  EXPECT_FALSE(h->terminate_launcher);
+  const auto t = parse_fault("flush:1:2:0:term");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->launch, 0);
+  EXPECT_TRUE(t->terminate_launcher);
+  EXPECT_FALSE(parse_fault("flush:1:2:0:kill")->terminate_launcher);
+  EXPECT_FALSE(parse_fault("flush:1:2:0:stop").has_value());
   EXPECT_FALSE(parse_fault("recover:1:2:").has_value());
   EXPECT_FALSE(parse_fault("recover:1:2:-1").has_value());
 }

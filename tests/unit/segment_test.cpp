@@ -118,6 +118,26 @@ TEST(Segment, ForeignModeOrGarbageIsNeverAttached) {
   EXPECT_NE(found.skipped[0].find("wrong magic"), std::string::npos) << found.skipped[0];
 }
 
+// Our own segment, given away to another user (root can): never attached again, nor listed.
+TEST(Segment, ChownedToAnotherUserIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "only root can give a segment away";
+  const auto id = identity_for("seg-f", 2);
+  KeyGuard guard{segment_key(id, 0)};
+  Segment s = make(id, 100);
+  shmid_ds ds{};
+  ASSERT_EQ(shmctl(s.id(), IPC_STAT, &ds), 0);
+  ds.shm_perm.uid = 65534;
+  ASSERT_EQ(shmctl(s.id(), IPC_SET, &ds), 0);
+  const FindResult found = find_segment(id);
+  EXPECT_FALSE(found.segment.has_value());
+  ASSERT_EQ(found.skipped.size(), 1u);
+  EXPECT_NE(found.skipped[0].find("uid 65534"), std::string::npos) << found.skipped[0];
+  std::string why;
+  EXPECT_FALSE(Segment::attach(s.id(), true, &why).has_value());
+  for (const auto& entry : list_own_segments())
+    EXPECT_NE(entry.shmid, s.id());
+}
+
 TEST(Segment, ListedWithItsHeaderAndRemoved) {
   const auto id = identity_for("seg-d", 5, "listed");
   Segment s = make(id, 100);
