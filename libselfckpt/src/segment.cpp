@@ -52,8 +52,9 @@ std::string read_sysctl(const char* path) {
     default:
       break;
   }
-  throw Error(SKT_ERR_SHM, fmt::format("shmget of {} bytes failed: {}{}{}", bytes,
-                                       std::strerror(err), advice.empty() ? "" : "; ", advice));
+  throw Error(err == ENOMEM && !huge_pages ? SKT_ERR_NOMEM : SKT_ERR_SHM,
+              fmt::format("shmget of {} bytes failed: {}{}{}", bytes, std::strerror(err),
+                          advice.empty() ? "" : "; ", advice));
 }
 
 // Maps every page now, in one call, rather than fault by fault on first touch; a node without the
