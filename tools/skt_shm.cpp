@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
       ->check([](const std::string& v) {
         return skt::valid_name(v) ? std::string() : "not a valid job tag: " + v;
       });
-  verify_cmd->add_option("--show", show, "corrupt rows to describe per group")
+  verify_cmd->add_option("--show", show, "corrupt rows to describe per group (default 10)")
       ->check(CLI::NonNegativeNumber);
   verify_cmd->add_option("--node", filter.node,
                          "read only this node's segments: each process of a run on virtual nodes "

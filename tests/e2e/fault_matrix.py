@@ -18,7 +18,8 @@ the survivors' segments untouched ('refused'). For the 'recover' step the first 
 between checkpoints and the same member is killed again in the middle of the recovery that
 follows; a third launch must succeed. Anything else is 'wrong' or 'hung'.
 
-  tools/fault-matrix [--full]      (the reduced matrix runs in CI; --full runs them all)
+  tools/fault-matrix [--full] [--scheme xor|sum|rs ...]
+      (the reduced matrix runs in CI; --full runs them all; --scheme keeps one scheme's)
 """
 
 import sys
@@ -125,9 +126,11 @@ def main(argv):
     parser.add_argument("--mpirun", default="mpirun")
     parser.add_argument("--timeout", type=int, default=120, help="seconds before a run counts as hung")
     parser.add_argument("--full", action="store_true", help="every configuration, position and kind")
+    parser.add_argument("--scheme", choices=["xor", "sum", "rs"], action="append",
+                        help="only this scheme's configurations (repeatable)")
     options = parser.parse_args(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
-    configs = FULL if options.full else REDUCED
+    configs = [c for c in (FULL if options.full else REDUCED) if not options.scheme or c[0] in options.scheme]
     references = {(c[0] == "sum", c[3]): None for c in configs}
     for doubles, n in references:
         references[(doubles, n)] = cluster.reference(n, app_args("sum" if doubles else "xor"))
