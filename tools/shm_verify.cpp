@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <sstream>
 #include <type_traits>
 #include <vector>
 
@@ -92,7 +93,8 @@ class Verifier {
   std::optional<bool> verify_group(const GroupKey& key, const std::vector<Record>& members);
   void check_rows(const std::vector<Record>& members, std::uint64_t epoch,
                   std::vector<Mismatch>& found);
-  std::string locate(const std::vector<Record>& members, const std::vector<Mismatch>& shown);
+  std::vector<std::vector<std::string>> locate(const std::vector<Record>& members,
+                                               const std::vector<Mismatch>& shown);
 
   MPI_Comm comm_;
   int me_ = 0;
@@ -222,7 +224,7 @@ std::optional<bool> Verifier::verify_group(const GroupKey& key,
   const std::vector<Mismatch> shown(
       all.begin(), all.begin() + std::min<std::ptrdiff_t>(max_rows_shown_,
                                                           static_cast<std::ptrdiff_t>(all.size())));
-  const std::string where = locate(ordered, shown);
+  const auto where = locate(ordered, shown);
   say(
       fmt::format("{}: epoch {}: CORRUPT: {} of {} checksum chunks disagree{} with the committed "
                   "copies\n",
@@ -238,16 +240,8 @@ std::optional<bool> Verifier::verify_group(const GroupKey& key,
                     m.row, m.slot, m.holder, m.differing, m.differing == 1 ? "" : "s",
                     m.differing == 1 ? "s" : "", bytes));
     say(fmt::format("    rank {}: its checksum chunk\n", m.holder));
-    const std::string tag = fmt::format("{}\t", i);
-    for (std::size_t at = where.find(tag); at != std::string::npos; at = where.find(tag, at)) {
-      if (at != 0 && where[at - 1] != '\n') {
-        at += tag.size();
-        continue;
-      }
-      const std::size_t end = where.find('\n', at);
-      say(fmt::format("    {}\n", where.substr(at + tag.size(), end - at - tag.size())));
-      at = end;
-    }
+    for (const auto& line : where[i])
+      say(fmt::format("    {}\n", line));
   }
   if (all.size() > shown.size()) {
     say(fmt::format("  ... and {} more (--show N prints more)\n", all.size() - shown.size()));
@@ -262,11 +256,7 @@ void Verifier::check_rows(const std::vector<Record>& members, std::uint64_t epoc
   const int parity = static_cast<int>(info.parity);
   const int width = size - parity;
   const std::size_t chunk = info.chunk_bytes;
-  enc::StripeGeometry geometry;
-  geometry.group_size = size;
-  geometry.parity = parity;
-  geometry.chunk_bytes = chunk;
-  geometry.rows = info.rows;
+  const enc::StripeGeometry geometry = recorded_geometry(info);
   const auto codec = enc::make_codec(static_cast<enc::Scheme>(info.scheme), size, parity);
 
   // Per member: the process holding it and, when that is this one, its committed copy and checksum.
@@ -357,14 +347,11 @@ void Verifier::check_rows(const std::vector<Record>& members, std::uint64_t epoc
   }
 }
 
-// Lines "<index>\t<rank>: <what>" saying which data bytes each shown mismatch covers, from the
+// For each shown mismatch, lines "rank R: <what>" saying which data bytes it covers, from the
 // processes that hold the members (only they have the region tables).
-std::string Verifier::locate(const std::vector<Record>& members,
-                             const std::vector<Mismatch>& shown) {
-  const CheckpointInfo& info = members[0].info;
-  enc::StripeGeometry geometry;
-  geometry.group_size = static_cast<int>(info.group_size);
-  geometry.parity = static_cast<int>(info.parity);
+std::vector<std::vector<std::string>> Verifier::locate(const std::vector<Record>& members,
+                                                       const std::vector<Mismatch>& shown) {
+  const enc::StripeGeometry geometry = recorded_geometry(members[0].info);
   std::string lines;
   for (std::size_t i = 0; i < shown.size(); ++i) {
     for (const auto& r : members) {
@@ -376,7 +363,14 @@ std::string Verifier::locate(const std::vector<Record>& members,
                            describe_chunk_bytes(l.view.layout, *c, shown[i].first, shown[i].last));
     }
   }
-  return gather_text(comm_, lines);
+  // Gathered as "<index>\t<line>\n", in process order.
+  std::vector<std::vector<std::string>> out(shown.size());
+  std::istringstream all(gather_text(comm_, lines));
+  std::size_t index = 0;
+  std::string line;
+  while (all >> index && std::getline(all.ignore(1), line))
+    out[index].push_back(line);
+  return out;
 }
 
 }  // namespace

@@ -134,4 +134,13 @@ CheckpointAreas checkpoint_areas(std::size_t copy_bytes, std::size_t parity_byte
   return {page_round(copy_bytes), page_round(parity_bytes), copies, pending};
 }
 
+enc::StripeGeometry recorded_geometry(const CheckpointInfo& info) noexcept {
+  enc::StripeGeometry g;
+  g.group_size = static_cast<int>(info.group_size);
+  g.parity = static_cast<int>(info.parity);
+  g.chunk_bytes = info.chunk_bytes;
+  g.rows = info.rows;
+  return g;
+}
+
 }  // namespace skt

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "encoders/geometry.hpp"
 #include "encoders/group.hpp"
+#include "libselfckpt/src/format.hpp"
 
 namespace skt {
 
@@ -74,5 +76,8 @@ struct CheckpointAreas {
 
 CheckpointAreas checkpoint_areas(std::size_t copy_bytes, std::size_t parity_bytes, int copies,
                                  bool pending) noexcept;
+
+// The stripe geometry a checkpoint description records for its group.
+enc::StripeGeometry recorded_geometry(const CheckpointInfo& info) noexcept;
 
 }  // namespace skt

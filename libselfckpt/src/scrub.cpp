@@ -36,10 +36,7 @@ std::optional<CheckpointView> read_checkpoint_view(const Segment& segment, std::
   if (v.layout.hash != i.layout_hash || v.layout.chunks != i.member_chunks[i.member]) {
     return fail("its region table does not match its checkpoint description");
   }
-  v.geometry.group_size = static_cast<int>(i.group_size);
-  v.geometry.parity = static_cast<int>(i.parity);
-  v.geometry.chunk_bytes = i.chunk_bytes;
-  v.geometry.rows = i.rows;
+  v.geometry = recorded_geometry(i);
   const auto mode = static_cast<Mode>(i.mode);
   v.areas = checkpoint_areas(v.layout.copy_bytes, v.geometry.parity_bytes(),
                              mode == Mode::twin ? 2 : 1, mode == Mode::self);

@@ -407,9 +407,9 @@ Session::Finding Session::inspect_local_state() {
                             "regions",
                             layout_.workspace_bytes, layout_.regions.size(), info.workspace_bytes));
   }
-  const std::uint64_t parity_bytes = info.rows / info.group_size * info.parity * info.chunk_bytes;
   const std::size_t expected =
-      checkpoint_areas(layout_.copy_bytes, parity_bytes, copies(), config_.mode == Mode::self)
+      checkpoint_areas(layout_.copy_bytes, recorded_geometry(info).parity_bytes(), copies(),
+                       config_.mode == Mode::self)
           .data_bytes(region_table_bytes(layout_.regions));
   if (header.data_bytes != expected) {
     log_->warn("this rank's checkpoint segment has an unexpected size: treated as lost");

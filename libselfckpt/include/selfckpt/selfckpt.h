@@ -108,12 +108,13 @@ int skt_finalize(skt_context* ctx, int discard);
  * workspace is fixed from then on; a later one fails with SKT_ERR_STATE in skt_last_error).
  * Returns NULL on error (the message is in skt_last_error). Before skt_recover, memory holds zeros
  * on a fresh start and the previous run's data on a relaunch; skt_recover restores it.
- *   skt_calloc      checks count*size for overflow.
- *   skt_realloc     before skt_recover: a new region (the next number), the old contents copied,
- * the old region freed; realloc(NULL, n) is skt_malloc(n), realloc(p, 0) frees p. skt_malloc_named
- * a region with a name of the program's choosing, stable whatever the order. skt_free of a pointer
- * that these did not return is ignored; after skt_recover, freed regions stay allocated until
- * skt_finalize. */
+ *   skt_calloc        checks count*size for overflow.
+ *   skt_realloc       before skt_recover: a new region (the next number), the old contents
+ *                     copied, the old region freed; realloc(NULL, n) is skt_malloc(n),
+ *                     realloc(p, 0) frees p.
+ *   skt_malloc_named  a region with a name of the program's choosing, stable whatever the order.
+ * skt_free of a pointer that these did not return is ignored; after skt_recover, freed regions
+ * stay allocated until skt_finalize. */
 void* skt_malloc(size_t bytes);
 void* skt_calloc(size_t count, size_t size);
 void* skt_realloc(void* ptr, size_t bytes);
