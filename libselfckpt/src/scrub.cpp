@@ -76,24 +76,27 @@ std::optional<std::string> scrub_obstacle(std::span<const MemberStatus> members,
   }
   if (first.parity == 0) return "a group of one member keeps no checksum";
   const auto mode = static_cast<Mode>(first.mode);
-  std::int64_t committed = -2;
+  // A member still writing its copy is the precise reason, whatever the others hold; only
+  // then do differing committed epochs say that a commit is under way.
   for (const auto& m : members) {
     if (!m.state) return fmt::format("rank {}'s control block is unreadable", m.rank);
     const ControlState& s = *m.state;
     if (s.committed < 0) return "no checkpoint has been committed yet";
-    if (committed != -2 && s.committed != committed) {
-      return fmt::format(
-          "a checkpoint is being committed (rank {} holds epoch {}, rank {} epoch "
-          "{}); verify again when the job is between checkpoints",
-          members[0].rank, committed, m.rank, s.committed);
-    }
-    committed = s.committed;
     if ((mode == Mode::self && s.agreed > s.committed) ||
         (mode == Mode::single && s.encoded > s.committed)) {
       return fmt::format(
           "rank {} is writing epoch {} into its copy; verify again when the job is "
           "between checkpoints",
           m.rank, mode == Mode::self ? s.agreed : s.encoded);
+    }
+  }
+  const std::int64_t committed = members[0].state->committed;
+  for (const auto& m : members) {
+    if (m.state->committed != committed) {
+      return fmt::format(
+          "a checkpoint is being committed (rank {} holds epoch {}, rank {} epoch "
+          "{}); verify again when the job is between checkpoints",
+          members[0].rank, committed, m.rank, m.state->committed);
     }
   }
   *epoch = static_cast<std::uint64_t>(committed);

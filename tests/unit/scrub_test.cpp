@@ -50,6 +50,13 @@ TEST(Scrub, GroupMustBeWholeConsistentAndBetweenCheckpoints) {
   flushing[2].state->agreed = 3;  // B is being overwritten with epoch 3
   EXPECT_NE(scrub_obstacle(flushing, &epoch)->find("rank 8 is writing epoch 3"), std::string::npos);
 
+  // The state CI caught: rank 4 already committed epoch 3 while rank 8 is still flushing it.
+  // The flush is the reason to name, whichever member the scan meets first.
+  auto flushing_after_commit = flushing;
+  flushing_after_commit[1].state = ControlState{3, 3, 3, 3};
+  EXPECT_NE(scrub_obstacle(flushing_after_commit, &epoch)->find("rank 8 is writing epoch 3"),
+            std::string::npos);
+
   auto encoding = group;
   encoding[2].state->encoded = 3;  // only D is being written: B and C still agree
   EXPECT_FALSE(scrub_obstacle(encoding, &epoch));
