@@ -270,7 +270,7 @@ void Verifier::check_rows(const std::vector<Record>& members, std::uint64_t epoc
     const Local& l = local_[local_index_.at({r.job, r.rank})];
     const int c = l.view.areas.copy_of_epoch(epoch);
     copy[k] = l.view.layout.copy_chunks(l.segment.data() + l.view.areas.copy_offset(c));
-    checksum[k] = l.segment.data() + l.view.areas.checksum_offset(c);
+    checksum[k] = l.segment.data() + l.view.areas.checksum_of_epoch(epoch);
     checked_bytes_ += l.view.layout.copy_bytes;
   }
 

@@ -112,15 +112,16 @@ int flip(const FlipTarget& t) {
                  t.job);
       return 1;
     }
-    const int copy = view->areas.copy_of_epoch(static_cast<std::uint64_t>(view->state->committed));
+    const auto epoch = static_cast<std::uint64_t>(view->state->committed);
     const std::uint64_t size = t.checksum ? view->geometry.parity_bytes() : view->layout.copy_bytes;
     if (t.byte >= size) {
       fmt::print(stderr, "skt-inject: --byte {} is beyond rank {}'s {} ({} bytes)\n", t.byte,
                  t.rank, t.checksum ? "checksum" : "committed copy", size);
       return 1;
     }
-    std::byte* base = segment->data() + (t.checksum ? view->areas.checksum_offset(copy)
-                                                    : view->areas.copy_offset(copy));
+    std::byte* base =
+        segment->data() + (t.checksum ? view->areas.checksum_of_epoch(epoch)
+                                      : view->areas.copy_offset(view->areas.copy_of_epoch(epoch)));
     base[t.byte] ^= std::byte{static_cast<unsigned char>(1u << t.bit)};
     fmt::print("flipped bit {} of byte {} of rank {}'s committed {} of epoch {}{}\n", t.bit, t.byte,
                t.rank, t.checksum ? "checksum (C)" : "copy (B)", view->state->committed,

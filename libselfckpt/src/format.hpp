@@ -12,7 +12,8 @@ namespace skt {
 inline constexpr std::size_t kHeaderBytes = 4096;  // data starts one page into a segment
 inline constexpr int kMaxGroupSize = 64;
 // 2: checkpoint segments carry their region table (what `skt-shm verify` reads B with).
-inline constexpr std::uint32_t kFormatVersion = 2;
+// 3: in the self mode the two checksum areas alternate between epochs (CheckpointAreas).
+inline constexpr std::uint32_t kFormatVersion = 3;
 
 enum class SegmentKind : std::uint32_t { region = 1, stage = 2, checkpoint = 3 };
 const char* kind_name(SegmentKind kind) noexcept;

@@ -55,8 +55,8 @@ void encode_region_table(std::byte* at, const std::vector<RegionSpec>& regions);
 std::optional<std::vector<RegionSpec>> decode_region_table(const std::byte* at,
                                                            std::size_t available);
 
-// Where things sit in a checkpoint segment's data: each copy B followed by its checksum C, then
-// (self mode) the pending checksum D, then the region table; each area starts on a page.
+// Where things sit in a checkpoint segment's data: each copy B followed by a checksum area, then
+// (self mode) a second checksum area, then the region table; each area starts on a page.
 struct CheckpointAreas {
   std::size_t copy_bytes = 0;    // one B, page-rounded
   std::size_t parity_bytes = 0;  // one C or D, page-rounded
@@ -71,6 +71,13 @@ struct CheckpointAreas {
   // The copy that holds a committed epoch: copies alternate.
   int copy_of_epoch(std::uint64_t epoch) const noexcept {
     return static_cast<int>(epoch % static_cast<std::uint64_t>(copies));
+  }
+  // Where the checksum of an epoch sits, committed (C) or being written (D). In the self mode the
+  // two checksum areas alternate: epoch e's is written over epoch e-2's, so that committing epoch
+  // e needs no copy of D into C; the roles follow from the epoch numbers the control block keeps.
+  std::size_t checksum_of_epoch(std::uint64_t epoch) const noexcept {
+    if (pending) return epoch % 2 == 0 ? checksum_offset(0) : pending_offset();
+    return checksum_offset(copy_of_epoch(epoch));
   }
 };
 

@@ -18,6 +18,12 @@ namespace skt {
 
 namespace {
 
+// An error every rank raised together, through Session::agree.
+class AgreedError : public Error {
+ public:
+  using Error::Error;
+};
+
 constexpr std::size_t kNodeBytes = 64;
 
 std::string getenv_string(const char* name) {
@@ -194,8 +200,9 @@ void Session::agree(const std::function<void()>& step) {
   } else if (first == rank_) {
     node = config_.node;
   }
-  throw Error(code, node.empty() ? fmt::format("rank {}: {}", first, message)
-                                 : fmt::format("rank {} (node {}): {}", first, node, message));
+  throw AgreedError(code, node.empty()
+                              ? fmt::format("rank {}: {}", first, message)
+                              : fmt::format("rank {} (node {}): {}", first, node, message));
 }
 
 void Session::require_recovered(const char* call) const {
@@ -614,11 +621,13 @@ void Session::ensure_checkpoint_segment(bool keep_existing) {
   for (int i = 0; i < copies(); ++i) {
     Copy& copy = copies_[static_cast<std::size_t>(i)];
     copy.data = checkpoint_.data() + areas.copy_offset(i);
-    copy.checksum = checkpoint_.data() + areas.checksum_offset(i);
     copy.chunks = layout_.copy_chunks(copy.data);
   }
-  pending_ = areas.pending ? checkpoint_.data() + areas.pending_offset() : nullptr;
   workspace_chunks_ = layout_.chunks_at(stream_starts_);
+}
+
+std::byte* Session::checksum_of(std::uint64_t epoch) const {
+  return checkpoint_.data() + areas().checksum_of_epoch(epoch);
 }
 
 void Session::write_state() {
@@ -768,9 +777,9 @@ void Session::settle_self(const GroupPlan& plan, const RecoveryDecision& decisio
 
   if (!lost_in_group.empty()) {
     enc::PipelineOptions options{config_.pipeline_depth, copies ? nullptr : midway};
+    // B and C, or W and D: the checksum of the target epoch either way.
     enc::rebuild_group(group_comm_.get(), geometry_, *codec_, member_chunks, lost_in_group,
-                       from_copy ? copy.chunks : workspace_chunks_,
-                       from_copy ? copy.checksum : pending_, options);
+                       from_copy ? copy.chunks : workspace_chunks_, checksum_of(epoch), options);
     if (lost) {
       state_ =
           from_copy ? ControlState{target, -1, target, -1} : ControlState{-1, target, target, -1};
@@ -780,11 +789,10 @@ void Session::settle_self(const GroupPlan& plan, const RecoveryDecision& decisio
   }
 
   const double rebuilt = MPI_Wtime();
-  const std::size_t parity_bytes = geometry_.parity_bytes();
   bool pending_valid = true;
   if (from_copy) {
     if (lost || !clean) {
-      // Roll W back to the committed epoch. D is left stale rather than copied from C: the next
+      // Roll W back to the committed epoch. The other checksum area is left as it is: the next
       // checkpoint encodes in full (see recover), so it is never read before being rewritten.
       state_.encoded = -1;
       write_state();
@@ -792,9 +800,8 @@ void Session::settle_self(const GroupPlan& plan, const RecoveryDecision& decisio
       pending_valid = false;
     }
   } else if (state_.committed != target) {
-    // Finish the flush that the failure interrupted.
+    // Finish the flush that the failure interrupted; D, already in place, becomes C.
     copy_pieces(whole_stream(workspace_chunks_, copy.chunks), lost ? nullptr : midway);
-    std::memcpy(copy.checksum, pending_, parity_bytes);
   }
   state_ = ControlState{target, pending_valid ? target : -1, target, -1};
   write_state();
@@ -821,7 +828,7 @@ void Session::settle_copies(const GroupPlan& plan, const RecoveryDecision& decis
     std::vector<std::uint64_t> member_chunks(info_.member_chunks,
                                              info_.member_chunks + info_.group_size);
     enc::rebuild_group(group_comm_.get(), geometry_, *codec_, member_chunks, lost_in_group,
-                       copy.chunks, copy.checksum, {config_.pipeline_depth, midway});
+                       copy.chunks, checksum_of(epoch), {config_.pipeline_depth, midway});
   }
   state_ = ControlState{decision.epoch, decision.epoch, -1, -1};
   write_state();
@@ -830,6 +837,27 @@ void Session::settle_copies(const GroupPlan& plan, const RecoveryDecision& decis
 
 std::uint64_t Session::recover() {
   if (recovered_) throw Error(SKT_ERR_STATE, "skt_recover may be called only once per context");
+  try {
+    return restore();
+  } catch (const AgreedError&) {
+    // Every rank refuses together. Each removes what it created before any returns: mpirun kills
+    // the others as soon as one exits, and a rank killed before its clean-up would leave segments
+    // that make the corrected first launch of the job refuse to start.
+    remove_created_segments();
+    MPI_Barrier(comm_.get());
+    throw;
+  }
+}
+
+void Session::remove_created_segments() {
+  for (auto& r : regions_) {
+    if (!r.found) r.segment.remove();
+  }
+  if (stage_ && !stage_found_) stage_.remove();
+  if (checkpoint_ && checkpoint_created_) checkpoint_.remove();
+}
+
+std::uint64_t Session::restore() {
   const double start = MPI_Wtime();
   Finding mine;
   agree([&] { mine = inspect_local_state(); });
@@ -977,42 +1005,48 @@ void Session::checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>*
       }
     }
   }
+  std::byte* const committed_parity = checksum_of(next - 1);  // C
+  std::byte* const parity = checksum_of(next);                // D, over epoch next-2's
   agree([&] {
     stage_private_regions(next);
     state_.encoded = -1;
     write_state();
+    const std::size_t parity_chunks = geometry_.parity_chunks();
     if (incremental) {
       rows = enc::agree_row_masks(group_comm_.get(), geometry_, workspace_chunks_, changed);
-      const enc::Incremental inc{&copy.chunks, copy.checksum, &changed, &rows};
-      last_sent_bytes_ = encode(workspace_chunks_, pending_, next, &inc);
+      const enc::Incremental inc{&copy.chunks, committed_parity, &changed, &rows};
+      last_sent_bytes_ = encode(workspace_chunks_, parity, next, &inc);
+      // The blocks the last checkpoint rewrote and this one did not still hold epoch next-2's
+      // checksum in D: they take C's.
+      last_flushed_bytes_ = 0;
+      const std::size_t chunk = geometry_.chunk_bytes;
+      for (std::uint64_t p = 0; p < parity_chunks; ++p) {
+        const std::uint64_t row = geometry_.parity_row(static_cast<int>(info_.member), p);
+        const std::uint64_t stale = parity_written_[p] & ~rows.any[row];
+        for (const auto& run : geometry_.segments(stale, stale)) {
+          const std::size_t at = p * chunk + run.begin;
+          std::memcpy(parity + at, committed_parity + at, run.bytes());
+          last_flushed_bytes_ += run.bytes();
+        }
+        parity_written_[p] = rows.any[row];
+      }
     } else {
-      last_sent_bytes_ = encode(workspace_chunks_, pending_, next, nullptr);
+      last_sent_bytes_ = encode(workspace_chunks_, parity, next, nullptr);
+      last_flushed_bytes_ = 0;
+      parity_written_.assign(parity_chunks, geometry_.block_mask(0, geometry_.chunk_bytes));
     }
     state_.encoded = target;
     write_state();
     fault_->at(FaultStep::encoded, next);
   });
-  // Every rank has a complete D for the next epoch: B and C may now be overwritten.
+  // Every rank has a complete D for the next epoch: B and C may now be overwritten. Only B is:
+  // D stays where it is and becomes C when the epoch is committed.
   state_.agreed = target;
   write_state();
   fault_->at(FaultStep::agreed, next);
   const auto flush_midway = fault_->midway(FaultStep::flush, next);
-  if (incremental) {
-    last_flushed_bytes_ = copy_pieces(flush, flush_midway);
-    const std::size_t chunk = geometry_.chunk_bytes;
-    for (std::uint64_t p = 0; p < geometry_.parity_chunks(); ++p) {
-      const std::uint64_t row = geometry_.parity_row(static_cast<int>(info_.member), p);
-      for (const auto& segment : geometry_.segments(rows.any[row], rows.all[row])) {
-        const std::size_t at = p * chunk + segment.begin;
-        std::memcpy(copy.checksum + at, pending_ + at, segment.bytes());
-        last_flushed_bytes_ += segment.bytes();
-      }
-    }
-  } else {
-    last_flushed_bytes_ = copy_pieces(whole_stream(workspace_chunks_, copy.chunks), flush_midway);
-    std::memcpy(copy.checksum, pending_, geometry_.parity_bytes());
-    last_flushed_bytes_ += geometry_.parity_bytes();
-  }
+  last_flushed_bytes_ +=
+      copy_pieces(incremental ? flush : whole_stream(workspace_chunks_, copy.chunks), flush_midway);
   state_.committed = target;
   write_state();
   fault_->at(FaultStep::committed, next);
@@ -1032,7 +1066,7 @@ void Session::checkpoint_copies(std::uint64_t next, bool stage) {
     write_state();
     last_flushed_bytes_ = copy_pieces(whole_stream(workspace_chunks_, copy.chunks),
                                       fault_->midway(FaultStep::flush, next));
-    last_sent_bytes_ = encode(copy.chunks, copy.checksum, next, nullptr);
+    last_sent_bytes_ = encode(copy.chunks, checksum_of(next), next, nullptr);
     fault_->at(FaultStep::encoded, next);
   });
   state_.committed = target;
@@ -1118,11 +1152,7 @@ void Session::finalize(bool discard) {
     // A launch that never got through recovery (refused settings, a mismatch) committed nothing:
     // what it created holds nothing, and left behind it would make the next first launch of the
     // job refuse to start. What it found stays as it was.
-    for (auto& r : regions_) {
-      if (!r.found) r.segment.remove();
-    }
-    if (stage_ && !stage_found_) stage_.remove();
-    if (checkpoint_ && checkpoint_created_) checkpoint_.remove();
+    remove_created_segments();
   }
 }
 

@@ -74,7 +74,6 @@ class Session {
   // One full checkpoint copy and its checksum: B and C.
   struct Copy {
     std::byte* data = nullptr;
-    std::byte* checksum = nullptr;
     enc::ChunkList chunks;
   };
   struct Piece {
@@ -104,8 +103,14 @@ class Session {
   RecoveryDecision decide(const std::vector<RankFinding>& findings, const GroupPlan& plan) const;
   void join_group(const GroupPlan& plan, const RecoveryDecision& decision, const Finding& mine);
   CheckpointAreas areas() const;
+  // The checksum area of an epoch, committed or being written.
+  std::byte* checksum_of(std::uint64_t epoch) const;
   void ensure_checkpoint_segment(bool keep_existing);
   void write_state();
+  // skt_recover's work; recover() adds the clean-up of a refused launch.
+  std::uint64_t restore();
+  // What this launch created and has not committed anything to.
+  void remove_created_segments();
 
   // Returns the bytes copied.
   static std::uint64_t copy_pieces(const std::vector<Piece>& pieces, const Progress& progress);
@@ -152,9 +157,12 @@ class Session {
   std::unique_ptr<enc::Codec> codec_;
   enc::ChunkList workspace_chunks_;
   std::vector<Copy> copies_;        // self and single: one; double: two
-  std::byte* pending_ = nullptr;    // D (self mode)
   enc::ScratchPool scratch_;        // encoding buffers, kept from one checkpoint to the next
   bool full_encode_needed_ = true;  // after a fresh start, B and C say nothing about W
+  // Self mode: per parity chunk of this rank, the blocks the last checkpoint wrote into its
+  // checksum area. The area the next epoch writes still holds the epoch before, so these blocks,
+  // unless rewritten, are carried over from C. Meaningful only while full_encode_needed_ is false.
+  std::vector<std::uint64_t> parity_written_;
 
   double last_checkpoint_seconds_ = 0;  // slowest rank's time for the last checkpoint
   double last_recover_seconds_ = 0;

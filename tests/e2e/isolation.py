@@ -89,8 +89,8 @@ def configuration_errors(cluster, checks):
                                                 "SKT_PARITY": "4"})
         checks.expect(wide.code == 2 and "SKT_PARITY" in wide.err and "SKT_GROUP_SIZE) is 4" in wide.err,
                       "m = 4 parity chunks in groups of 4 is refused, naming both settings", wide)
-        checks.expect(cluster.segment_count(job) == 0,
-                      "the refused first launches left no segment behind")
+        checks.expect(cluster.segment_count(job) == 0, "the refused first launches left no segment behind",
+                      cluster.shm_tool("list", "--job", job))
         good = cluster.launch(nodes, APP_ARGS, {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0"})
         checks.expect(good.code == 0, "so the corrected first launch of the same job starts", good)
         # A group size is an upper bound: larger than the job, the job is one group, and says so.

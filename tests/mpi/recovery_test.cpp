@@ -313,8 +313,13 @@ TEST_P(Incremental, GivesTheSameCopyAndChecksumsAsFull) {
         << describe(shape) << ": round " << round << " rank " << rank;
     const skt_stats f = full.ctx.stats(), d = dirty.ctx.stats();
     EXPECT_LT(d.last_sent_bytes, f.last_sent_bytes / 2) << "the incremental encoding sent too much";
-    EXPECT_LT(d.last_flushed_bytes, f.last_flushed_bytes / 2)
-        << "the incremental flush copied too much";
+    // The checksum areas alternate, so the first incremental checkpoint after a full one also
+    // carries over into D every checksum block it does not rewrite; later ones only what the
+    // previous one rewrote.
+    if (round > 2) {
+      EXPECT_LT(d.last_flushed_bytes, f.last_flushed_bytes / 2)
+          << "the incremental flush copied too much";
+    }
   }
   std::vector<double> expected(dirty.a.begin(), dirty.a.end());
   full.ctx.finalize(true);

@@ -84,6 +84,8 @@ TEST(CheckpointAreas, CopiesChecksumsPendingAndTableFollowEachOtherOnPages) {
   EXPECT_EQ(self.table_offset(), 28672u);
   EXPECT_EQ(self.data_bytes(100), 32768u);
   EXPECT_EQ(self.copy_of_epoch(7), 0);
+  EXPECT_EQ(self.checksum_of_epoch(6), 12288u);
+  EXPECT_EQ(self.checksum_of_epoch(7), 20480u);
 
   const auto twin = checkpoint_areas(10000, 5000, 2, false);
   EXPECT_EQ(twin.copy_offset(1), 20480u);
@@ -91,6 +93,12 @@ TEST(CheckpointAreas, CopiesChecksumsPendingAndTableFollowEachOtherOnPages) {
   EXPECT_EQ(twin.table_offset(), 40960u);
   EXPECT_EQ(twin.copy_of_epoch(7), 1);
   EXPECT_EQ(twin.copy_of_epoch(8), 0);
+  EXPECT_EQ(twin.checksum_of_epoch(7), 32768u);
+  EXPECT_EQ(twin.checksum_of_epoch(8), 12288u);
+
+  const auto single = checkpoint_areas(10000, 5000, 1, false);
+  EXPECT_EQ(single.checksum_of_epoch(7), 12288u);
+  EXPECT_EQ(single.checksum_of_epoch(8), 12288u);
 }
 
 }  // namespace

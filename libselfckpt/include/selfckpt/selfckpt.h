@@ -134,7 +134,7 @@ typedef struct skt_stats {
   double last_checkpoint_seconds; /* the slowest rank's time */
   double last_recover_seconds;
   uint64_t last_sent_bytes;    /* bytes this rank sent to its group in the last checkpoint */
-  uint64_t last_flushed_bytes; /* bytes it copied into the committed copy and checksum */
+  uint64_t last_flushed_bytes; /* bytes it copied locally: into B, and C's blocks into D */
 } skt_stats;
 
 int skt_get_stats(const skt_context* ctx, skt_stats* stats);
