@@ -1005,6 +1005,9 @@ void Session::checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>*
       }
     }
   }
+  // Until this checkpoint completes, what D holds is not what parity_written_ says: a retry after
+  // a failure encodes in full.
+  full_encode_needed_ = true;
   std::byte* const committed_parity = checksum_of(next - 1);  // C
   std::byte* const parity = checksum_of(next);                // D, over epoch next-2's
   agree([&] {
