@@ -883,25 +883,31 @@ std::uint64_t Session::restore() {
 
   GroupPlan plan;
   RecoveryDecision decision;
-  if (any_valid) {
-    // A group that lost every member leaves no record of who it was; that only matters if there
-    // is something to restore.
-    try {
-      plan = recorded_plan(mine, static_cast<int>(groups));
-      decision = decide(findings, plan);
-    } catch (const Error& e) {
-      if (e.code() != SKT_ERR_UNRECOVERABLE || newest > 0) throw;
-      decision = RecoveryDecision{};
+  // The plan and the decision follow from what every rank gathered, so a refusal is the same on
+  // every rank; agreeing on it also makes every rank clean up before any returns (see recover).
+  agree([&] {
+    if (any_valid) {
+      // A group that lost every member leaves no record of who it was; that only matters if
+      // there is something to restore.
+      try {
+        plan = recorded_plan(mine, static_cast<int>(groups));
+        decision = decide(findings, plan);
+      } catch (const Error& e) {
+        if (e.code() != SKT_ERR_UNRECOVERABLE || newest > 0) throw;
+        decision = RecoveryDecision{};
+      }
     }
-  }
-  if (decision.source == RecoverySource::unrecoverable) {
-    throw Error(SKT_ERR_UNRECOVERABLE,
-                fmt::format("job '{}' cannot be recovered: {}. Start it again from the beginning "
-                            "(skt-shm clean --job {})",
-                            config_.job, decision.reason, config_.job));
-  }
+    if (decision.source == RecoverySource::unrecoverable) {
+      throw Error(SKT_ERR_UNRECOVERABLE,
+                  fmt::format("job '{}' cannot be recovered: {}. Start it again from the "
+                              "beginning (skt-shm clean --job {})",
+                              config_.job, decision.reason, config_.job));
+    }
+    if (decision.source == RecoverySource::fresh) {
+      plan = plan_groups(nodes_, config_.group_size, config_.parity + 1);
+    }
+  });
   if (decision.source == RecoverySource::fresh) {
-    plan = plan_groups(nodes_, config_.group_size, config_.parity + 1);
     if (config_.group_size > nranks_ && rank_ == 0) {
       log_->warn("the group size (SKT_GROUP_SIZE) is {} but the job has {} ranks: one group of {}",
                  config_.group_size, nranks_, nranks_);
