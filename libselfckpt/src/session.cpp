@@ -1021,13 +1021,13 @@ void Session::checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>*
     state_.encoded = -1;
     write_state();
     const std::size_t parity_chunks = geometry_.parity_chunks();
+    last_flushed_bytes_ = 0;
     if (incremental) {
       rows = enc::agree_row_masks(group_comm_.get(), geometry_, workspace_chunks_, changed);
       const enc::Incremental inc{&copy.chunks, committed_parity, &changed, &rows};
       last_sent_bytes_ = encode(workspace_chunks_, parity, next, &inc);
       // The blocks the last checkpoint rewrote and this one did not still hold epoch next-2's
       // checksum in D: they take C's.
-      last_flushed_bytes_ = 0;
       const std::size_t chunk = geometry_.chunk_bytes;
       for (std::uint64_t p = 0; p < parity_chunks; ++p) {
         const std::uint64_t row = geometry_.parity_row(static_cast<int>(info_.member), p);
@@ -1041,7 +1041,6 @@ void Session::checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>*
       }
     } else {
       last_sent_bytes_ = encode(workspace_chunks_, parity, next, nullptr);
-      last_flushed_bytes_ = 0;
       parity_written_.assign(parity_chunks, geometry_.block_mask(0, geometry_.chunk_bytes));
     }
     state_.encoded = target;
