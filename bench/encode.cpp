@@ -1,5 +1,6 @@
 // bench-encode: the group encoding (pipelined, straight to the parity holders) of each scheme, m
-// and group size, next to a memcpy of the same bytes by the same ranks in the same run.
+// and group size, next to a memcpy of the same bytes by the same ranks in the same run, and with
+// the block CRCs (the digest every checkpoint keeps) taken as it goes, to show what they cost.
 //
 //   mpirun -n 16 bench-encode --mib 32
 //
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
         size, mib, chunk_kib, depth, memcpy_time, bytes / memcpy_time / 1e9);
     table = std::make_unique<skt::bench::Table>(
         std::vector<std::string>{"scheme", "m", "G", "ranks", "MiB/rank", "encode_s", "memcpy_s",
-                                 "GBs/rank", "encode/memcpy"},
+                                 "GBs/rank", "encode/memcpy", "with_crc_s", "crc/encode"},
         csv);
   }
   const std::vector<Variant> variants{{skt::enc::Scheme::xor_parity, 1},
@@ -111,19 +112,28 @@ int main(int argc, char** argv) {
       if (v.parity >= g) continue;
       const auto geometry = skt::enc::StripeGeometry::plan(g, v.parity, chunk, stream.size());
       Buffer parity(std::max<std::size_t>(geometry.parity_bytes(), 64));
+      const auto blocks = static_cast<std::size_t>(geometry.blocks_per_chunk());
+      std::vector<std::uint32_t> data_crcs(stream.size() * blocks),
+          parity_crcs(geometry.parity_chunks() * blocks);
+      const std::vector<std::uint64_t> counts(static_cast<std::size_t>(g), stream.size());
       std::unique_ptr<skt::enc::Codec> codec;
       if (in) codec = skt::enc::make_codec(v.scheme, g, v.parity);
-      const double t = skt::bench::slowest(MPI_COMM_WORLD, repeats, [&] {
-        if (in) {
-          skt::enc::encode_group(group.get(), geometry, *codec, stream, parity.p,
-                                 {depth, {}, &scratch});
-        }
-      });
+      auto encode = [&](const skt::enc::Digests* digests) {
+        if (!in) return;
+        skt::enc::GroupLink link(group.get());
+        skt::enc::encode_group(link, geometry, *codec, counts, stream, parity.p,
+                               {depth, {}, &scratch}, nullptr, digests);
+      };
+      const double t = skt::bench::slowest(MPI_COMM_WORLD, repeats, [&] { encode(nullptr); });
+      const skt::enc::Digests digests{data_crcs.data(), parity_crcs.data()};
+      const double with_crc =
+          skt::bench::slowest(MPI_COMM_WORLD, repeats, [&] { encode(&digests); });
       if (rank == 0) {
         table->row({std::string(skt::enc::scheme_name(v.scheme)), std::to_string(v.parity),
                     std::to_string(g), std::to_string(active), std::to_string(mib),
                     skt::bench::num(t, 4), skt::bench::num(memcpy_time, 4),
-                    skt::bench::num(bytes / t / 1e9, 3), skt::bench::num(t / memcpy_time, 2)});
+                    skt::bench::num(bytes / t / 1e9, 3), skt::bench::num(t / memcpy_time, 2),
+                    skt::bench::num(with_crc, 4), skt::bench::num(with_crc / t, 3)});
       }
     }
   }

@@ -5,6 +5,8 @@
 #include <stdexcept>
 
 #include "encoders/codec.hpp"
+#include "encoders/group.hpp"
+#include "encoders/link.hpp"
 #include "encoders/mpi_util.hpp"
 
 namespace skt::enc {
@@ -12,49 +14,48 @@ namespace skt::enc {
 namespace {
 constexpr int kStreamTag = 0x5e1;
 constexpr int kDirectTag = 0x5e2;
-constexpr std::size_t kAlignment = 64;
+// The pool slot an exchange takes its buffers from (the encoders' other operations use others).
+constexpr int kPoolSlot = 3;
 }  // namespace
 
-void Exchange::FreeDeleter::operator()(std::byte* p) const noexcept {
-  std::free(p);
-}
-
-Exchange::Block Exchange::allocate(std::size_t bytes) {
-  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  return Block(static_cast<std::byte*>(p));
-}
-
-Exchange::Exchange(MPI_Comm comm, std::size_t chunk_bytes, int depth, const Codec* codec)
-    : comm_(comm), codec_(codec), chunk_(chunk_bytes), depth_(depth < 1 ? 1 : depth) {
+Exchange::Exchange(GroupLink& link, std::size_t chunk_bytes, int depth, ScratchPool* pool,
+                   const Codec* codec)
+    : link_(link),
+      comm_(link.comm()),
+      codec_(codec),
+      chunk_(chunk_bytes),
+      depth_(depth < 1 ? 1 : depth) {
+  if (pool == nullptr) {
+    own_pool_ = std::make_unique<ScratchPool>();
+    pool = own_pool_.get();
+  }
   // At most depth_ buffers wait in each of: sends, stream receives, bounced direct receives; the
-  // caller holds at most two more (one taken, one acquired).
+  // caller holds at most two more (one taken, one acquired). One more holds zeros.
   const int count = 3 * depth_ + 2;
+  std::byte* block = pool->get(kPoolSlot, static_cast<std::size_t>(count + 1) * chunk_);
   for (int i = 0; i < count; ++i) {
-    buffers_.push_back(allocate(chunk_));
+    buffers_.push_back(block + static_cast<std::size_t>(i) * chunk_);
     free_buffers_.push_back(count - 1 - i);
   }
-  zeros_ = allocate(chunk_);
-  std::memset(zeros_.get(), 0, chunk_);
+  zeros_ = block + static_cast<std::size_t>(count) * chunk_;
+  std::memset(zeros_, 0, chunk_);
   requests_.assign(static_cast<std::size_t>(3 * depth_), MPI_REQUEST_NULL);
   slots_.resize(requests_.size());
   completed_.resize(requests_.size());
 }
 
 Exchange::~Exchange() {
-  // Only reached with requests outstanding when an error unwinds an operation: the job is failing,
-  // so cancel what can be cancelled rather than leave MPI writing into freed buffers.
-  for (auto& request : requests_) {
-    if (request != MPI_REQUEST_NULL) {
-      MPI_Cancel(&request);
-      MPI_Wait(&request, MPI_STATUS_IGNORE);
+  for (std::size_t i = 0; i < requests_.size(); ++i) {
+    if (slots_[i].kind == Kind::send) {
+      GroupLink::abandon_sends(&requests_[i], 1);
+    } else {
+      GroupLink::abandon_receives(&requests_[i], 1);
     }
   }
 }
 
 std::byte* Exchange::buffer(int id) const {
-  return buffers_[static_cast<std::size_t>(id)].get();
+  return buffers_[static_cast<std::size_t>(id)];
 }
 
 int Exchange::free_slot() {
@@ -134,9 +135,11 @@ void Exchange::complete(int slot) {
 
 void Exchange::progress() {
   const int n = static_cast<int>(requests_.size());
-  int count = 0;
-  SKT_MPI(MPI_Waitsome(n, requests_.data(), &count, completed_.data(), MPI_STATUSES_IGNORE));
-  if (count == MPI_UNDEFINED) throw std::logic_error("exchange: waiting with nothing in flight");
+  bool any = false;
+  for (const auto& r : requests_)
+    any = any || r != MPI_REQUEST_NULL;
+  if (!any) throw std::logic_error("exchange: waiting with nothing in flight");
+  const int count = link_.wait_some(n, requests_.data(), completed_.data());
   for (int k = 0; k < count; ++k)
     complete(completed_[static_cast<std::size_t>(k)]);
   top_up();

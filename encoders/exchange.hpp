@@ -24,11 +24,17 @@ struct Landing {
 };
 
 class Codec;
+class GroupLink;
+class ScratchPool;
 
 class Exchange {
  public:
-  // `codec` adds incoming chunks to Landing::add when a landing asks for it.
-  Exchange(MPI_Comm comm, std::size_t chunk_bytes, int depth, const Codec* codec = nullptr);
+  // `codec` adds incoming chunks to Landing::add when a landing asks for it. Buffers come from
+  // `pool` when given (so that they stay mapped if the exchange is abandoned), else are its own.
+  Exchange(GroupLink& link, std::size_t chunk_bytes, int depth, ScratchPool* pool,
+           const Codec* codec = nullptr);
+  // Outstanding requests exist only when an error or a member's abort unwinds the operation:
+  // they are abandoned (see GroupLink).
   ~Exchange();
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -41,7 +47,7 @@ class Exchange {
   int acquire();
   void release(int id);
   std::byte* buffer(int id) const;
-  const std::byte* zeros() const noexcept { return zeros_.get(); }
+  const std::byte* zeros() const noexcept { return zeros_; }
 
   // Sends caller memory that stays untouched until finish().
   void send(int dest, bool direct, const std::byte* data);
@@ -51,10 +57,6 @@ class Exchange {
   void finish();
 
  private:
-  struct FreeDeleter {
-    void operator()(std::byte* p) const noexcept;
-  };
-  using Block = std::unique_ptr<std::byte[], FreeDeleter>;
   enum class Kind { idle, send, stream, direct };
   struct Slot {
     Kind kind = Kind::idle;
@@ -67,7 +69,6 @@ class Exchange {
     bool done;
   };
 
-  static Block allocate(std::size_t bytes);
   int free_slot();
   void post(int slot, Kind kind, void* data, int peer, int tag, bool receive);
   void top_up();
@@ -75,13 +76,15 @@ class Exchange {
   void complete(int slot);
   void issue_send(int dest, bool direct, const std::byte* data, int owned);
 
+  GroupLink& link_;
   MPI_Comm comm_;
   const Codec* codec_;
   std::size_t chunk_;
   int depth_;
-  std::vector<Block> buffers_;
+  std::unique_ptr<ScratchPool> own_pool_;
+  std::vector<std::byte*> buffers_;
   std::vector<int> free_buffers_;
-  Block zeros_;
+  std::byte* zeros_ = nullptr;
   std::vector<MPI_Request> requests_;
   std::vector<Slot> slots_;
   std::vector<int> completed_;

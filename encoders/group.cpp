@@ -1,5 +1,7 @@
 #include "encoders/group.hpp"
 
+#include <isa-l.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -80,6 +82,8 @@ void report(const PipelineOptions& options, std::uint64_t done, std::uint64_t to
 ScratchPool::~ScratchPool() {
   for (auto& b : blocks_)
     std::free(b.data);
+  for (auto* p : retired_)
+    std::free(p);
 }
 
 std::byte* ScratchPool::get(int slot, std::size_t bytes) {
@@ -87,7 +91,7 @@ std::byte* ScratchPool::get(int slot, std::size_t bytes) {
   if (blocks_.size() <= i) blocks_.resize(i + 1);
   Block& b = blocks_[i];
   if (b.bytes < bytes) {
-    std::free(b.data);
+    if (b.data != nullptr) retired_.push_back(b.data);
     b = Block{};
     const std::size_t rounded = (std::max<std::size_t>(bytes, 64) + 63) / 64 * 64;
     b.data = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
@@ -105,15 +109,10 @@ struct PeriodTransfers {
   std::vector<MPI_Request> sends;
   // Per receive: where it lands and how much it may carry (the rest is zero-filled).
   std::vector<std::pair<std::byte*, std::size_t>> received_into;
+  // Outstanding only when an error or a member's abort unwinds the encoding.
   ~PeriodTransfers() {
-    for (auto* list : {&receives, &sends}) {
-      for (auto& r : *list) {
-        if (r != MPI_REQUEST_NULL) {
-          MPI_Cancel(&r);
-          MPI_Wait(&r, MPI_STATUS_IGNORE);
-        }
-      }
-    }
+    GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
+    GroupLink::abandon_sends(sends.data(), static_cast<int>(sends.size()));
   }
 };
 
@@ -147,19 +146,20 @@ RowMasks agree_row_masks(MPI_Comm group, const StripeGeometry& geometry, const C
   return out;
 }
 
-std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
-                           const ChunkList& mine, std::byte* parity, const PipelineOptions& options,
-                           const Incremental* incremental) {
+std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, const Codec& codec,
+                           std::span<const std::uint64_t> counts, const ChunkList& mine,
+                           std::byte* parity, const PipelineOptions& options,
+                           const Incremental* incremental, const Digests* digests) {
   const int g = geometry.group_size;
   const int m = geometry.parity;
   if (m == 0 || g < 2) return 0;
-  int me = 0;
-  SKT_MPI(MPI_Comm_rank(group, &me));
+  const MPI_Comm group = link.comm();
+  const int me = link.rank();
   const std::size_t chunk = geometry.chunk_bytes;
   const int k = geometry.data_width();
-  std::vector<std::uint64_t> counts(static_cast<std::size_t>(g));
   const std::uint64_t mine_count = mine.size();
-  SKT_MPI(MPI_Allgather(&mine_count, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, group));
+  const auto blocks = static_cast<std::size_t>(geometry.blocks_per_chunk());
+  const std::uint64_t all_blocks = geometry.block_mask(0, chunk);
 
   // What of a row travels: all of it, encoded afresh, or the segments of its changed blocks.
   const std::vector<RowSegment> whole{{0, chunk, true}};
@@ -239,6 +239,12 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
       if (!j || *j >= mine_count) continue;
       const std::byte* data = mine.data[*j];
       const std::size_t valid = mine.bytes[*j];
+      if (digests != nullptr && digests->data != nullptr) {
+        // Now, so that the sends below read the chunk from cache.
+        chunk_crcs(geometry, data, static_cast<std::uint32_t>(valid),
+                   incremental != nullptr ? (*incremental->changed)[*j] : all_blocks,
+                   digests->data + *j * blocks);
+      }
       std::byte* change =
           outbox + (w * static_cast<std::size_t>(g) + static_cast<std::size_t>(residue)) * chunk;
       for (const auto& segment : segments_of(row)) {
@@ -270,7 +276,7 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
     const std::uint64_t w = q % window;
     auto& t = transfers[w];
     std::vector<MPI_Status> statuses(t.receives.size());
-    SKT_MPI(MPI_Waitall(static_cast<int>(t.receives.size()), t.receives.data(), statuses.data()));
+    link.wait_all(static_cast<int>(t.receives.size()), t.receives.data(), statuses.data());
     for (std::size_t i = 0; i < statuses.size(); ++i) {
       int bytes = 0;
       SKT_MPI(MPI_Get_count(&statuses[i], MPI_BYTE, &bytes));
@@ -288,10 +294,18 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
       const std::uint64_t index = q * static_cast<std::uint64_t>(m) + static_cast<std::uint64_t>(l);
       std::byte* const out = parity + index * chunk;
       const std::size_t first = w * per_period + static_cast<std::size_t>(l * k);
+      auto record = [&] {
+        if (digests == nullptr || digests->parity == nullptr) return;
+        chunk_crcs(geometry, out, static_cast<std::uint32_t>(chunk),
+                   incremental != nullptr ? incremental->rows->any[row] : all_blocks,
+                   digests->parity + index * blocks);
+      };
       if (in_place(segments)) {
-        if (sources[first] != zeros) continue;  // received in place
-        for (const auto& segment : segments)
-          std::memset(out + segment.begin, 0, segment.bytes());
+        if (sources[first] == zeros) {  // else received in place
+          for (const auto& segment : segments)
+            std::memset(out + segment.begin, 0, segment.bytes());
+        }
+        record();
         continue;
       }
       for (const auto& segment : segments) {
@@ -304,8 +318,9 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
             segment.fresh ? nullptr : incremental->committed_parity + index * chunk + segment.begin,
             shifted, l, segment.bytes());
       }
+      record();
     }
-    SKT_MPI(MPI_Waitall(static_cast<int>(t.sends.size()), t.sends.data(), MPI_STATUSES_IGNORE));
+    link.wait_all(static_cast<int>(t.sends.size()), t.sends.data(), nullptr);
     report(options, q + 1, periods);
   };
 
@@ -316,16 +331,16 @@ std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const
   return sent;
 }
 
-void rebuild_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
+void rebuild_group(GroupLink& link, const StripeGeometry& geometry, const Codec& codec,
                    std::span<const std::uint64_t> member_chunks, std::span<const int> lost,
-                   const ChunkList& mine, std::byte* parity, const PipelineOptions& options) {
+                   std::span<const std::uint64_t> skip_rows, const ChunkList& mine,
+                   std::byte* parity, const PipelineOptions& options) {
   const int g = geometry.group_size;
   if (lost.empty()) return;
   if (geometry.parity == 0 || g < 2) {
     throw std::invalid_argument("a group without parity cannot rebuild a lost member");
   }
-  int me = 0;
-  SKT_MPI(MPI_Comm_rank(group, &me));
+  const int me = link.rank();
   std::vector<int> survivors;
   for (int member = 0; member < g; ++member) {
     if (!std::binary_search(lost.begin(), lost.end(), member)) survivors.push_back(member);
@@ -337,6 +352,7 @@ void rebuild_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& 
     // order. Every member derives the same list.
     std::vector<std::uint64_t> rows;
     for (std::uint64_t row = 0; row < geometry.rows; ++row) {
+      if (std::binary_search(skip_rows.begin(), skip_rows.end(), row)) continue;
       const auto position = geometry.chunk_of_row(target, row);
       if (!position || *position < member_chunks[static_cast<std::size_t>(target)]) {
         rows.push_back(row);
@@ -347,7 +363,7 @@ void rebuild_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& 
       coefs[static_cast<std::size_t>(residue)] = codec.rebuild_coefs(residue, lost, target);
     }
 
-    Exchange ex(group, chunk, options.depth);
+    Exchange ex(link, chunk, options.depth, options.scratch);
     const auto count = static_cast<std::uint64_t>(rows.size());
     if (me == target) {
       ex.expect_direct(survivors.back(), count, [&](std::uint64_t i) {
@@ -388,6 +404,128 @@ void rebuild_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& 
       report(options, i + 1, count);
     }
     ex.finish();
+  }
+}
+
+namespace {
+
+// The requests of one batch of repaired rows; abandoned if the repair unwinds.
+struct RepairTransfers {
+  std::vector<MPI_Request> receives;
+  std::vector<MPI_Request> sends;
+  ~RepairTransfers() {
+    GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
+    GroupLink::abandon_sends(sends.data(), static_cast<int>(sends.size()));
+  }
+};
+
+constexpr int kRepairTag = 0x5e3;
+// Received items held at once.
+constexpr std::size_t kRepairBatchBytes = std::size_t{64} << 20;
+
+}  // namespace
+
+void repair_rows(GroupLink& link, const StripeGeometry& geometry, const Codec& codec,
+                 std::span<const std::uint64_t> member_chunks, std::span<const RowRepair> rows,
+                 const ChunkList& mine, std::byte* parity, const PipelineOptions& options) {
+  if (rows.empty()) return;
+  const int g = geometry.group_size;
+  if (geometry.parity == 0 || g < 2) {
+    throw std::invalid_argument("a group without parity cannot repair a row");
+  }
+  const int me = link.rank();
+  const std::size_t chunk = geometry.chunk_bytes;
+  // This member's item of a row: a parity chunk, a data chunk (its valid bytes), or nothing past
+  // the end of its stream.
+  auto item = [&](std::uint64_t row) -> std::pair<std::byte*, std::size_t> {
+    if (const auto index = geometry.parity_index(me, row)) return {parity + *index * chunk, chunk};
+    const std::uint64_t j = *geometry.chunk_of_row(me, row);
+    if (j >= mine.size() || j >= member_chunks[static_cast<std::size_t>(me)]) return {nullptr, 0};
+    return {mine.data[j], mine.bytes[j]};
+  };
+  ScratchPool own;
+  ScratchPool& pool = options.scratch != nullptr ? *options.scratch : own;
+  std::byte* const zeros = pool.get(4, chunk);
+  std::memset(zeros, 0, chunk);
+  const std::size_t per_batch = std::max<std::size_t>(1, kRepairBatchBytes / (chunk * g));
+  std::byte* const inbox = pool.get(5, per_batch * static_cast<std::size_t>(g) * chunk);
+  std::byte* const result = pool.get(6, chunk);
+
+  for (std::size_t first = 0; first < rows.size(); first += per_batch) {
+    const std::size_t last = std::min(rows.size(), first + per_batch);
+    RepairTransfers t;
+    // Every member walks the rows and their erased members in the same order, which pairs each
+    // send with its receive.
+    for (std::size_t i = first; i < last; ++i) {
+      const RowRepair& repair = rows[i];
+      const bool erased = std::binary_search(repair.erased.begin(), repair.erased.end(), me);
+      const auto [data, bytes] = item(repair.row);
+      for (const int target : repair.erased) {
+        if (target == me) {
+          for (int source = 0; source < g; ++source) {
+            if (std::binary_search(repair.erased.begin(), repair.erased.end(), source)) continue;
+            std::byte* into = inbox + ((i - first) * static_cast<std::size_t>(g) +
+                                       static_cast<std::size_t>(source)) *
+                                          chunk;
+            std::memset(into, 0, chunk);
+            t.receives.emplace_back();
+            SKT_MPI(MPI_Irecv(into, static_cast<int>(chunk), MPI_BYTE, source, kRepairTag,
+                              link.comm(), &t.receives.back()));
+          }
+        } else if (!erased) {
+          t.sends.emplace_back();
+          SKT_MPI(MPI_Isend(data != nullptr ? data : zeros, static_cast<int>(bytes), MPI_BYTE,
+                            target, kRepairTag, link.comm(), &t.sends.back()));
+        }
+      }
+    }
+    link.wait_all(static_cast<int>(t.receives.size()), t.receives.data(), nullptr);
+    for (std::size_t i = first; i < last; ++i) {
+      const RowRepair& repair = rows[i];
+      if (!std::binary_search(repair.erased.begin(), repair.erased.end(), me)) continue;
+      const auto coefs = codec.rebuild_coefs(
+          static_cast<int>(repair.row % static_cast<std::uint64_t>(g)), repair.erased, me);
+      bool started = false;
+      for (int source = 0; source < g; ++source) {
+        const Coef c = coefs[static_cast<std::size_t>(source)];
+        if (c == 0) continue;
+        const std::byte* from =
+            inbox +
+            ((i - first) * static_cast<std::size_t>(g) + static_cast<std::size_t>(source)) * chunk;
+        if (started) {
+          codec.combine(result, result, from, chunk, c);
+        } else {
+          codec.scale(result, from, chunk, c);
+          started = true;
+        }
+      }
+      if (!started) std::memset(result, 0, chunk);
+      const auto [data, bytes] = item(repair.row);
+      if (data != nullptr && bytes > 0) std::memcpy(data, result, bytes);
+      report(options, i + 1, rows.size());
+    }
+    link.wait_all(static_cast<int>(t.sends.size()), t.sends.data(), nullptr);
+  }
+}
+
+std::uint32_t block_crc(const StripeGeometry& geometry, const std::byte* chunk, std::uint32_t valid,
+                        int block) noexcept {
+  const std::size_t size = geometry.block_bytes();
+  const std::size_t begin = static_cast<std::size_t>(block) * size;
+  const std::size_t end = std::min<std::size_t>({begin + size, valid, geometry.chunk_bytes});
+  // Seeded with all ones, so that a block of zeros does not have a CRC of zero.
+  constexpr std::uint32_t kSeed = 0xffffffffu;
+  if (chunk == nullptr || begin >= end) return kSeed;
+  return crc32_iscsi(
+      const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(chunk + begin)),
+      static_cast<int>(end - begin), kSeed);
+}
+
+void chunk_crcs(const StripeGeometry& geometry, const std::byte* chunk, std::uint32_t valid,
+                std::uint64_t mask, std::uint32_t* out) noexcept {
+  const int blocks = geometry.blocks_per_chunk();
+  for (int b = 0; b < blocks; ++b) {
+    if ((mask >> b & 1u) != 0) out[b] = block_crc(geometry, chunk, valid, b);
   }
 }
 

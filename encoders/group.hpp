@@ -12,6 +12,7 @@
 
 #include "encoders/codec.hpp"
 #include "encoders/geometry.hpp"
+#include "encoders/link.hpp"
 
 namespace skt::enc {
 
@@ -31,6 +32,8 @@ struct ChunkList {
 
 // Scratch memory that group operations reuse from one call to the next, so that a checkpoint does
 // not map fresh pages every time. Grows to the largest size asked; not shared between threads.
+// Memory it hands out stays mapped until the pool is destroyed, even when a slot grows: an
+// aborted operation may leave sends from it that MPI still holds.
 class ScratchPool {
  public:
   ScratchPool() = default;
@@ -46,6 +49,7 @@ class ScratchPool {
     std::size_t bytes = 0;
   };
   std::vector<Block> blocks_;
+  std::vector<std::byte*> retired_;
 };
 
 struct PipelineOptions {
@@ -54,7 +58,8 @@ struct PipelineOptions {
   // Called after each chunk this member has handled, with (handled, total). Fault injection uses
   // it to stop a member in the middle of an operation.
   std::function<void(std::uint64_t, std::uint64_t)> progress;
-  // Reused scratch memory; without it each call allocates its own.
+  // Reused scratch memory; without it each call allocates its own (which an aborted operation
+  // then cannot keep mapped: give one wherever an operation may be aborted).
   ScratchPool* scratch = nullptr;
 };
 
@@ -65,9 +70,10 @@ struct RowMasks {
   std::vector<std::uint64_t> all;
 };
 
-// Collective over `group`: the row masks from each member's changed blocks, chunk by chunk of its
-// stream (`changed[j]` for chunk j of `mine`). Blocks past the end of a short chunk count as
-// changed by its member: they read as zero before and after.
+// Collective over `group` (a blocking reduction: call it only where every member is sure to
+// call it too): the row masks from each member's changed blocks, chunk by chunk of its stream
+// (`changed[j]` for chunk j of `mine`). Blocks past the end of a short chunk count as changed by
+// its member: they read as zero before and after.
 RowMasks agree_row_masks(MPI_Comm group, const StripeGeometry& geometry, const ChunkList& mine,
                          const std::vector<std::uint64_t>& changed);
 
@@ -82,22 +88,58 @@ struct Incremental {
   const RowMasks* rows = nullptr;                       // from agree_row_masks
 };
 
-// Collective over `group` (its ranks are the member indices): every member computes its parity
-// chunks of the group's data into `parity` (geometry.parity_bytes() bytes). Each data chunk goes
-// straight from the stream to the m holders of its row, which combine a row's G-m chunks in one
-// pass; rows go a period at a time with several periods in flight. A member sends m times its
-// stream and receives as much. With `incremental`, only the changed blocks of a row travel, a run
-// of them at a time, and only changed blocks are read. Returns how many bytes this member sent.
-std::uint64_t encode_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
-                           const ChunkList& mine, std::byte* parity, const PipelineOptions& options,
-                           const Incremental* incremental = nullptr);
+// Block checksums (block_crc) that an encoding writes as it goes, block by block of a chunk
+// (geometry.blocks_per_chunk() entries per chunk): of every data block it reads from the stream
+// (all of them, or the changed ones when incremental) and of every parity block it writes. The
+// CRC of a block is taken just before the block is sent, while it is in cache, so it costs
+// little beyond the encoding's own pass.
+struct Digests {
+  std::uint32_t* data = nullptr;    // [chunk * blocks_per_chunk + block], this member's stream
+  std::uint32_t* parity = nullptr;  // [parity index * blocks_per_chunk + block]
+};
 
-// Collective over `group`: the members in `lost` (sorted) get back their data chunks (written
-// through `mine`, whose pointers say where) and their parity chunks (into `parity`) from the
-// survivors' data and parity. `member_chunks[i]` is the length of member i's stream in chunks.
-// Each lost member is rebuilt by a pipelined chain through the survivors.
-void rebuild_group(MPI_Comm group, const StripeGeometry& geometry, const Codec& codec,
+// Collective over the link's group (its ranks are the member indices): every member computes its
+// parity chunks of the group's data into `parity` (geometry.parity_bytes() bytes).
+// `member_chunks[i]` is the length of member i's stream in chunks. Each data chunk goes straight
+// from the stream to the m holders of its row, which combine a row's G-m chunks in one pass; rows
+// go a period at a time with several periods in flight. A member sends m times its stream and
+// receives as much. With `incremental`, only the changed blocks of a row travel, a run of them at
+// a time, and only changed blocks are read. Returns how many bytes this member sent.
+std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, const Codec& codec,
+                           std::span<const std::uint64_t> member_chunks, const ChunkList& mine,
+                           std::byte* parity, const PipelineOptions& options,
+                           const Incremental* incremental = nullptr,
+                           const Digests* digests = nullptr);
+
+// Collective over the link's group: the members in `lost` (sorted) get back their data chunks
+// (written through `mine`, whose pointers say where) and their parity chunks (into `parity`) from
+// the survivors' data and parity. Each lost member is rebuilt by a pipelined chain through the
+// survivors. Rows in `skip_rows` (sorted) are left alone: repair_rows handles them.
+void rebuild_group(GroupLink& link, const StripeGeometry& geometry, const Codec& codec,
                    std::span<const std::uint64_t> member_chunks, std::span<const int> lost,
-                   const ChunkList& mine, std::byte* parity, const PipelineOptions& options);
+                   std::span<const std::uint64_t> skip_rows, const ChunkList& mine,
+                   std::byte* parity, const PipelineOptions& options);
+
+// One row whose items (data chunks and parity chunks, one per member) some members must rebuild
+// from the others: at most the code's tolerance of them.
+struct RowRepair {
+  std::uint64_t row = 0;
+  std::vector<int> erased;  // members, sorted
+};
+
+// Collective over the link's group, every member with the same list: each erased item is rebuilt
+// by its member from the items of the row's other members (a data chunk lands through `mine`, a
+// parity chunk in `parity`). For scattered damage, a few rows at a time: no pipeline.
+void repair_rows(GroupLink& link, const StripeGeometry& geometry, const Codec& codec,
+                 std::span<const std::uint64_t> member_chunks, std::span<const RowRepair> rows,
+                 const ChunkList& mine, std::byte* parity, const PipelineOptions& options);
+
+// The CRC-32C of block `block` of a chunk, over the block's bytes that lie within the chunk's
+// `valid` bytes (a block with none of them has the CRC of no bytes).
+std::uint32_t block_crc(const StripeGeometry& geometry, const std::byte* chunk, std::uint32_t valid,
+                        int block) noexcept;
+// The CRCs of the blocks of `mask` into out[block].
+void chunk_crcs(const StripeGeometry& geometry, const std::byte* chunk, std::uint32_t valid,
+                std::uint64_t mask, std::uint32_t* out) noexcept;
 
 }  // namespace skt::enc

@@ -13,6 +13,7 @@
 // happened on the way.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -86,7 +87,9 @@ int main(int argc, char** argv) {
     auto* row_start = static_cast<std::int64_t*>(ALLOCATE((rows + 1) * sizeof(std::int64_t)));
     auto* column = static_cast<std::int64_t*>(ALLOCATE(rows * 7 * sizeof(std::int64_t)));
     auto* value = static_cast<double*>(ALLOCATE(rows * 7 * sizeof(double)));
-    Vector x(rows, 0.0), r(rows), p(plane * static_cast<std::size_t>(planes + 2), 0.0), ap(rows);
+    // Sized, not filled: values are written once the program knows it starts afresh (a relaunch
+    // gets them back from skt_recover, and must not overwrite them before).
+    Vector x(rows), r(rows), p(plane * static_cast<std::size_t>(planes + 2)), ap(rows);
     State state{0, 0.0};
 #ifdef USE_SELFCKPT
     ctx.protect("state", state);
@@ -96,6 +99,8 @@ int main(int argc, char** argv) {
                   state.iteration);
     if (epoch == 0) {
 #endif
+      std::fill(x.begin(), x.end(), 0.0);
+      std::fill(p.begin(), p.end(), 0.0);
       std::size_t k = 0;
       for (long z = 0; z < planes; ++z)
         for (long y = 0; y < n; ++y)

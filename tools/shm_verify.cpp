@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -73,8 +74,8 @@ std::string gather_text(MPI_Comm comm, const std::string& mine) {
 
 class Verifier {
  public:
-  Verifier(const std::function<bool(const SegmentHeader&)>& wanted, int max_rows_shown)
-      : comm_(MPI_COMM_WORLD), max_rows_shown_(max_rows_shown) {
+  Verifier(const std::function<bool(const SegmentHeader&)>& wanted, int max_rows_shown, bool repair)
+      : comm_(MPI_COMM_WORLD), max_rows_shown_(max_rows_shown), repair_(repair) {
     MPI_Comm_rank(comm_, &me_);
     load(wanted);
   }
@@ -95,10 +96,22 @@ class Verifier {
                   std::vector<Mismatch>& found);
   std::vector<std::vector<std::string>> locate(const std::vector<Record>& members,
                                                const std::vector<Mismatch>& shown);
+  // Lines naming what each bad item holds, from the processes that hold them, in item order;
+  // `bytes` narrows an item to the bytes the row's checksum says differ.
+  std::vector<std::string> describe(const std::vector<Record>& members,
+                                    const std::vector<BadItem>& items,
+                                    const std::vector<Mismatch>& found, std::uint64_t epoch);
+  // Rebuilds every bad item from the other items of its row; returns the items rebuilt, or
+  // nothing (and says why) when a row lost more than the code tolerates.
+  std::optional<std::size_t> repair(const std::vector<Record>& members,
+                                    const std::vector<BadItem>& items, std::uint64_t epoch,
+                                    const std::string& title);
+  const Local* local_of(const Record& r) const;
 
   MPI_Comm comm_;
   int me_ = 0;
   int max_rows_shown_;
+  bool repair_;
   std::vector<Local> local_;
   std::map<std::pair<std::string, int>, std::size_t> local_index_;  // (job, rank) -> local_
   std::vector<Record> records_;
@@ -113,7 +126,7 @@ void Verifier::load(const std::function<bool(const SegmentHeader&)>& wanted) {
     const auto& id = listing.header.identity;
     if (id.kind != SegmentKind::checkpoint || !wanted(listing.header)) continue;
     std::string why;
-    auto segment = Segment::attach(listing.shmid, true, &why);
+    auto segment = Segment::attach(listing.shmid, !repair_, &why, false);
     std::optional<CheckpointView> view;
     if (segment) view = read_checkpoint_view(*segment, &why);
     if (!view) {
@@ -196,14 +209,33 @@ std::optional<bool> Verifier::verify_group(const GroupKey& key,
   std::vector<Record> ordered = members;
   std::sort(ordered.begin(), ordered.end(),
             [](const Record& a, const Record& b) { return a.info.member < b.info.member; });
+  // Each member's copy and checksum against the epoch's digest, where it is held.
+  std::vector<BadItem> bad;
+  std::string undigested;
+  for (const auto& r : ordered) {
+    const Local* l = local_of(r);
+    if (l == nullptr) continue;
+    std::string why;
+    const auto items = check_digests(l->view, l->segment.data(), epoch, &why);
+    if (!items) {
+      undigested += fmt::format("  rank {}: {}\n", r.rank, why);
+      continue;
+    }
+    bad.insert(bad.end(), items->begin(), items->end());
+  }
+  bad = allgather(comm_, bad);
+  std::sort(bad.begin(), bad.end(), [](const BadItem& a, const BadItem& b) {
+    return std::tie(a.row, a.member, a.parity) < std::tie(b.row, b.member, b.parity);
+  });
+  undigested = gather_text(comm_, undigested);
   std::vector<Mismatch> found;
   check_rows(ordered, epoch, found);
   // A job that checkpointed meanwhile may have changed B under the scrub: its verdict is void.
   int changed = 0;
   for (const auto& r : members) {
-    const auto it = local_index_.find({key.first, r.rank});
-    if (it == local_index_.end() || r.process != me_) continue;
-    changed |= read_control(local_[it->second].segment.base()) != r.state ? 1 : 0;
+    const Local* l = local_of(r);
+    if (l == nullptr) continue;
+    changed |= read_control(l->segment.base()) != r.state ? 1 : 0;
   }
   SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &changed, 1, MPI_INT, MPI_LOR, comm_));
   if (changed != 0) {
@@ -213,22 +245,46 @@ std::optional<bool> Verifier::verify_group(const GroupKey& key,
                     title));
     return std::nullopt;
   }
+  if (!undigested.empty()) {
+    say(fmt::format("{}: epoch {}: not verified against the digests:\n{}", title, epoch,
+                    undigested));
+  }
   auto all = allgather(comm_, found);
   std::sort(all.begin(), all.end(), [](const Mismatch& a, const Mismatch& b) {
     return std::tie(a.row, a.slot) < std::tie(b.row, b.slot);
   });
-  if (all.empty()) {
-    say(fmt::format("{}: epoch {}: clean ({} rows)\n", title, epoch, info.rows));
-    return true;
+  if (all.empty() && bad.empty()) {
+    say(fmt::format("{}: epoch {}: clean ({} rows{})\n", title, epoch, info.rows,
+                    undigested.empty() ? ", every block matches its CRC" : ""));
+    return undigested.empty() ? std::optional<bool>(true) : std::nullopt;
+  }
+  say(
+      fmt::format("{}: epoch {}: CORRUPT: {} item{} of the committed copies and checksums do{} "
+                  "not match their CRCs; {} of {} checksum chunks disagree{} with the committed "
+                  "copies\n",
+                  title, epoch, bad.size(), bad.size() == 1 ? "" : "s", bad.size() == 1 ? "es" : "",
+                  all.size(), info.rows * info.parity, all.size() == 1 ? "s" : ""));
+  // The damage the digests locate, item by item.
+  const std::vector<BadItem> shown_items(
+      bad.begin(), bad.begin() + std::min<std::ptrdiff_t>(max_rows_shown_,
+                                                          static_cast<std::ptrdiff_t>(bad.size())));
+  for (const auto& line : describe(ordered, shown_items, all, epoch))
+    say(fmt::format("  {}\n", line));
+  if (bad.size() > shown_items.size()) {
+    say(fmt::format("  ... and {} more (--show N prints more)\n", bad.size() - shown_items.size()));
+  }
+  // Rows whose checksum disagrees although every item matches its CRC: the old way of locating.
+  std::vector<Mismatch> unexplained;
+  for (const auto& m : all) {
+    if (std::none_of(bad.begin(), bad.end(), [&](const BadItem& b) { return b.row == m.row; })) {
+      unexplained.push_back(m);
+    }
   }
   const std::vector<Mismatch> shown(
-      all.begin(), all.begin() + std::min<std::ptrdiff_t>(max_rows_shown_,
-                                                          static_cast<std::ptrdiff_t>(all.size())));
+      unexplained.begin(),
+      unexplained.begin() + std::min<std::ptrdiff_t>(
+                                max_rows_shown_, static_cast<std::ptrdiff_t>(unexplained.size())));
   const auto where = locate(ordered, shown);
-  say(
-      fmt::format("{}: epoch {}: CORRUPT: {} of {} checksum chunks disagree{} with the committed "
-                  "copies\n",
-                  title, epoch, all.size(), info.rows * info.parity, all.size() == 1 ? "s" : ""));
   for (std::size_t i = 0; i < shown.size(); ++i) {
     const auto& m = shown[i];
     const std::string bytes = m.last - m.first == 1
@@ -236,17 +292,200 @@ std::optional<bool> Verifier::verify_group(const GroupKey& key,
                                   : fmt::format("in bytes {}..{}", m.first, m.last - 1);
     say(
         fmt::format("  row {} slot {} (checksum held by rank {}): {} byte{} differ{} {} of the "
-                    "chunk; one of these changed after the commit:\n",
+                    "chunk, though every item matches its CRC; one of these changed:\n",
                     m.row, m.slot, m.holder, m.differing, m.differing == 1 ? "" : "s",
                     m.differing == 1 ? "s" : "", bytes));
     say(fmt::format("    rank {}: its checksum chunk\n", m.holder));
     for (const auto& line : where[i])
       say(fmt::format("    {}\n", line));
   }
-  if (all.size() > shown.size()) {
-    say(fmt::format("  ... and {} more (--show N prints more)\n", all.size() - shown.size()));
+  if (!repair_) {
+    if (!bad.empty()) {
+      say(fmt::format("  skt-shm verify --repair rebuilds the damaged items from their groups\n"));
+    }
+    return false;
   }
-  return false;
+  const auto repaired = repair(ordered, bad, epoch, title);
+  if (!repaired) return false;
+  // Verified again: the rebuilt items must now match.
+  std::vector<BadItem> left;
+  for (const auto& r : ordered) {
+    const Local* l = local_of(r);
+    if (l == nullptr) continue;
+    const auto items = check_digests(l->view, l->segment.data(), epoch, nullptr);
+    if (items) left.insert(left.end(), items->begin(), items->end());
+  }
+  left = allgather(comm_, left);
+  std::vector<Mismatch> again;
+  check_rows(ordered, epoch, again);
+  again = allgather(comm_, again);
+  say(fmt::format("{}: repaired {} item{} from the group; {}\n", title, *repaired,
+                  *repaired == 1 ? "" : "s",
+                  left.empty() && again.empty()
+                      ? "every block matches its CRC and every checksum its copies now"
+                      : fmt::format("{} items and {} checksum chunks still disagree", left.size(),
+                                    again.size())));
+  return left.empty() && again.empty();
+}
+
+const Local* Verifier::local_of(const Record& r) const {
+  if (r.process != me_) return nullptr;
+  const auto it = local_index_.find({r.job, r.rank});
+  return it == local_index_.end() ? nullptr : &local_[it->second];
+}
+
+std::vector<std::string> Verifier::describe(const std::vector<Record>& members,
+                                            const std::vector<BadItem>& items,
+                                            const std::vector<Mismatch>& found,
+                                            std::uint64_t epoch) {
+  std::string lines;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const BadItem& b = items[i];
+    const Record& r = members[static_cast<std::size_t>(b.member)];
+    const Local* l = local_of(r);
+    if (l == nullptr) continue;
+    const auto& g = l->view.geometry;
+    const std::size_t block = g.block_bytes();
+    // The row's checksum narrows the damage to bytes, when it disagrees there.
+    std::size_t first = static_cast<std::size_t>(std::countr_zero(b.blocks)) * block;
+    std::size_t last = std::min<std::size_t>(
+        g.chunk_bytes, static_cast<std::size_t>(64 - std::countl_zero(b.blocks)) * block);
+    std::string precise;
+    for (const auto& m : found) {
+      if (m.row != b.row || m.first < first || m.last > last) continue;
+      first = m.first;
+      last = m.last;
+      precise = fmt::format(" ({} byte{} differ{} from what the rest of the row gives)",
+                            m.differing, m.differing == 1 ? "" : "s", m.differing == 1 ? "s" : "");
+      break;
+    }
+    const std::string what =
+        b.parity != 0
+            ? fmt::format("its checksum chunk {} bytes {}..{}", b.index, first, last - 1)
+            : fmt::format("its committed copy: {}", l->view.layout.describe(b.index, first, last));
+    lines += fmt::format("{}\trow {}: rank {}, {}{}\n", i, b.row, r.rank, what, precise);
+  }
+  (void)epoch;
+  std::vector<std::string> out(items.size());
+  std::istringstream all(gather_text(comm_, lines));
+  std::size_t index = 0;
+  std::string line;
+  while (all >> index && std::getline(all.ignore(1), line))
+    out[index] = line;
+  return out;
+}
+
+std::optional<std::size_t> Verifier::repair(const std::vector<Record>& members,
+                                            const std::vector<BadItem>& items, std::uint64_t epoch,
+                                            const std::string& title) {
+  const CheckpointInfo& info = members[0].info;
+  const int size = static_cast<int>(info.group_size);
+  const int parity = static_cast<int>(info.parity);
+  const enc::StripeGeometry g = recorded_geometry(info);
+  const std::size_t chunk = g.chunk_bytes;
+  // Rows and the members whose item there is damaged, the same list on every process.
+  std::map<std::uint64_t, std::vector<int>> rows;
+  for (const auto& b : items)
+    rows[b.row].push_back(b.member);
+  for (auto& [row, erased] : rows) {
+    std::sort(erased.begin(), erased.end());
+    erased.erase(std::unique(erased.begin(), erased.end()), erased.end());
+    if (static_cast<int>(erased.size()) > parity) {
+      say(fmt::format("{}: not repaired: row {} lost {} items, and the code tolerates {}\n", title,
+                      row, erased.size(), parity));
+      return std::nullopt;
+    }
+  }
+  const auto codec = enc::make_codec(static_cast<enc::Scheme>(info.scheme), size, parity);
+  std::vector<int> owner(static_cast<std::size_t>(size));
+  for (const auto& r : members)
+    owner[static_cast<std::size_t>(r.info.member)] = r.process;
+  // A member's item of a row, where it is, and how many of its bytes count.
+  auto item = [&](int member, std::uint64_t row) -> std::pair<std::byte*, std::size_t> {
+    const Local* l = local_of(members[static_cast<std::size_t>(member)]);
+    std::byte* data = l->segment.data();
+    if (const auto p = g.parity_index(member, row)) {
+      return {data + l->view.areas.checksum_of_epoch(epoch) + *p * chunk, chunk};
+    }
+    const std::uint64_t j = *g.chunk_of_row(member, row);
+    const enc::ChunkList copy = l->view.layout.copy_chunks(
+        data + l->view.areas.copy_offset(l->view.areas.copy_of_epoch(epoch)));
+    if (j >= copy.size()) return {nullptr, 0};
+    return {copy.data[j], copy.bytes[j]};
+  };
+  std::vector<std::vector<std::byte>> row_items(static_cast<std::size_t>(size),
+                                                std::vector<std::byte>(chunk));
+  std::vector<std::byte> rebuilt(chunk);
+  std::size_t count = 0;
+  for (const auto& [row, erased] : rows) {
+    const int computer = owner[static_cast<std::size_t>(erased.front())];
+    auto is_erased = [&](int d) { return std::binary_search(erased.begin(), erased.end(), d); };
+    // Every other item of the row goes to the process that rebuilds it, in member order.
+    for (int d = 0; d < size; ++d) {
+      if (is_erased(d)) continue;
+      const int from = owner[static_cast<std::size_t>(d)];
+      auto& buffer = row_items[static_cast<std::size_t>(d)];
+      if (from == me_) {
+        const auto [p, n] = item(d, row);
+        if (me_ == computer) {
+          std::fill(buffer.begin(), buffer.end(), std::byte{0});
+          if (p != nullptr) std::memcpy(buffer.data(), p, n);
+        } else {
+          SKT_MPI(MPI_Send(p != nullptr ? p : buffer.data(), p != nullptr ? static_cast<int>(n) : 0,
+                           MPI_BYTE, computer, d, comm_));
+        }
+      } else if (me_ == computer) {
+        std::fill(buffer.begin(), buffer.end(), std::byte{0});
+        SKT_MPI(MPI_Recv(buffer.data(), static_cast<int>(chunk), MPI_BYTE, from, d, comm_,
+                         MPI_STATUS_IGNORE));
+      }
+    }
+    for (const int e : erased) {
+      const int to = owner[static_cast<std::size_t>(e)];
+      if (me_ == computer) {
+        const auto coefs = codec->rebuild_coefs(
+            static_cast<int>(row % static_cast<std::uint64_t>(size)), erased, e);
+        bool started = false;
+        for (int d = 0; d < size; ++d) {
+          const enc::Coef c = coefs[static_cast<std::size_t>(d)];
+          if (c == 0) continue;
+          const std::byte* from = row_items[static_cast<std::size_t>(d)].data();
+          if (started) {
+            codec->combine(rebuilt.data(), rebuilt.data(), from, chunk, c);
+          } else {
+            codec->scale(rebuilt.data(), from, chunk, c);
+            started = true;
+          }
+        }
+        if (to != me_) {
+          SKT_MPI(MPI_Send(rebuilt.data(), static_cast<int>(chunk), MPI_BYTE, to, kMaxGroupSize + e,
+                           comm_));
+        }
+      } else if (me_ == to) {
+        SKT_MPI(MPI_Recv(rebuilt.data(), static_cast<int>(chunk), MPI_BYTE, computer,
+                         kMaxGroupSize + e, comm_, MPI_STATUS_IGNORE));
+      }
+      if (me_ == to) {
+        const auto [p, n] = item(e, row);
+        if (p != nullptr) std::memcpy(p, rebuilt.data(), n);
+        // A sum rebuild is within rounding of what was lost, not bit for bit: its CRCs follow it.
+        const Local* l = local_of(members[static_cast<std::size_t>(e)]);
+        const DigestSlot slot{l->segment.data() + l->view.areas.digest_offset(epoch),
+                              l->view.layout.chunks, g.parity_chunks(), g.blocks_per_chunk()};
+        const auto blocks = static_cast<std::uint64_t>(g.blocks_per_chunk());
+        const std::uint64_t all = g.block_mask(0, chunk);
+        if (const auto q = g.parity_index(e, row)) {
+          enc::chunk_crcs(g, p, static_cast<std::uint32_t>(chunk), all,
+                          slot.parity() + *q * blocks);
+        } else if (p != nullptr) {
+          enc::chunk_crcs(g, p, static_cast<std::uint32_t>(n), all,
+                          slot.data() + *g.chunk_of_row(e, row) * blocks);
+        }
+      }
+      ++count;
+    }
+  }
+  return count;
 }
 
 void Verifier::check_rows(const std::vector<Record>& members, std::uint64_t epoch,
@@ -271,7 +510,7 @@ void Verifier::check_rows(const std::vector<Record>& members, std::uint64_t epoc
     const int c = l.view.areas.copy_of_epoch(epoch);
     copy[k] = l.view.layout.copy_chunks(l.segment.data() + l.view.areas.copy_offset(c));
     checksum[k] = l.segment.data() + l.view.areas.checksum_of_epoch(epoch);
-    checked_bytes_ += l.view.layout.copy_bytes;
+    checked_bytes_ += l.view.layout.copy_bytes();
   }
 
   const std::size_t per_row = static_cast<std::size_t>(parity * width) * chunk;
@@ -360,7 +599,7 @@ std::vector<std::vector<std::string>> Verifier::locate(const std::vector<Record>
       if (!c) continue;
       const Local& l = local_[local_index_.at({r.job, r.rank})];
       lines += fmt::format("{}\trank {}: {}\n", i, r.rank,
-                           describe_chunk_bytes(l.view.layout, *c, shown[i].first, shown[i].last));
+                           l.view.layout.describe(*c, shown[i].first, shown[i].last));
     }
   }
   // Gathered as "<index>\t<line>\n", in process order.
@@ -375,8 +614,9 @@ std::vector<std::vector<std::string>> Verifier::locate(const std::vector<Record>
 
 }  // namespace
 
-int verify_job(const std::function<bool(const SegmentHeader&)>& wanted, int max_rows_shown) {
-  Verifier verifier(wanted, max_rows_shown);
+int verify_job(const std::function<bool(const SegmentHeader&)>& wanted, int max_rows_shown,
+               bool repair) {
+  Verifier verifier(wanted, max_rows_shown, repair);
   return verifier.run();
 }
 

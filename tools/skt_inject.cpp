@@ -3,9 +3,11 @@
 //                                    memory (the job's segments there) and mark it dead for
 //                                    skt-run's local probe
 //   skt-inject rank R --job TAG      kill the process of rank R only (its memory stays)
-//   skt-inject flip --job TAG --rank R --byte N [--bit B] [--checksum]
-//                                    flip one bit of rank R's committed copy (or checksum): the
-//                                    silent corruption that skt-shm verify must find
+//   skt-inject flip --job TAG --rank R --byte N [--bit B] [--area B|C|W|D]
+//                                    flip one bit of rank R's committed copy B (default), the
+//                                    checksum C of its committed epoch, its workspace W, or the
+//                                    other checksum area D: the silent corruption that skt-shm
+//                                    verify and recovery must find
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -16,11 +18,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "daemon/probe.hpp"
 #include "daemon/process.hpp"
 #include "daemon/ranklist.hpp"
+#include "libselfckpt/src/config.hpp"
 #include "libselfckpt/src/scrub.hpp"
 #include "libselfckpt/src/segment.hpp"
 
@@ -81,55 +85,97 @@ struct FlipTarget {
   int rank = 0;
   std::uint64_t byte = 0;
   int bit = 0;
-  bool checksum = false;
+  std::string area = "B";
 };
 
-// Where byte `at` of a committed copy belongs.
-std::string copy_byte_owner(const skt::WorkspaceLayout& layout, std::uint64_t at) {
-  for (std::size_t i = 0; i < layout.regions.size(); ++i) {
-    const std::uint64_t begin = layout.copy_offset[i];
-    if (at >= begin && at < begin + layout.regions[i].bytes) {
-      return fmt::format("region '{}' byte {}", layout.regions[i].name, at - begin);
-    }
+// Where byte `at` of a copy (or of the workspace, counted the same way) belongs.
+std::string copy_byte_owner(const skt::StreamLayout& layout, std::uint64_t at) {
+  const bool staged = at < layout.copy_regions_offset();
+  const std::uint64_t offset = staged ? at : at - layout.copy_regions_offset();
+  for (const auto& e : layout.entries) {
+    if (e.staged != staged || offset < e.offset || offset >= e.offset + e.bytes) continue;
+    return staged ? fmt::format("private object '{}'", e.name)
+                  : fmt::format("region '{}' byte {}", e.name, offset - e.offset);
   }
-  return "padding between regions";
+  return staged ? "the staged objects' padding" : "the gap between regions";
 }
 
-int flip(const FlipTarget& t) {
+std::optional<skt::Segment> segment_of(const FlipTarget& t, skt::SegmentKind kind) {
   for (const auto& listing : skt::list_own_segments()) {
     const auto& id = listing.header.identity;
-    if (id.kind != skt::SegmentKind::checkpoint || id.job != t.job || id.rank != t.rank) continue;
-    std::string why;
-    auto segment = skt::Segment::attach(listing.shmid, false, &why);
-    std::optional<skt::CheckpointView> view;
-    if (segment) view = skt::read_checkpoint_view(*segment, &why);
-    if (!view) {
-      fmt::print(stderr, "skt-inject: rank {}'s checkpoint segment is unusable: {}\n", t.rank, why);
-      return 1;
+    if (id.kind == kind && id.job == t.job && id.rank == t.rank) {
+      return skt::Segment::attach(listing.shmid, false);
     }
-    if (!view->state || view->state->committed < 0) {
-      fmt::print(stderr, "skt-inject: rank {} of job {} has no committed checkpoint\n", t.rank,
-                 t.job);
-      return 1;
-    }
-    const auto epoch = static_cast<std::uint64_t>(view->state->committed);
-    const std::uint64_t size = t.checksum ? view->geometry.parity_bytes() : view->layout.copy_bytes;
-    if (t.byte >= size) {
-      fmt::print(stderr, "skt-inject: --byte {} is beyond rank {}'s {} ({} bytes)\n", t.byte,
-                 t.rank, t.checksum ? "checksum" : "committed copy", size);
-      return 1;
-    }
-    std::byte* base =
-        segment->data() + (t.checksum ? view->areas.checksum_of_epoch(epoch)
-                                      : view->areas.copy_offset(view->areas.copy_of_epoch(epoch)));
-    base[t.byte] ^= std::byte{static_cast<unsigned char>(1u << t.bit)};
-    fmt::print("flipped bit {} of byte {} of rank {}'s committed {} of epoch {}{}\n", t.bit, t.byte,
-               t.rank, t.checksum ? "checksum (C)" : "copy (B)", view->state->committed,
-               t.checksum ? std::string() : " (" + copy_byte_owner(view->layout, t.byte) + ")");
-    return 0;
   }
-  fmt::print(stderr, "skt-inject: no checkpoint segment of job {} rank {} here\n", t.job, t.rank);
-  return 1;
+  return std::nullopt;
+}
+
+// Flips a bit of rank t.rank's committed copy B, the checksum C of the committed epoch, its
+// workspace W (a byte counted as in B), or (self mode) the other checksum area D.
+int flip(const FlipTarget& t) {
+  auto segment = segment_of(t, skt::SegmentKind::checkpoint);
+  if (!segment) {
+    fmt::print(stderr, "skt-inject: no checkpoint segment of job {} rank {} here\n", t.job, t.rank);
+    return 1;
+  }
+  std::string why;
+  const auto view = skt::read_checkpoint_view(*segment, &why);
+  if (!view) {
+    fmt::print(stderr, "skt-inject: rank {}'s checkpoint segment is unusable: {}\n", t.rank, why);
+    return 1;
+  }
+  if (!view->state || view->state->committed < 0) {
+    fmt::print(stderr, "skt-inject: rank {} of job {} has no committed checkpoint\n", t.rank,
+               t.job);
+    return 1;
+  }
+  const auto epoch = static_cast<std::uint64_t>(view->state->committed);
+  const bool self = static_cast<skt::Mode>(view->info.mode) == skt::Mode::self;
+  std::byte* base = nullptr;
+  std::uint64_t size = 0;
+  std::string what;
+  std::optional<skt::Segment> workspace;
+  if (t.area == "B") {
+    base = segment->data() + view->areas.copy_offset(view->areas.copy_of_epoch(epoch));
+    size = view->layout.copy_bytes();
+    what = fmt::format("committed copy (B) of epoch {}", epoch);
+  } else if (t.area == "C" || t.area == "D") {
+    if (t.area == "D" && !self) {
+      fmt::print(stderr, "skt-inject: job {} keeps no D (mode {})\n", t.job,
+                 skt::mode_name(static_cast<skt::Mode>(view->info.mode)));
+      return 1;
+    }
+    const std::uint64_t of = t.area == "C" ? epoch : epoch + 1;
+    base = segment->data() + view->areas.checksum_of_epoch(of);
+    size = view->geometry.parity_bytes();
+    what = t.area == "C" ? fmt::format("checksum (C) of epoch {}", epoch)
+                         : fmt::format("other checksum area (D, epoch {}'s next)", epoch);
+  } else {
+    workspace = segment_of(t, skt::SegmentKind::workspace);
+    skt::ArenaRecord record;
+    if (!workspace || !skt::decode_arena_record(workspace->base(), &record)) {
+      fmt::print(stderr, "skt-inject: no readable workspace segment of job {} rank {} here\n",
+                 t.job, t.rank);
+      return 1;
+    }
+    size = view->layout.copy_bytes();
+    if (t.byte < size) {
+      const bool staged = t.byte < view->layout.copy_regions_offset();
+      base = staged ? workspace->data() + record.stage_offset
+                    : workspace->data() - view->layout.copy_regions_offset();
+    }
+    what = "workspace (W)";
+  }
+  if (t.byte >= size) {
+    fmt::print(stderr, "skt-inject: --byte {} is beyond rank {}'s {} ({} bytes)\n", t.byte, t.rank,
+               what, size);
+    return 1;
+  }
+  base[t.byte] ^= std::byte{static_cast<unsigned char>(1u << t.bit)};
+  const bool data = t.area == "B" || t.area == "W";
+  fmt::print("flipped bit {} of byte {} of rank {}'s {}{}\n", t.bit, t.byte, t.rank, what,
+             data ? " (" + copy_byte_owner(view->layout, t.byte) + ")" : std::string());
+  return 0;
 }
 
 }  // namespace
@@ -137,7 +183,7 @@ int flip(const FlipTarget& t) {
 int main(int argc, char** argv) {
   CLI::App app{
       "skt-inject: kill a virtual node (its processes and its memory) or one rank of a job, or\n"
-      "corrupt one bit of a committed checkpoint"};
+      "corrupt one bit of a rank's memory"};
   app.require_subcommand(1);
   std::string job, node, registry = skt::run::default_registry();
   int rank = -1;
@@ -160,14 +206,24 @@ int main(int argc, char** argv) {
   rank_cmd->add_option("--job", job, "job tag (SKT_JOB)")->required()->check(job_check);
   FlipTarget target;
   auto* flip_cmd = app.add_subcommand(
-      "flip", "flip one bit of a rank's committed copy B (or checksum C), as silent corruption");
+      "flip",
+      "flip one bit of a rank's committed copy B (or checksum C, workspace W, other "
+      "checksum area D), as silent corruption");
   flip_cmd->add_option("--job", target.job, "job tag (SKT_JOB)")->required()->check(job_check);
   flip_cmd->add_option("--rank", target.rank, "rank in MPI_COMM_WORLD")
       ->required()
       ->check(CLI::NonNegativeNumber);
-  flip_cmd->add_option("--byte", target.byte, "byte offset in the copy (or checksum)")->required();
+  flip_cmd
+      ->add_option("--byte", target.byte,
+                   "byte offset in the area (W counts its bytes as B does: private objects, then "
+                   "regions)")
+      ->required();
   flip_cmd->add_option("--bit", target.bit, "bit of that byte")->check(CLI::Range(0, 7));
-  flip_cmd->add_flag("--checksum", target.checksum, "flip a bit of the checksum C instead of B");
+  flip_cmd
+      ->add_option("--area", target.area,
+                   "B (committed copy, default), C (its checksum), W (workspace) or D (the other "
+                   "checksum area, self mode)")
+      ->check(CLI::IsMember({"B", "C", "W", "D"}));
   CLI11_PARSE(app, argc, argv);
 
   if (*flip_cmd) return flip(target);
@@ -185,8 +241,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "skt-inject: skt-shm not found: node {}'s segments are left\n", node);
     return 1;
   }
-  const auto cleaned =
-      skt::run::capture({tool, "clean", "--job", job, "--node", node}, {{"SKT_LOG", "off"}});
+  const auto cleaned = skt::run::capture({tool, "clean", "--job", job, "--node", node, "--force"},
+                                         {{"SKT_LOG", "off"}});
   const auto last = cleaned.out.rfind('\n', cleaned.out.size() > 1 ? cleaned.out.size() - 2 : 0);
   fmt::print("node {}'s memory destroyed: {}", node,
              cleaned.out.substr(last == std::string::npos ? 0 : last + 1));

@@ -115,7 +115,8 @@ int inspect(const Filter& filter) {
         info.group, info.groups, info.member, info.group_size, members,
         skt::enc::scheme_name(static_cast<skt::enc::Scheme>(info.scheme)), info.parity,
         info.chunk_bytes, info.rows);
-    fmt::print("  workspace {} bytes, layout {:016x}; {}\n", info.workspace_bytes, info.layout_hash,
+    fmt::print("  workspace {} bytes ({} of private objects), layout {:016x}; {}\n",
+               info.stage_bytes + info.regions_bytes, info.stage_bytes, info.layout_hash,
                state_text(s));
     std::string why;
     const auto view = skt::read_checkpoint_view(*segment, &why);
@@ -123,15 +124,36 @@ int inspect(const Filter& filter) {
       fmt::print("  regions: unreadable: {}\n", why);
       continue;
     }
-    for (const auto& region : view->layout.regions)
-      fmt::print("  region '{}': {} bytes\n", region.name, region.bytes);
+    for (const auto& e : view->layout.entries) {
+      fmt::print("  {} '{}': {} bytes\n", e.staged ? "private object" : "region", e.name, e.bytes);
+    }
+    for (const std::uint64_t epoch : {std::uint64_t{0}, std::uint64_t{1}}) {
+      const skt::DigestSlot slot{segment->data() + view->areas.digest_offset(epoch)};
+      const auto d = slot.state();
+      fmt::print("  digest slot {}: {}\n", epoch,
+                 d ? fmt::format("epoch {}, data {}, checksum {}", d->epoch,
+                                 d->data ? "complete" : "incomplete",
+                                 d->parity ? "complete" : "incomplete")
+                   : std::string("empty"));
+    }
   }
   return 0;
 }
 
-int clean(const Filter& filter) {
-  int removed = 0;
+int clean(const Filter& filter, bool force) {
+  int removed = 0, kept = 0;
   for (const auto& s : selected(filter)) {
+    if (s.attached > 0 && !force) {
+      // A process still uses it: a rank of a running launch, or one that outlived its launcher.
+      fmt::print(
+          "left {} segment '{}' of job '{}' rank {} on node '{}': attached by {} "
+          "process{} (--force removes it anyway; it goes when they detach)\n",
+          skt::kind_name(s.header.identity.kind), s.header.identity.name, s.header.identity.job,
+          s.header.identity.rank, s.header.identity.domain, s.attached,
+          s.attached == 1 ? "" : "es");
+      ++kept;
+      continue;
+    }
     auto segment = skt::Segment::attach(s.shmid, true);
     if (!segment) continue;
     segment->remove();
@@ -141,8 +163,9 @@ int clean(const Filter& filter) {
                s.header.identity.job, s.header.identity.rank, s.header.identity.domain,
                s.header.data_bytes);
   }
-  fmt::print("{} segment{} removed\n", removed, removed == 1 ? "" : "s");
-  return 0;
+  fmt::print("{} segment{} removed{}\n", removed, removed == 1 ? "" : "s",
+             kept == 0 ? "" : fmt::format(", {} left attached", kept));
+  return kept == 0 ? 0 : 1;
 }
 
 void add_filter(CLI::App* command, Filter& filter, bool job_required) {
@@ -169,16 +192,23 @@ int main(int argc, char** argv) {
   auto* inspect_cmd =
       app.add_subcommand("inspect", "headers, group, layout, state and data digest of a job");
   add_filter(inspect_cmd, filter, true);
-  auto* clean_cmd = app.add_subcommand("clean", "remove a job's segments (all, or one node's)");
+  auto* clean_cmd = app.add_subcommand(
+      "clean",
+      "remove a job's segments (all, or one node's); segments still attached by a process are "
+      "left unless --force (exit 1 then)");
   add_filter(clean_cmd, filter, true);
+  bool force = false;
+  clean_cmd->add_flag("--force", force,
+                      "remove attached segments too (they go when their processes detach)");
   int show = 10;
   auto* verify_cmd = app.add_subcommand(
       "verify",
-      "scrub a job's committed checkpoint: recompute the checksums of the committed copies (B) "
-      "and compare them with the stored ones (C), reporting silent corruption. Exit status 0: "
-      "clean; 1: corruption found; 2: some group could not be verified (members on other nodes, "
-      "no checkpoint yet, or a checkpoint being written). When the job spans nodes, run it with "
-      "one process per node: mpirun --map-by ppr:1:node skt-shm verify --job TAG");
+      "scrub a job's committed checkpoint: check every block of the committed copies (B) and "
+      "checksums (C) against the CRCs kept for them, and recompute the checksums from the copies, "
+      "reporting silent corruption and where it is; --repair rebuilds it. Exit status 0: clean "
+      "(or repaired); 1: corruption found; 2: some group could not be verified (members on other "
+      "nodes, no checkpoint yet, or a checkpoint being written). When the job spans nodes, run it "
+      "with one process per node: mpirun --map-by ppr:1:node skt-shm verify --job TAG");
   verify_cmd->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG.*")
       ->required()
       ->check([](const std::string& v) {
@@ -186,6 +216,11 @@ int main(int argc, char** argv) {
       });
   verify_cmd->add_option("--show", show, "corrupt rows to describe per group (default 10)")
       ->check(CLI::NonNegativeNumber);
+  bool repair = false;
+  verify_cmd->add_flag("--repair", repair,
+                       "rebuild the damaged items of the committed copies and checksums from the "
+                       "rest of their rows (as recovery would), then verify again; the job must "
+                       "be stopped");
   verify_cmd->add_option("--node", filter.node,
                          "read only this node's segments: each process of a run on virtual nodes "
                          "of one host stands for one node (default: SKT_NODE, if set)");
@@ -198,7 +233,7 @@ int main(int argc, char** argv) {
     int code = 1;
     try {
       code = skt::tools::verify_job([&](const skt::SegmentHeader& h) { return filter.matches(h); },
-                                    show);
+                                    show, repair);
     } catch (const std::exception& e) {
       fmt::print(stderr, "skt-shm verify: {}\n", e.what());
       MPI_Abort(MPI_COMM_WORLD, 1);
@@ -209,7 +244,7 @@ int main(int argc, char** argv) {
   try {
     if (list_cmd->parsed()) return list(filter);
     if (inspect_cmd->parsed()) return inspect(filter);
-    return clean(filter);
+    return clean(filter, force);
   } catch (const std::exception& e) {
     fmt::print(stderr, "skt-shm: {}\n", e.what());
     return 1;

@@ -212,6 +212,8 @@ const char* skt_strerror(int code) {
       return "segments left over from an earlier run";
     case SKT_ERR_INTERNAL:
       return "internal error";
+    case SKT_ERR_BUSY:
+      return "the job's segments are still attached by processes of an earlier launch";
     default:
       return "unknown error code";
   }
@@ -230,6 +232,7 @@ int skt_exit_code(int code) {
     case SKT_ERR_MISMATCH:
     case SKT_ERR_STATE:
     case SKT_ERR_STALE:
+    case SKT_ERR_BUSY:
       return 2;
     case SKT_ERR_UNRECOVERABLE:
       return 3;

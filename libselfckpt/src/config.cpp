@@ -153,6 +153,17 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& origin, const std::string& v) {
          c.huge_pages = boolean(origin, v);
        }},
+      {"attach_wait", "SKT_ATTACH_WAIT",
+       "how long a relaunch waits for an earlier launch's processes to let go of the segments",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         const auto seconds = parse_duration(v);
+         if (!seconds || *seconds < 0 || *seconds > 86400) {
+           bad(origin, fmt::format("'{}' is not a duration from 0 to 1d (seconds, or with a unit: "
+                                   "30s, 2m)",
+                                   v));
+         }
+         c.attach_wait_seconds = *seconds;
+       }},
       {"log", "SKT_LOG", "log level",
        [](Config& c, const std::string& origin, const std::string& v) {
          const auto level = parse_log_level(v);
@@ -172,8 +183,9 @@ const std::vector<Option>& options() {
          if (!fault) {
            bad(origin,
                fmt::format(
-                   "'{}' is not <step>:<rank>[:<epoch>[:<launch>[:kill|term]]] with step one "
-                   "of stage, encode, encoded, agreed, flush, committed, recover",
+                   "'{}' is not <step>:<rank>[:<epoch>[:<launch>[:kill|term|launcher|throw]]] "
+                   "with step one of stage, encode, encoded, agreed, flush, committed, recover "
+                   "(throw: only stage, encode, encoded, recover)",
                    v));
          }
          c.fault = fault;
@@ -363,7 +375,17 @@ std::optional<FaultSpec> parse_fault(const std::string& text) {
       if (fourth != std::string::npos) {
         const std::string how = lower(std::string_view(text).substr(fourth + 1));
         if (how == "term") {
-          spec.terminate_launcher = true;
+          spec.action = FaultAction::term;
+        } else if (how == "launcher") {
+          spec.action = FaultAction::launcher;
+        } else if (how == "throw") {
+          // A failure on one rank is a collective error only where the work of a collective
+          // phase may fail; the other steps only write memory.
+          if (spec.step != FaultStep::stage && spec.step != FaultStep::encode &&
+              spec.step != FaultStep::encoded && spec.step != FaultStep::recover) {
+            return std::nullopt;
+          }
+          spec.action = FaultAction::raise;
         } else if (how != "kill") {
           return std::nullopt;
         }

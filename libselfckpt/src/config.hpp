@@ -24,14 +24,22 @@ enum class FaultStep { stage, encode, encoded, agreed, flush, committed, recover
 enum class Mode { self, single, twin };
 std::string_view mode_name(Mode mode) noexcept;
 
+// What happens at an armed fault point.
+enum class FaultAction {
+  kill,      // the process dies (SIGKILL), with no clean-up
+  term,      // the launcher gets SIGTERM, as when a scheduler cancels the job; the process waits
+             // for the launcher to end it
+  launcher,  // the launcher dies (SIGKILL); the process waits to die with it
+  raise,     // the call fails on this rank alone (an error thrown there), to test that every
+             // rank ends with the same error
+};
+
 struct FaultSpec {
   FaultStep step = FaultStep::stage;
   int rank = 0;
   std::optional<std::uint64_t> epoch;
   std::optional<int> launch;  // only on this launch (SKT_RESTART's value; unset counts as 0)
-  // Instead of dying alone, send SIGTERM to the launcher (the parent process), as a scheduler
-  // cancelling the job does, and wait for the launcher's SIGTERM to end this process.
-  bool terminate_launcher = false;
+  FaultAction action = FaultAction::kill;
 };
 
 struct Config {
@@ -45,6 +53,8 @@ struct Config {
   std::size_t chunk_bytes = 256 * 1024;
   int pipeline_depth = 4;
   bool huge_pages = false;
+  // How long a relaunch waits for processes of an earlier launch to let go of the job's segments.
+  double attach_wait_seconds = 10;
   LogLevel log_level = LogLevel::warn;
   std::optional<FaultSpec> fault;
   std::optional<int> restart;  // relaunch count given by the launcher; 0 = first launch

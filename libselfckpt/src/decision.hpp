@@ -1,45 +1,124 @@
-// Which epoch a relaunched job restores, and from what: a pure function of what every rank found,
-// so that every rank reaches the same answer from the same allgathered facts.
+// What a relaunched job restores, as pure functions of what every rank found and verified, so that
+// every rank reaches the same answer from the same gathered facts.
+//
+// Recovery trusts no byte it has not verified. Each epoch's data and checksum carry a CRC per block
+// (its digest), so a rank can tell, block by block, whether its workspace W or its committed copy
+// B still holds an epoch, whatever the program wrote before recovering and whatever flipped in
+// memory. Blocks that neither holds, and checksum blocks that do not match, are erasures of their
+// rows, as are all the items of a member that lost its memory; an epoch can be restored when no
+// row of any group has more erasures than its code tolerates. The candidates are the newest epoch
+// the protocol may have committed, then the one before.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "encoders/geometry.hpp"
+#include "encoders/group.hpp"
+#include "libselfckpt/src/config.hpp"
 #include "libselfckpt/src/format.hpp"
 #include "libselfckpt/src/planner.hpp"
 
 namespace skt {
 
-struct RankFinding {
-  bool valid = false;  // the rank's segments survived and are consistent
+// What one rank tells the others at a relaunch, before anything is decided.
+struct Finding {
+  std::int32_t valid = 0;  // its segments survived and match this launch's declarations
   ControlState state;
+  // What its checkpoint recorded of its group (when valid).
+  std::int32_t groups = 0;
+  std::int32_t group = -1;
+  std::int32_t member = -1;
+  std::int32_t group_size = 0;
+  std::int32_t members[kMaxGroupSize] = {};
+  std::uint64_t recorded_layouts[kMaxGroupSize] = {};  // every member's layout, as recorded
+  // What this launch declared.
+  std::uint64_t layout_hash = 0;
+  std::uint64_t stage_bytes = 0;
+  std::uint64_t regions_bytes = 0;
 };
 
-enum class RecoverySource {
-  fresh,      // nothing was ever committed: start from scratch
-  committed,  // rebuild from B and C, then roll W and D back to them
-  workspace,  // rebuild from W and D, then finish the flush into B and C
-  redo,       // single mode: nobody lost memory during an update, so every rank finishes it from W
-  unrecoverable,
+// The epochs to try, newest first; none: nothing was ever committed, start afresh.
+struct Candidates {
+  std::vector<std::int64_t> epochs;
+  // Single mode: the first epoch is one whose update of the only copy was interrupted; it can be
+  // finished only from every rank's data, without the checksum (which the update was rewriting).
+  bool redo = false;
+};
+Candidates restore_candidates(Mode mode, std::span<const Finding> findings);
+
+// The groups the surviving checkpoints recorded, each rank vouching for its group's member list.
+// Throws skt::Error: SKT_ERR_UNRECOVERABLE when a whole group vanished (nobody is left to say who
+// was in it), SKT_ERR_MISMATCH when the records disagree or a rank declared regions that differ
+// from what its group recorded for it.
+GroupPlan recorded_plan(std::span<const Finding> findings, const std::vector<std::string>& nodes,
+                        const std::string& job);
+
+// A run of chunks [begin, end).
+struct ChunkRange {
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  bool operator==(const ChunkRange&) const = default;
 };
 
-struct RecoveryDecision {
-  RecoverySource source = RecoverySource::fresh;
-  std::int64_t epoch = 0;
-  std::vector<int> rebuild;  // ranks whose data must be rebuilt by their group, ascending
-  std::string reason;        // for unrecoverable: which group lost what
+// What a rank can serve of one epoch, once it has verified its memory against the digest.
+struct Holdings {
+  bool whole = false;                   // it holds the epoch's digest; otherwise it counts as lost
+  std::vector<ChunkRange> data_erased;  // stream chunks with a block that neither W nor B holds
+  std::vector<ChunkRange> parity_erased;  // checksum chunks with a block that does not match
+  std::uint64_t written_blocks = 0;       // W blocks that differ from the epoch (B held them)
+  // For messages: what its first erased data chunk holds, and whether W was written there.
+  std::string first_erased;
+  bool first_erased_written = false;
+
+  std::vector<std::byte> serialize() const;
+  static Holdings deserialize(std::span<const std::byte> bytes);
 };
 
-// `plan` assigns every rank; `nodes` names each rank's node for messages; `tolerance` is the
-// number of lost members per group the scheme survives.
-RecoveryDecision decide_recovery(const std::vector<RankFinding>& findings, const GroupPlan& plan,
-                                 int tolerance, const std::vector<std::string>& nodes);
+// One group as every rank can compute it.
+struct GroupShape {
+  std::vector<int> ranks;              // by member index
+  std::vector<std::uint64_t> chunks;   // each member's stream length in chunks
+  std::vector<std::uint64_t> layouts;  // each member's layout hash (what it declared)
+  enc::StripeGeometry geometry;
+  int tolerance = 0;
+};
 
-// The same for the baselines that keep `copies` (1: single, 2: double) full checkpoints, each with
-// its checksum, and update them in place: epoch e lives in copy e mod `copies`.
-RecoveryDecision decide_recovery_copies(const std::vector<RankFinding>& findings,
-                                        const GroupPlan& plan, int tolerance,
-                                        const std::vector<std::string>& nodes, int copies);
+// Whether an epoch can be restored, and how.
+struct Verdict {
+  bool feasible = true;
+  std::string reason;  // when not: which group and row, and why
+  // Per group: the members lost as a whole (rebuilt row after row), and the rows that scattered
+  // erasures make different (each repaired on its own, the lost members' items there included).
+  std::vector<std::vector<int>> lost;
+  std::vector<std::vector<enc::RowRepair>> repairs;
+};
+
+// `holdings[r]` is rank r's; with `redo`, no checksum is used: every rank must hold all its data.
+Verdict assess(std::span<const GroupShape> groups, std::span<const Holdings> holdings, bool redo,
+               std::int64_t epoch, const std::vector<std::string>& nodes);
+
+// Every group's shape: its members, their stream lengths, its geometry.
+std::vector<GroupShape> group_shapes(const GroupPlan& plan,
+                                     std::span<const std::uint64_t> chunks_by_rank, int parity,
+                                     std::size_t chunk_bytes, int tolerance);
+
+// Under sum, the stage fills whole periods of a group's rows (layout.hpp); else it is not padded.
+std::uint64_t stage_period(enc::Scheme scheme, int group_size, int parity) noexcept;
+
+// What a relaunch restores from, once every rank's finding is known: the candidate epochs, the
+// groups (recorded, or planned afresh when there is nothing to restore) and their shapes. Throws
+// as recorded_plan and plan_groups do, alike on every rank.
+struct RestorePlan {
+  Candidates candidates;
+  GroupPlan groups;
+  std::vector<GroupShape> shapes;
+
+  bool fresh() const noexcept { return candidates.epochs.empty(); }
+};
+RestorePlan plan_restore(std::span<const Finding> findings, const std::vector<std::string>& nodes,
+                         const Config& config);
 
 }  // namespace skt

@@ -3,7 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "libselfckpt/src/log.hpp"
+#include "selfckpt/selfckpt.hpp"
 
 namespace skt {
 
@@ -14,14 +17,20 @@ bool FaultInjector::armed(FaultStep step, std::uint64_t epoch) const noexcept {
 
 void FaultInjector::at(FaultStep step, std::uint64_t epoch) const {
   if (!armed(step, epoch)) return;
-  if (spec_->terminate_launcher) {
+  if (spec_->action == FaultAction::raise) {
+    throw Error(SKT_ERR_INTERNAL, fmt::format("SKT_FAULT: an injected failure at step '{}' of "
+                                              "epoch {}",
+                                              fault_step_name(step), epoch));
+  }
+  if (spec_->action == FaultAction::term || spec_->action == FaultAction::launcher) {
+    const bool term = spec_->action == FaultAction::term;
     if (log_ != nullptr) {
-      log_->log(LogLevel::error, "SKT_FAULT: terminating the launcher at step '{}' of epoch {}",
-                fault_step_name(step), epoch);
+      log_->log(LogLevel::error, "SKT_FAULT: {} the launcher at step '{}' of epoch {}",
+                term ? "terminating" : "killing", fault_step_name(step), epoch);
     }
-    kill(getppid(), SIGTERM);
+    kill(getppid(), term ? SIGTERM : SIGKILL);
     for (;;)
-      pause();  // until the launcher's SIGTERM (or SIGKILL) arrives
+      pause();  // until the launcher's SIGTERM arrives, or its death ends this process
   }
   if (log_ != nullptr) {
     log_->log(LogLevel::error, "SKT_FAULT: killing this process at step '{}' of epoch {}",

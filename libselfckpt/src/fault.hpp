@@ -1,9 +1,11 @@
-// SKT_FAULT=<step>:<rank>[:<epoch>[:<launch>[:kill|term]]] kills the named rank with SIGKILL, with
-// no clean-up, at a protocol step of the checkpoint to <epoch> (or of the recovery restoring
-// <epoch>), or at the first occurrence when no epoch is given; with <launch>, only on that launch
-// (SKT_RESTART), so that a restart daemon relaunching with the same environment gets through. With
-// 'term', the rank instead sends SIGTERM to its launcher, which passes it on to every rank, and
-// waits there for its own: the whole job is cancelled while this rank is at the step.
+// SKT_FAULT=<step>:<rank>[:<epoch>[:<launch>[:kill|term|launcher|throw]]] kills the named rank with
+// SIGKILL, with no clean-up, at a protocol step of the checkpoint to <epoch> (or of the recovery
+// restoring <epoch>), or at the first occurrence when no epoch is given; with <launch>, only on
+// that launch (SKT_RESTART), so that a restart daemon relaunching with the same environment gets
+// through. With 'term', the rank instead sends SIGTERM to its launcher, which passes it on to every
+// rank, and waits there for its own: the whole job is cancelled while this rank is at the step.
+// With 'launcher', it kills its launcher (SIGKILL) and waits: the ranks must die with it. With
+// 'throw', the call fails on that rank alone with an error, which every rank must then report.
 // The steps:
 //   stage      in the middle of staging the private regions into the workspace
 //   encode     in the middle of computing D, the checksum of the workspace

@@ -12,8 +12,11 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'E', 'L', 'F', 'C', 'K', 'P', 'T'};
 constexpr std::size_t kNameBytes = 64;
+// The first page of a segment: its header, then (checkpoint segments) the description and the
+// control block, or (workspace segments) the arena record.
 constexpr std::size_t kInfoOffset = 1024;
 constexpr std::size_t kControlOffset = 3072;
+constexpr std::uint32_t kDigestMagic = 0x44475354;  // "DGST"
 
 // Little fixed-layout writer and reader over a page: fields are copied byte for byte, so the format
 // does not depend on struct padding.
@@ -87,9 +90,10 @@ void write_info_fields(Writer& w, const CheckpointInfo& i) {
   w.put(i.mode);
   w.put(i.chunk_bytes);
   w.put(i.rows);
-  w.put(i.workspace_bytes);
+  w.put(i.stage_bytes);
+  w.put(i.stage_chunks);
+  w.put(i.regions_bytes);
   w.put(i.layout_hash);
-  w.put(i.first_period);
   w.put(i.table_offset);
   w.put(i.table_bytes);
   for (const auto v : i.members)
@@ -142,10 +146,8 @@ std::uint64_t crc64(const void* data, std::size_t bytes, std::uint64_t seed) noe
 
 const char* kind_name(SegmentKind kind) noexcept {
   switch (kind) {
-    case SegmentKind::region:
-      return "region";
-    case SegmentKind::stage:
-      return "stage";
+    case SegmentKind::workspace:
+      return "workspace";
     case SegmentKind::checkpoint:
       return "checkpoint";
   }
@@ -223,9 +225,10 @@ bool decode_checkpoint_info(const std::byte* page, CheckpointInfo* out) {
   i.mode = r.get<std::uint32_t>();
   i.chunk_bytes = r.get<std::uint64_t>();
   i.rows = r.get<std::uint64_t>();
-  i.workspace_bytes = r.get<std::uint64_t>();
+  i.stage_bytes = r.get<std::uint64_t>();
+  i.stage_chunks = r.get<std::uint64_t>();
+  i.regions_bytes = r.get<std::uint64_t>();
   i.layout_hash = r.get<std::uint64_t>();
-  i.first_period = r.get<std::uint64_t>();
   i.table_offset = r.get<std::uint64_t>();
   i.table_bytes = r.get<std::uint64_t>();
   for (auto& v : i.members)
@@ -237,7 +240,7 @@ bool decode_checkpoint_info(const std::byte* page, CheckpointInfo* out) {
   const std::size_t covered = r.size();
   if (r.get<std::uint32_t>() != crc32(page + kInfoOffset, covered)) return false;
   if (i.group_size < 1 || i.group_size > kMaxGroupSize || i.member >= i.group_size ||
-      i.first_period < 1) {
+      i.chunk_bytes == 0) {
     return false;
   }
   if (out != nullptr) *out = i;
@@ -278,7 +281,59 @@ void clear_control(std::byte* page) {
   std::atomic_thread_fence(std::memory_order_release);
 }
 
-static_assert(kInfoOffset + 88 + kMaxGroupSize * 20 + 4 <= kControlOffset,
+void encode_arena_record(std::byte* page, const ArenaRecord& record) {
+  Writer w(page + kInfoOffset);
+  w.put(record.regions_bytes);
+  w.put(record.stage_offset);
+  w.put(record.stage_bytes);
+  w.put(record.table_offset);
+  w.put(record.table_bytes);
+  const std::uint32_t crc = crc32(page + kInfoOffset, w.size());
+  w.put(crc);
+}
+
+bool decode_arena_record(const std::byte* page, ArenaRecord* out) {
+  Reader r(page + kInfoOffset);
+  ArenaRecord a;
+  a.regions_bytes = r.get<std::uint64_t>();
+  a.stage_offset = r.get<std::uint64_t>();
+  a.stage_bytes = r.get<std::uint64_t>();
+  a.table_offset = r.get<std::uint64_t>();
+  a.table_bytes = r.get<std::uint64_t>();
+  const std::size_t covered = r.size();
+  if (r.get<std::uint32_t>() != crc32(page + kInfoOffset, covered)) return false;
+  if (out != nullptr) *out = a;
+  return true;
+}
+
+std::optional<DigestState> read_digest_state(const std::byte* slot) {
+  Reader r(slot);
+  if (r.get<std::uint32_t>() != kDigestMagic) return std::nullopt;
+  const auto flags = r.get<std::uint32_t>();
+  DigestState d;
+  d.epoch = r.get<std::int64_t>();
+  const std::size_t covered = r.size();
+  if (r.get<std::uint32_t>() != crc32(slot, covered)) return std::nullopt;
+  d.data = (flags & 1u) != 0;
+  d.parity = (flags & 2u) != 0;
+  return d;
+}
+
+void write_digest_state(std::byte* slot, const DigestState& state) {
+  std::byte header[kDigestHeaderBytes] = {};
+  Writer w(header);
+  w.put(kDigestMagic);
+  w.put(static_cast<std::uint32_t>((state.data ? 1u : 0u) | (state.parity ? 2u : 0u)));
+  w.put(state.epoch);
+  const std::uint32_t crc = crc32(header, w.size());
+  w.put(crc);
+  // The CRCs the header vouches for must be in memory before it.
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(slot, header, kDigestHeaderBytes);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+static_assert(kInfoOffset + 112 + kMaxGroupSize * 20 + 4 <= kControlOffset,
               "checkpoint info overlaps the control block");
 static_assert(kControlOffset + 2 * kSlotBytes <= kHeaderBytes, "control block beyond the header");
 

@@ -13,9 +13,13 @@ inline constexpr std::size_t kHeaderBytes = 4096;  // data starts one page into 
 inline constexpr int kMaxGroupSize = 64;
 // 2: checkpoint segments carry their region table (what `skt-shm verify` reads B with).
 // 3: in the self mode the two checksum areas alternate between epochs (CheckpointAreas).
-inline constexpr std::uint32_t kFormatVersion = 3;
+// 4: one workspace segment per rank (the arena of all its regions and staged private objects);
+//    checkpoint segments keep a CRC of every block of each epoch's data and checksum (digests).
+inline constexpr std::uint32_t kFormatVersion = 4;
 
-enum class SegmentKind : std::uint32_t { region = 1, stage = 2, checkpoint = 3 };
+// A rank keeps two segments per job: its workspace W (every region and the staged private
+// objects) and its checkpoint (B, C and D, their digests, and the protocol's control block).
+enum class SegmentKind : std::uint32_t { workspace = 1, checkpoint = 3 };
 const char* kind_name(SegmentKind kind) noexcept;
 
 // Who a segment belongs to. Keys are derived from it, and a segment is only ever attached when its
@@ -25,8 +29,8 @@ struct SegmentIdentity {
   std::string job;
   std::string domain;
   int rank = 0;
-  SegmentKind kind = SegmentKind::region;
-  std::string name;  // region name; "stage" or "checkpoint" for the other kinds
+  SegmentKind kind = SegmentKind::workspace;
+  std::string name;  // "workspace" or "checkpoint"
 };
 
 struct SegmentHeader {
@@ -44,6 +48,21 @@ void encode_header(std::byte* page, const SegmentHeader& header);
 HeaderStatus decode_header(const std::byte* page, std::size_t available, SegmentHeader* out);
 bool same_identity(const SegmentIdentity& a, const SegmentIdentity& b) noexcept;
 
+// Where a workspace segment keeps what is in it, after its header in the first page: written when
+// the segment is created, protected by its own CRC.
+struct ArenaRecord {
+  std::uint64_t regions_bytes = 0;  // the regions' area, at the start of the data
+  std::uint64_t stage_offset = 0;   // the staged private objects
+  std::uint64_t stage_bytes = 0;
+  std::uint64_t table_offset = 0;  // the region table
+  std::uint64_t table_bytes = 0;
+
+  bool operator==(const ArenaRecord&) const = default;
+};
+
+void encode_arena_record(std::byte* page, const ArenaRecord& record);
+bool decode_arena_record(const std::byte* page, ArenaRecord* out);
+
 // What a checkpoint segment records about its rank's place in the job: written once when the
 // segment is created, protected by its own CRC.
 struct CheckpointInfo {
@@ -57,9 +76,10 @@ struct CheckpointInfo {
   std::uint32_t mode = 0;
   std::uint64_t chunk_bytes = 0;
   std::uint64_t rows = 0;
-  std::uint64_t workspace_bytes = 0;
+  std::uint64_t stage_bytes = 0;    // the staged private objects, first in the stream
+  std::uint64_t stage_chunks = 0;   // the stream's chunks before the regions (the stage, padded)
+  std::uint64_t regions_bytes = 0;  // the regions' area, alignment gaps included
   std::uint64_t layout_hash = 0;
-  std::uint64_t first_period = 1;  // the first region's chunks are a multiple of this
   std::uint64_t table_offset = 0;  // where the region table sits in the data, and its size
   std::uint64_t table_bytes = 0;
   std::int32_t members[kMaxGroupSize] = {};          // ranks of the group, by member index
@@ -88,6 +108,20 @@ std::optional<ControlState> read_control(const std::byte* page);
 void write_control(std::byte* page, const ControlState& state);
 // Zeroes both slots: no valid state.
 void clear_control(std::byte* page);
+
+// What a digest slot holds: the block CRCs of one epoch's data (W as it was encoded) and of its
+// checksum, each set complete or not. A slot is rewritten for epoch e+2 after it served epoch e.
+struct DigestState {
+  std::int64_t epoch = -1;
+  bool data = false;    // every data block's CRC is in place
+  bool parity = false;  // every checksum block's CRC is in place
+
+  bool operator==(const DigestState&) const = default;
+};
+inline constexpr std::size_t kDigestHeaderBytes = 64;
+// Nothing when the slot's header is not valid (never written, cleared, or damaged).
+std::optional<DigestState> read_digest_state(const std::byte* slot);
+void write_digest_state(std::byte* slot, const DigestState& state);
 
 std::uint32_t crc32(const void* data, std::size_t bytes) noexcept;
 std::uint64_t crc64(const void* data, std::size_t bytes, std::uint64_t seed = 0) noexcept;

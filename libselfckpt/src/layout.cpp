@@ -1,5 +1,7 @@
 #include "libselfckpt/src/layout.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -7,91 +9,139 @@
 
 namespace skt {
 
-WorkspaceLayout WorkspaceLayout::plan(std::vector<RegionSpec> regions, std::size_t chunk_bytes,
-                                      std::uint64_t first_period) {
-  WorkspaceLayout l;
-  l.chunk_bytes = chunk_bytes;
-  l.regions = std::move(regions);
-  std::uint64_t hash = 0;
-  for (const auto& r : l.regions) {
-    l.copy_offset.push_back(l.copy_bytes);
-    l.first_chunk.push_back(l.chunks);
-    l.copy_bytes += (r.bytes + 63) / 64 * 64;
-    l.workspace_bytes += r.bytes;
-    std::uint64_t count = (r.bytes + chunk_bytes - 1) / chunk_bytes;
-    if (l.chunk_count.empty()) count = (count + first_period - 1) / first_period * first_period;
-    l.chunk_count.push_back(count);
-    l.chunks += count;
-    const std::uint64_t size = r.bytes;
-    hash = crc64(r.name.data(), r.name.size(), hash);
-    hash = crc64(&size, sizeof size, hash);
-  }
-  l.hash = hash;
-  return l;
-}
-
-enc::ChunkList WorkspaceLayout::chunks_at(std::span<std::byte* const> region_starts) const {
-  enc::ChunkList list;
-  list.data.reserve(chunks);
-  list.bytes.reserve(chunks);
-  for (std::size_t i = 0; i < regions.size(); ++i) {
-    const std::size_t size = regions[i].bytes;
-    for (std::uint64_t c = 0; c < chunk_count[i]; ++c) {
-      const std::size_t offset = c * chunk_bytes;
-      if (offset < size) {
-        list.add(region_starts[i] + offset,
-                 static_cast<std::uint32_t>(std::min(chunk_bytes, size - offset)));
-      } else {
-        list.add(nullptr, 0);
-      }
-    }
-  }
-  return list;
-}
-
-enc::ChunkList WorkspaceLayout::copy_chunks(std::byte* copy) const {
-  std::vector<std::byte*> starts;
-  for (const auto offset : copy_offset)
-    starts.push_back(copy + offset);
-  return chunks_at(starts);
-}
-
-namespace {
-
 std::size_t page_round(std::size_t bytes) noexcept {
   return (bytes + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes;
 }
 
-}  // namespace
+StreamLayout StreamLayout::plan(std::vector<RegionEntry> entries, std::size_t stage_bytes,
+                                std::size_t regions_bytes, std::size_t chunk_bytes,
+                                std::uint64_t stage_period) {
+  StreamLayout l;
+  l.chunk_bytes = chunk_bytes;
+  l.entries = std::move(entries);
+  std::stable_sort(l.entries.begin(), l.entries.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(!a.staged, a.offset) < std::make_pair(!b.staged, b.offset);
+  });
+  l.stage_bytes = stage_bytes;
+  l.regions_bytes = regions_bytes;
+  std::uint64_t stage = (stage_bytes + chunk_bytes - 1) / chunk_bytes;
+  if (stage > 0 && stage_period > 1)
+    stage = (stage + stage_period - 1) / stage_period * stage_period;
+  l.stage_chunks = stage;
+  l.chunks = stage + (regions_bytes + chunk_bytes - 1) / chunk_bytes;
+  std::uint64_t hash = 0;
+  for (const auto& e : l.entries) {
+    const std::uint64_t fields[3] = {e.staged ? 1u : 0u, e.offset, e.bytes};
+    hash = crc64(fields, sizeof fields, hash);
+    hash = crc64(e.name.data(), e.name.size(), hash);
+  }
+  const std::uint64_t sizes[2] = {stage_bytes, regions_bytes};
+  l.hash = crc64(sizes, sizeof sizes, hash);
+  return l;
+}
 
-std::size_t region_table_bytes(const std::vector<RegionSpec>& regions) noexcept {
+StreamLayout StreamLayout::recorded(std::vector<RegionEntry> entries, const CheckpointInfo& info) {
+  StreamLayout l = plan(std::move(entries), info.stage_bytes, info.regions_bytes, info.chunk_bytes);
+  l.chunks += info.stage_chunks - l.stage_chunks;
+  l.stage_chunks = info.stage_chunks;
+  return l;
+}
+
+enc::ChunkList StreamLayout::chunks_at(std::byte* stage, std::byte* regions) const {
+  enc::ChunkList list;
+  list.data.reserve(chunks);
+  list.bytes.reserve(chunks);
+  auto cut = [&](std::byte* base, std::size_t size, std::uint64_t count) {
+    for (std::uint64_t c = 0; c < count; ++c) {
+      const std::size_t offset = c * chunk_bytes;
+      if (offset < size) {
+        list.add(base + offset, static_cast<std::uint32_t>(std::min(chunk_bytes, size - offset)));
+      } else {
+        list.add(nullptr, 0);
+      }
+    }
+  };
+  cut(stage, stage_bytes, stage_chunks);
+  cut(regions, regions_bytes, chunks - stage_chunks);
+  return list;
+}
+
+const RegionEntry* StreamLayout::region(const std::string& name) const {
+  for (const auto& e : entries) {
+    if (!e.staged && e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+std::vector<std::uint64_t> StreamLayout::changed_blocks(
+    const enc::StripeGeometry& geometry, const std::vector<DirtyRange>& dirty) const {
+  std::vector<std::uint64_t> changed(chunks, 0);
+  const std::uint64_t whole = geometry.block_mask(0, chunk_bytes);
+  for (std::uint64_t c = 0; c < stage_chunks; ++c)
+    changed[c] = whole;
+  for (const auto& d : dirty) {
+    const RegionEntry* e = region(d.region);
+    if (e == nullptr || d.length == 0) continue;
+    if (d.offset >= e->bytes) continue;
+    const std::size_t begin = e->offset + d.offset;
+    const std::size_t end = e->offset + std::min<std::size_t>(e->bytes, d.offset + d.length);
+    for (std::size_t c = begin / chunk_bytes; c <= (end - 1) / chunk_bytes; ++c) {
+      const std::size_t from = c * chunk_bytes;
+      changed[stage_chunks + c] |= geometry.block_mask(std::max(begin, from) - from,
+                                                       std::min(end, from + chunk_bytes) - from);
+    }
+  }
+  return changed;
+}
+
+std::string StreamLayout::describe(std::uint64_t chunk, std::size_t first, std::size_t last) const {
+  if (chunk >= chunks) return "beyond its stream (reads as zero)";
+  const bool in_stage = chunk < stage_chunks;
+  const std::size_t begin = (in_stage ? chunk : chunk - stage_chunks) * chunk_bytes + first;
+  const std::size_t area = in_stage ? stage_bytes : regions_bytes;
+  if (begin >= area) return "padding (reads as zero)";
+  const std::size_t end = std::min(area, begin + (last - first));
+  for (const auto& e : entries) {
+    if (e.staged != in_stage || begin < e.offset || begin >= e.offset + e.bytes) continue;
+    if (in_stage) return fmt::format("private object '{}'", e.name);
+    const std::size_t from = begin - e.offset;
+    const std::size_t to = std::min<std::size_t>(end, e.offset + e.bytes) - e.offset;
+    return fmt::format("region '{}' byte{} {}{}", e.name, to - from == 1 ? "" : "s", from,
+                       to - from == 1 ? std::string() : fmt::format("..{}", to - 1));
+  }
+  return in_stage ? "the staged private objects' padding" : "the alignment gap between regions";
+}
+
+std::size_t region_table_bytes(const std::vector<RegionEntry>& entries) noexcept {
   std::size_t bytes = sizeof(std::uint32_t) * 2;  // count, CRC
-  for (const auto& r : regions)
-    bytes += sizeof(std::uint64_t) + sizeof(std::uint32_t) + r.name.size();
+  for (const auto& e : entries)
+    bytes += 1 + 2 * sizeof(std::uint64_t) + sizeof(std::uint32_t) + e.name.size();
   return bytes;
 }
 
-void encode_region_table(std::byte* at, const std::vector<RegionSpec>& regions) {
+void encode_region_table(std::byte* at, const std::vector<RegionEntry>& entries) {
   std::byte* p = at;
   auto put = [&p](const void* v, std::size_t n) {
     std::memcpy(p, v, n);
     p += n;
   };
-  const auto count = static_cast<std::uint32_t>(regions.size());
+  const auto count = static_cast<std::uint32_t>(entries.size());
   put(&count, sizeof count);
-  for (const auto& r : regions) {
-    const std::uint64_t bytes = r.bytes;
-    const auto length = static_cast<std::uint32_t>(r.name.size());
-    put(&bytes, sizeof bytes);
+  for (const auto& e : entries) {
+    const std::uint8_t staged = e.staged ? 1 : 0;
+    const auto length = static_cast<std::uint32_t>(e.name.size());
+    put(&staged, sizeof staged);
+    put(&e.offset, sizeof e.offset);
+    put(&e.bytes, sizeof e.bytes);
     put(&length, sizeof length);
-    put(r.name.data(), r.name.size());
+    put(e.name.data(), e.name.size());
   }
   const std::uint32_t crc = crc32(at, static_cast<std::size_t>(p - at));
   put(&crc, sizeof crc);
 }
 
-std::optional<std::vector<RegionSpec>> decode_region_table(const std::byte* at,
-                                                           std::size_t available) {
+std::optional<std::vector<RegionEntry>> decode_region_table(const std::byte* at,
+                                                            std::size_t available) {
   std::size_t used = 0;
   auto get = [&](void* v, std::size_t n) {
     if (available - used < n) return false;
@@ -101,37 +151,64 @@ std::optional<std::vector<RegionSpec>> decode_region_table(const std::byte* at,
   };
   std::uint32_t count = 0;
   if (!get(&count, sizeof count)) return std::nullopt;
-  std::vector<RegionSpec> regions;
+  std::vector<RegionEntry> entries;
   for (std::uint32_t i = 0; i < count; ++i) {
-    std::uint64_t bytes = 0;
+    RegionEntry e;
+    std::uint8_t staged = 0;
     std::uint32_t length = 0;
-    if (!get(&bytes, sizeof bytes) || !get(&length, sizeof length) || available - used < length) {
+    if (!get(&staged, sizeof staged) || !get(&e.offset, sizeof e.offset) ||
+        !get(&e.bytes, sizeof e.bytes) || !get(&length, sizeof length) ||
+        available - used < length) {
       return std::nullopt;
     }
-    regions.push_back({std::string(reinterpret_cast<const char*>(at + used), length), bytes});
+    e.staged = staged != 0;
+    e.name.assign(reinterpret_cast<const char*>(at + used), length);
     used += length;
+    entries.push_back(std::move(e));
   }
   const std::uint32_t computed = crc32(at, used);
   std::uint32_t crc = 0;
   if (!get(&crc, sizeof crc) || crc != computed) return std::nullopt;
-  return regions;
+  return entries;
+}
+
+std::size_t DigestSlot::bytes(std::uint64_t chunks, std::uint64_t parity_chunks,
+                              int blocks) noexcept {
+  return kDigestHeaderBytes +
+         (chunks + parity_chunks) * static_cast<std::uint64_t>(blocks) * sizeof(std::uint32_t);
+}
+
+bool DigestSlot::holds(std::int64_t epoch, bool with_parity) const {
+  const auto s = state();
+  return s && s->epoch == epoch && s->data && (!with_parity || s->parity);
 }
 
 std::size_t CheckpointAreas::copy_offset(int copy) const noexcept {
   return static_cast<std::size_t>(copy) * (copy_bytes + parity_bytes);
 }
 
+std::size_t CheckpointAreas::digest_offset(std::uint64_t epoch) const noexcept {
+  return pending_offset() + (pending ? parity_bytes : 0) + (epoch % 2) * digest_bytes;
+}
+
 std::size_t CheckpointAreas::table_offset() const noexcept {
-  return pending_offset() + (pending ? parity_bytes : 0);
+  return pending_offset() + (pending ? parity_bytes : 0) + 2 * digest_bytes;
 }
 
 std::size_t CheckpointAreas::data_bytes(std::size_t table_bytes) const noexcept {
   return table_offset() + page_round(table_bytes);
 }
 
-CheckpointAreas checkpoint_areas(std::size_t copy_bytes, std::size_t parity_bytes, int copies,
-                                 bool pending) noexcept {
-  return {page_round(copy_bytes), page_round(parity_bytes), copies, pending};
+CheckpointAreas checkpoint_areas(const StreamLayout& layout, const enc::StripeGeometry& geometry,
+                                 int copies, bool pending) noexcept {
+  CheckpointAreas a;
+  a.copy_bytes = page_round(layout.copy_bytes());
+  a.parity_bytes = page_round(geometry.parity_bytes());
+  a.digest_bytes = page_round(
+      DigestSlot::bytes(layout.chunks, geometry.parity_chunks(), geometry.blocks_per_chunk()));
+  a.copies = copies;
+  a.pending = pending;
+  return a;
 }
 
 enc::StripeGeometry recorded_geometry(const CheckpointInfo& info) noexcept {

@@ -32,14 +32,13 @@ std::optional<CheckpointView> read_checkpoint_view(const Segment& segment, std::
       i.rows % i.group_size != 0) {
     return fail("its checkpoint description names an impossible code");
   }
-  v.layout = WorkspaceLayout::plan(std::move(*regions), i.chunk_bytes, i.first_period);
+  v.layout = StreamLayout::recorded(std::move(*regions), i);
   if (v.layout.hash != i.layout_hash || v.layout.chunks != i.member_chunks[i.member]) {
     return fail("its region table does not match its checkpoint description");
   }
   v.geometry = recorded_geometry(i);
   const auto mode = static_cast<Mode>(i.mode);
-  v.areas = checkpoint_areas(v.layout.copy_bytes, v.geometry.parity_bytes(),
-                             mode == Mode::twin ? 2 : 1, mode == Mode::self);
+  v.areas = checkpoint_areas(v.layout, v.geometry, mode == Mode::twin ? 2 : 1, mode == Mode::self);
   if (v.areas.table_offset() != i.table_offset ||
       v.areas.data_bytes(i.table_bytes) != v.header.data_bytes) {
     return fail("its size does not match its checkpoint description");
@@ -103,6 +102,45 @@ std::optional<std::string> scrub_obstacle(std::span<const MemberStatus> members,
   return std::nullopt;
 }
 
+std::optional<std::vector<BadItem>> check_digests(const CheckpointView& view, const std::byte* data,
+                                                  std::uint64_t epoch, std::string* why) {
+  const auto& g = view.geometry;
+  const DigestSlot slot{const_cast<std::byte*>(data) + view.areas.digest_offset(epoch),
+                        view.layout.chunks, g.parity_chunks(), g.blocks_per_chunk()};
+  if (!slot.holds(static_cast<std::int64_t>(epoch), view.info.parity > 0)) {
+    if (why != nullptr) *why = fmt::format("it keeps no complete digest of epoch {}", epoch);
+    return std::nullopt;
+  }
+  std::vector<BadItem> out;
+  const auto member = static_cast<std::int32_t>(view.info.member);
+  const auto blocks = static_cast<std::uint64_t>(g.blocks_per_chunk());
+  const enc::ChunkList copy = view.layout.copy_chunks(
+      const_cast<std::byte*>(data) + view.areas.copy_offset(view.areas.copy_of_epoch(epoch)));
+  for (std::uint64_t j = 0; j < copy.size(); ++j) {
+    std::uint64_t bad = 0;
+    for (std::uint64_t b = 0; b < blocks; ++b) {
+      if (enc::block_crc(g, copy.data[j], copy.bytes[j], static_cast<int>(b)) !=
+          slot.data()[j * blocks + b]) {
+        bad |= std::uint64_t{1} << b;
+      }
+    }
+    if (bad != 0) out.push_back({member, 0, j, g.row_of_chunk(member, j), bad});
+  }
+  const std::byte* parity = data + view.areas.checksum_of_epoch(epoch);
+  const auto chunk = static_cast<std::uint32_t>(g.chunk_bytes);
+  for (std::uint64_t p = 0; p < g.parity_chunks(); ++p) {
+    std::uint64_t bad = 0;
+    for (std::uint64_t b = 0; b < blocks; ++b) {
+      if (enc::block_crc(g, parity + p * chunk, chunk, static_cast<int>(b)) !=
+          slot.parity()[p * blocks + b]) {
+        bad |= std::uint64_t{1} << b;
+      }
+    }
+    if (bad != 0) out.push_back({member, 1, p, g.parity_row(member, p), bad});
+  }
+  return out;
+}
+
 std::optional<RowMismatch> check_row(const enc::Codec& codec, std::uint64_t row, int slot,
                                      std::span<const std::byte* const> sources,
                                      const std::byte* stored, std::size_t chunk_bytes,
@@ -120,21 +158,6 @@ std::optional<RowMismatch> check_row(const enc::Codec& codec, std::uint64_t row,
     ++m.differing;
   }
   return m;
-}
-
-std::string describe_chunk_bytes(const WorkspaceLayout& layout, std::uint64_t chunk,
-                                 std::size_t first, std::size_t last) {
-  if (chunk >= layout.chunks) return "beyond its stream (reads as zero)";
-  const auto region = static_cast<std::size_t>(
-      std::upper_bound(layout.first_chunk.begin(), layout.first_chunk.end(), chunk) -
-      layout.first_chunk.begin() - 1);
-  const std::size_t begin = (chunk - layout.first_chunk[region]) * layout.chunk_bytes + first;
-  const std::size_t size = layout.regions[region].bytes;
-  if (begin >= size) return "padding (reads as zero)";
-  const std::size_t end = std::min(size, begin + (last - first));
-  return fmt::format("region '{}' byte{} {}{}", layout.regions[region].name,
-                     end - begin == 1 ? "" : "s", begin,
-                     end - begin == 1 ? std::string() : fmt::format("..{}", end - 1));
 }
 
 }  // namespace skt

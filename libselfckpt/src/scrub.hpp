@@ -24,7 +24,7 @@ struct CheckpointView {
   SegmentHeader header;
   CheckpointInfo info;
   std::optional<ControlState> state;
-  WorkspaceLayout layout;
+  StreamLayout layout;
   CheckpointAreas areas;
   enc::StripeGeometry geometry;
 };
@@ -46,6 +46,24 @@ struct MemberStatus {
 std::optional<std::string> scrub_obstacle(std::span<const MemberStatus> members,
                                           std::uint64_t* epoch);
 
+// An item of a member's committed state, a data chunk of its copy B or a chunk of its checksum C,
+// whose blocks do not all match the CRCs that the epoch's digest keeps for them.
+struct BadItem {
+  std::int32_t member = 0;
+  std::int32_t parity = 0;  // 1: a checksum chunk
+  std::uint64_t index = 0;  // the stream chunk, or the checksum chunk
+  std::uint64_t row = 0;
+  std::uint64_t blocks = 0;  // the blocks that do not match
+
+  bool operator==(const BadItem&) const = default;
+};
+
+// Compares a member's copy and checksum of `epoch` (in `data`, its checkpoint segment's data) with
+// the epoch's digest, block by block. Nothing, with the reason in *why, when the segment keeps no
+// complete digest of that epoch.
+std::optional<std::vector<BadItem>> check_digests(const CheckpointView& view, const std::byte* data,
+                                                  std::uint64_t epoch, std::string* why);
+
 // Where a recomputed checksum chunk differs from the stored one.
 struct RowMismatch {
   std::uint64_t row = 0;
@@ -61,10 +79,5 @@ std::optional<RowMismatch> check_row(const enc::Codec& codec, std::uint64_t row,
                                      std::span<const std::byte* const> sources,
                                      const std::byte* stored, std::size_t chunk_bytes,
                                      std::byte* scratch);
-
-// "region 'a' bytes 8192..8200" for bytes [first, last) of stream chunk `chunk`, or what the chunk
-// is when it holds no region's bytes there.
-std::string describe_chunk_bytes(const WorkspaceLayout& layout, std::uint64_t chunk,
-                                 std::size_t first, std::size_t last);
 
 }  // namespace skt

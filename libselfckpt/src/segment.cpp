@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <utility>
 
 #include "selfckpt/selfckpt.hpp"
@@ -114,6 +116,17 @@ void Segment::detach() noexcept {
   base_ = nullptr;
 }
 
+void Segment::remap(std::byte* at) {
+  void* p = shmat(id_, at, SHM_REMAP);
+  if (p == reinterpret_cast<void*>(-1)) {
+    throw Error(SKT_ERR_SHM, fmt::format("cannot map segment {} at {}: {}", id_,
+                                         static_cast<void*>(at), std::strerror(errno)));
+  }
+  shmdt(base_);
+  base_ = static_cast<std::byte*>(p);
+  populate(p, header_.segment_bytes);
+}
+
 void Segment::remove() {
   if (id_ >= 0 && shmctl(id_, IPC_RMID, nullptr) != 0 && errno != EINVAL && errno != EIDRM) {
     throw Error(SKT_ERR_SHM,
@@ -121,7 +134,7 @@ void Segment::remove() {
   }
 }
 
-Segment Segment::create(SegmentHeader header, bool huge_pages) {
+Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now) {
   const std::size_t bytes = segment_size(header.data_bytes, huge_pages);
   header.segment_bytes = bytes;
   int flags = IPC_CREAT | IPC_EXCL | 0600;
@@ -145,7 +158,7 @@ Segment Segment::create(SegmentHeader header, bool huge_pages) {
     s.base_ = static_cast<std::byte*>(p);
     s.header_ = header;
     try {
-      populate(p, bytes);
+      if (populate_now) populate(p, bytes);
     } catch (...) {
       s.remove();
       throw;
@@ -160,7 +173,8 @@ Segment Segment::create(SegmentHeader header, bool huge_pages) {
                           header.identity.rank));
 }
 
-std::optional<Segment> Segment::attach(int shmid, bool read_only, std::string* why) {
+std::optional<Segment> Segment::attach(int shmid, bool read_only, std::string* why,
+                                       bool populate_now) {
   auto refuse = [&](std::string reason) -> std::optional<Segment> {
     if (why != nullptr) *why = std::move(reason);
     return std::nullopt;
@@ -186,11 +200,39 @@ std::optional<Segment> Segment::attach(int shmid, bool read_only, std::string* w
   if (s.header_.identity.uid != geteuid()) {
     return refuse(fmt::format("its header names uid {}", s.header_.identity.uid));
   }
-  if (!read_only) populate(s.base_, ds.shm_segsz);
+  if (!read_only && populate_now) populate(s.base_, ds.shm_segsz);
   return s;
 }
 
-FindResult find_segment(const SegmentIdentity& identity) {
+namespace {
+
+// Waits until no process has segment `id` attached, for at most `seconds`; throws
+// SKT_ERR_BUSY naming the processes left.
+void wait_detached(int id, const SegmentIdentity& identity, double seconds) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, seconds));
+  for (;;) {
+    shmid_ds ds{};
+    if (shmctl(id, IPC_STAT, &ds) != 0 || ds.shm_nattch == 0) return;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Error(
+          SKT_ERR_BUSY,
+          fmt::format("the {} segment of job '{}' rank {} is still attached by {} live "
+                      "process{} (the last to attach or detach it was pid {}): a launch of "
+                      "this job is still running, or its ranks outlived their launcher. "
+                      "Waited {:.0f} s (SKT_ATTACH_WAIT). End those processes, then relaunch "
+                      "(or remove the job's segments: skt-shm clean --job {} --force)",
+                      kind_name(identity.kind), identity.job, identity.rank, ds.shm_nattch,
+                      ds.shm_nattch == 1 ? "" : "es", ds.shm_lpid, seconds, identity.job));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seconds,
+                        bool populate) {
   FindResult result;
   for (int probe = 0; probe < kKeyProbes; ++probe) {
     const key_t key = segment_key(identity, probe);
@@ -219,7 +261,8 @@ FindResult find_segment(const SegmentIdentity& identity) {
       continue;
     }
     look->detach();
-    result.segment = Segment::attach(id, false);
+    wait_detached(id, identity, attach_wait_seconds);
+    result.segment = Segment::attach(id, false, nullptr, populate);
     if (result.segment) return result;
   }
   return result;

@@ -31,13 +31,19 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   // Creates a segment for `header.identity` with room for header.data_bytes after the header page,
-  // and maps all of it now. Throws skt::Error(SKT_ERR_SHM) naming the kernel limit to raise when
-  // the kernel refuses.
-  static Segment create(SegmentHeader header, bool huge_pages);
+  // and maps all of it now (unless `populate` is false: the caller remaps it). Throws
+  // skt::Error(SKT_ERR_SHM) naming the kernel limit to raise when the kernel refuses.
+  static Segment create(SegmentHeader header, bool huge_pages, bool populate = true);
 
   // Attaches an existing segment by id after checking it; nothing is written. Returns nothing if
-  // it is not a valid segment of the calling user, and then says why in *why (if given).
-  static std::optional<Segment> attach(int shmid, bool read_only, std::string* why = nullptr);
+  // it is not a valid segment of the calling user, and then says why in *why (if given). A
+  // read-write attachment maps every page now unless `populate` is false (the caller remaps it).
+  static std::optional<Segment> attach(int shmid, bool read_only, std::string* why = nullptr,
+                                       bool populate = true);
+
+  // Moves the attachment to address `at`, replacing whatever is mapped there (SHM_REMAP); `at`
+  // must be aligned for the segment (a huge page for huge-page segments).
+  void remap(std::byte* at);
 
   std::byte* base() const noexcept { return base_; }
   std::byte* data() const noexcept { return base_ + kHeaderBytes; }
@@ -60,8 +66,12 @@ struct FindResult {
 };
 
 // Probes our keys for a segment whose owner is the caller and whose header carries exactly this
-// identity; others are never attached read-write nor modified.
-FindResult find_segment(const SegmentIdentity& identity);
+// identity; others are never attached read-write nor modified. A segment of ours that another
+// process still has attached (a rank of an earlier launch that has not ended) is waited for, up
+// to `attach_wait_seconds`, then refused with skt::Error(SKT_ERR_BUSY): one launch at a time owns
+// a job's segments.
+FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seconds = 0,
+                        bool populate = true);
 
 // Every segment the calling user owns that carries a valid selfckpt header.
 struct SegmentListing {

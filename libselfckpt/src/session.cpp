@@ -1,15 +1,15 @@
 #include "libselfckpt/src/session.hpp"
 
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
 
 #include "libselfckpt/src/policy.hpp"
 #include "selfckpt/selfckpt.hpp"
@@ -17,12 +17,6 @@
 namespace skt {
 
 namespace {
-
-// An error every rank raised together, through Session::agree.
-class AgreedError : public Error {
- public:
-  using Error::Error;
-};
 
 constexpr std::size_t kNodeBytes = 64;
 
@@ -44,34 +38,15 @@ std::string host_node_name() {
   return valid_name(name) ? name : "localhost";
 }
 
-std::string describe_source(RecoverySource source) {
-  switch (source) {
-    case RecoverySource::fresh:
-      return "fresh start";
-    case RecoverySource::committed:
-      return "committed copy and checksum (B, C)";
-    case RecoverySource::workspace:
-      return "workspace and its checksum (W, D), finishing the interrupted flush";
-    case RecoverySource::redo:
-      return "workspaces, finishing the interrupted update of the single copy";
-    case RecoverySource::unrecoverable:
-      break;
-  }
-  return "unrecoverable";
+// A rank dies with the process that started it (mpirun, or a launcher's daemon): a rank outliving
+// its launcher would go on writing into the segments that the next launch takes over.
+void die_with_launcher() {
+  const pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) raise(SIGKILL);  // the launcher died just before
 }
 
-// What every rank tells every other rank before recovery decides anything.
-struct Record {
-  std::int64_t valid, committed, encoded, agreed, resumed, groups;
-};
-
 }  // namespace
-
-struct Session::Finding {
-  bool valid = false;
-  ControlState state;
-  CheckpointInfo info;
-};
 
 std::size_t Session::stage_entry_bytes(std::size_t bytes) const {
   // Under sum, each byte is staged as a double holding its value, so that rebuilding the sum of
@@ -80,20 +55,16 @@ std::size_t Session::stage_entry_bytes(std::size_t bytes) const {
   return (staged + 63) / 64 * 64;
 }
 
-std::vector<RegionSpec> Session::stream_regions() const {
-  std::vector<RegionSpec> specs;
-  if (!privates_.empty()) {
-    std::string names;
-    std::size_t bytes = 0;
-    for (const auto& p : privates_) {
-      names += fmt::format("{}:{};", p.name, p.bytes);
-      bytes += stage_entry_bytes(p.bytes);
-    }
-    specs.push_back({"private(" + names + ")", bytes});
+std::vector<RegionEntry> Session::entries() const {
+  std::vector<RegionEntry> out;
+  std::uint64_t at = 0;
+  for (const auto& p : privates_) {
+    out.push_back({p.name, true, at, p.bytes});
+    at += stage_entry_bytes(p.bytes);
   }
-  for (const auto& r : regions_)
-    specs.push_back({r.name, r.bytes});
-  return specs;
+  for (auto e : arena_->entries())
+    out.push_back(std::move(e));
+  return out;
 }
 
 Session::Session(MPI_Comm comm, const std::string& config_path) {
@@ -102,10 +73,12 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   if (!initialized) {
     throw Error(SKT_ERR_STATE, "skt_init: MPI is not initialised; call MPI_Init first");
   }
+  die_with_launcher();
   comm_ = Comm::duplicate(comm);
   rank_ = comm_.rank();
   nranks_ = comm_.size();
-  agree([&] {
+  effects_ = std::make_unique<MpiEffects>(comm_.get(), nodes_, config_.node, nullptr);
+  effects_->agree([&] {
     config_ = load_config(config_path, skt_environment());
     if (config_.node.empty()) {
       const std::string slurm = getenv_string("SLURMD_NODENAME");
@@ -132,6 +105,7 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   log_ = std::make_unique<Logger>(config_.log_level, rank_, config_.node);
   fault_ = std::make_unique<FaultInjector>(config_.fault, rank_, config_.restart.value_or(0),
                                            log_.get());
+  effects_ = std::make_unique<MpiEffects>(comm_.get(), nodes_, config_.node, fault_.get());
 
   // Settings every rank must share, compared with rank 0's.
   std::string shared = config_.shared_settings();
@@ -140,7 +114,7 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   std::string reference(static_cast<std::size_t>(length), '\0');
   if (rank_ == 0) reference = shared;
   SKT_MPI(MPI_Bcast(reference.data(), length, MPI_CHAR, 0, comm_.get()));
-  agree([&] {
+  effects_->agree([&] {
     if (shared != reference) {
       throw Error(SKT_ERR_CONFIG,
                   fmt::format("configuration differs between ranks: this rank has [{}], rank 0 "
@@ -168,43 +142,6 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
 
 Session::~Session() = default;
 
-void Session::agree(const std::function<void()>& step) {
-  int code = SKT_OK;
-  std::string message;
-  try {
-    step();
-  } catch (const Error& e) {
-    code = e.code();
-    message = e.what();
-  } catch (const MpiError&) {
-    throw;  // the communicator itself is failing: agreeing over it cannot work
-  } catch (const std::bad_alloc&) {
-    code = SKT_ERR_NOMEM;
-    message = "out of memory";
-  } catch (const std::exception& e) {
-    code = SKT_ERR_INTERNAL;
-    message = e.what();
-  }
-  int first = code == SKT_OK ? nranks_ : rank_;
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm_.get()));
-  if (first == nranks_) return;
-  int length = static_cast<int>(message.size());
-  SKT_MPI(MPI_Bcast(&code, 1, MPI_INT, first, comm_.get()));
-  SKT_MPI(MPI_Bcast(&length, 1, MPI_INT, first, comm_.get()));
-  message.resize(static_cast<std::size_t>(length));
-  SKT_MPI(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm_.get()));
-  // Before the ranks have exchanged their node names, only a rank's own is known, if that.
-  std::string node;
-  if (first < static_cast<int>(nodes_.size())) {
-    node = nodes_[static_cast<std::size_t>(first)];
-  } else if (first == rank_) {
-    node = config_.node;
-  }
-  throw AgreedError(code, node.empty()
-                              ? fmt::format("rank {}: {}", first, message)
-                              : fmt::format("rank {} (node {}): {}", first, node, message));
-}
-
 void Session::require_recovered(const char* call) const {
   if (!recovered_) {
     throw Error(SKT_ERR_STATE,
@@ -214,50 +151,37 @@ void Session::require_recovered(const char* call) const {
   }
 }
 
-SegmentIdentity Session::identity(SegmentKind kind, const std::string& name) const {
+SegmentIdentity Session::identity(SegmentKind kind) const {
   return SegmentIdentity{
-      static_cast<std::uint32_t>(geteuid()), config_.job, config_.node, rank_, kind, name};
+      static_cast<std::uint32_t>(geteuid()), config_.job, config_.node, rank_, kind,
+      std::string(kind_name(kind))};
 }
 
-void Session::check_not_stale(const SegmentIdentity& id) const {
+void Session::check_not_stale(SegmentKind kind) const {
   if (config_.restart && *config_.restart == 0) {
     throw Error(SKT_ERR_STALE,
-                fmt::format("a {} segment '{}' of job '{}' exists from an earlier run, but "
+                fmt::format("the {} segment of job '{}' exists from an earlier run, but "
                             "SKT_RESTART=0 says this is a first launch; remove the old segments "
                             "with 'skt-shm clean --job {}' or use a new job tag",
-                            kind_name(id.kind), id.name, id.job, id.job));
+                            kind_name(kind), config_.job, config_.job));
   }
 }
 
-Segment Session::open_region(const std::string& name, std::size_t bytes, SegmentKind kind,
-                             bool* found) {
-  const SegmentIdentity id = identity(kind, name);
-  *found = false;
-  if (!ephemeral_job_) {
-    FindResult result = find_segment(id);
-    for (const auto& why : result.skipped)
-      log_->debug("left a segment alone: {}", why);
-    if (result.segment) {
-      check_not_stale(id);
-      const SegmentHeader& h = result.segment->header();
-      check_job_shape(h);
-      if (h.data_bytes != bytes) {
-        throw Error(SKT_ERR_MISMATCH,
-                    fmt::format("{} '{}' has {} bytes in the checkpoint of job '{}' but {} now; a "
-                                "relaunch must declare the same regions with the same sizes",
-                                kind == SegmentKind::stage ? "the private regions" : "region",
-                                kind == SegmentKind::stage ? std::string("(all)") : name,
-                                h.data_bytes, config_.job, bytes));
+Arena& Session::arena() {
+  if (!arena_) {
+    arena_ = std::make_unique<Arena>(Arena::Options{identity(SegmentKind::workspace), nranks_,
+                                                    config_.huge_pages, !ephemeral_job_,
+                                                    config_.attach_wait_seconds});
+    if (arena_->found()) {
+      try {
+        check_not_stale(SegmentKind::workspace);
+      } catch (...) {
+        arena_.reset();
+        throw;
       }
-      *found = true;
-      return std::move(*result.segment);
     }
   }
-  SegmentHeader header;
-  header.identity = id;
-  header.nranks = nranks_;
-  header.data_bytes = bytes;
-  return Segment::create(header, config_.huge_pages);
+  return *arena_;
 }
 
 void Session::check_declaration(const char* call, const std::string& name) const {
@@ -274,16 +198,6 @@ void Session::check_declaration(const char* call, const std::string& name) const
   }
 }
 
-void Session::check_job_shape(const SegmentHeader& header) const {
-  if (header.nranks != nranks_) {
-    throw Error(SKT_ERR_MISMATCH,
-                fmt::format("the checkpoint of job '{}' was written by {} ranks, this run has {}; "
-                            "relaunch with the same number of ranks or remove the job's segments "
-                            "(skt-shm clean --job {})",
-                            config_.job, header.nranks, nranks_, config_.job));
-  }
-}
-
 void* Session::alloc(const std::string& name, std::size_t bytes) {
   check_declaration("skt_alloc", name);
   if (bytes == 0) throw Error(SKT_ERR_ARG, fmt::format("region '{}' has zero bytes", name));
@@ -293,28 +207,27 @@ void* Session::alloc(const std::string& name, std::size_t bytes) {
                             "protects doubles only; use SKT_SCHEME=xor or rs for other data",
                             name, bytes));
   }
-  if (std::any_of(regions_.begin(), regions_.end(),
-                  [&](const WorkRegion& r) { return r.name == name; })) {
+  Arena& a = arena();
+  const auto live = a.entries();
+  if (std::any_of(live.begin(), live.end(), [&](const RegionEntry& e) { return e.name == name; })) {
     throw Error(SKT_ERR_ARG, fmt::format("region '{}' is already allocated", name));
   }
-  WorkRegion region;
-  region.name = name;
-  region.bytes = bytes;
-  region.segment = open_region(name, bytes, SegmentKind::region, &region.found);
-  log_->debug("region '{}' of {} bytes {}", name, bytes,
-              region.found ? "found from before" : "created");
-  regions_.push_back(std::move(region));
-  return regions_.back().segment.data();
+  std::byte* p = a.allocate(name, bytes);
+  const bool found = a.recorded(name);
+  if (found) found_names_.insert(name);
+  log_->debug("region '{}' of {} bytes{}", name, bytes,
+              found ? ", from the workspace of an earlier launch" : "");
+  return p;
 }
 
 void Session::protect(const std::string& name, void* ptr, std::size_t bytes) {
   check_declaration("skt_protect", name);
   if (ptr == nullptr || bytes == 0) {
-    throw Error(SKT_ERR_ARG, fmt::format("private region '{}' needs a pointer and a size", name));
+    throw Error(SKT_ERR_ARG, fmt::format("private object '{}' needs a pointer and a size", name));
   }
   if (std::any_of(privates_.begin(), privates_.end(),
-                  [&](const PrivateRegion& r) { return r.name == name; })) {
-    throw Error(SKT_ERR_ARG, fmt::format("private region '{}' is already registered", name));
+                  [&](const PrivateObject& r) { return r.name == name; })) {
+    throw Error(SKT_ERR_ARG, fmt::format("private object '{}' is already registered", name));
   }
   privates_.push_back({name, static_cast<std::byte*>(ptr), bytes});
 }
@@ -324,63 +237,55 @@ void* Session::allocate_next(std::size_t bytes) {
 }
 
 void* Session::reallocate(void* ptr, std::size_t bytes) {
-  const auto old = std::find_if(regions_.begin(), regions_.end(), [&](const WorkRegion& r) {
-    return !r.released && r.segment.data() == ptr;
-  });
-  if (old == regions_.end()) {
+  const RegionEntry* old = arena_ ? arena_->region_at(static_cast<std::byte*>(ptr)) : nullptr;
+  if (old == nullptr || released_.count(ptr) != 0) {
     throw Error(SKT_ERR_ARG, "skt_realloc: the pointer is not a region of this context");
   }
-  const std::string old_name = old->name;
   const std::size_t old_bytes = old->bytes;
-  void* fresh = allocate_next(bytes);  // may move regions_: look the old one up again
-  const auto again = std::find_if(regions_.begin(), regions_.end(),
-                                  [&](const WorkRegion& r) { return r.name == old_name; });
-  // On a relaunch the new region is found from before, holding data skt_recover needs: leave it.
-  if (!regions_.back().found) std::memcpy(fresh, again->segment.data(), std::min(old_bytes, bytes));
-  release(again->segment.data());
+  const std::string fresh_name = fmt::format("malloc.{}", next_malloc_);
+  void* fresh = allocate_next(bytes);
+  // On a relaunch the new region comes back from the workspace, holding data skt_recover needs:
+  // it is left alone.
+  if (found_names_.count(fresh_name) == 0) std::memcpy(fresh, ptr, std::min(old_bytes, bytes));
+  release(ptr);
   return fresh;
 }
 
 bool Session::release(void* ptr) {
-  const auto it = std::find_if(regions_.begin(), regions_.end(), [&](const WorkRegion& r) {
-    return !r.released && r.segment.data() == ptr;
-  });
-  if (it == regions_.end()) return false;
+  if (!arena_ || arena_->region_at(static_cast<std::byte*>(ptr)) == nullptr) return false;
   if (recovered_) {
-    it->released = true;  // still part of the workspace layout until finalize
-  } else {
-    it->segment.remove();
-    regions_.erase(it);
+    released_.insert(ptr);  // still part of the workspace until finalize
+    return true;
   }
-  return true;
+  return arena_->release(static_cast<std::byte*>(ptr));
 }
 
-Session::Finding Session::inspect_local_state() {
-  std::sort(regions_.begin(), regions_.end(),
-            [](const WorkRegion& a, const WorkRegion& b) { return a.name < b.name; });
-  std::sort(privates_.begin(), privates_.end(),
-            [](const PrivateRegion& a, const PrivateRegion& b) { return a.name < b.name; });
-  const std::vector<RegionSpec> specs = stream_regions();
-  stream_starts_.clear();
-  if (!privates_.empty()) {
-    stage_ = open_region("stage", specs.front().bytes, SegmentKind::stage, &stage_found_);
-    stream_starts_.push_back(stage_.data());
-  }
-  for (const auto& r : regions_)
-    stream_starts_.push_back(r.segment.data());
-  layout_ = WorkspaceLayout::plan(specs, config_.chunk_bytes);
-
+Finding Session::inspect_checkpoint() {
   Finding f;
+  const std::vector<RegionEntry> all = entries();
+  std::size_t stage_bytes = 0;
+  for (const auto& p : privates_)
+    stage_bytes += stage_entry_bytes(p.bytes);
+  const StreamLayout declared =
+      StreamLayout::plan(all, stage_bytes, arena_->regions_bytes(), config_.chunk_bytes);
+  f.layout_hash = declared.hash;
+  f.stage_bytes = stage_bytes;
+  f.regions_bytes = arena_->regions_bytes();
   if (ephemeral_job_) return f;
-  const SegmentIdentity id = identity(SegmentKind::checkpoint, "checkpoint");
-  FindResult result = find_segment(id);
+  FindResult result = find_segment(identity(SegmentKind::checkpoint), config_.attach_wait_seconds);
   for (const auto& why : result.skipped)
     log_->debug("left a segment alone: {}", why);
   if (!result.segment) return f;
-  check_not_stale(id);
+  check_not_stale(SegmentKind::checkpoint);
   checkpoint_ = std::move(*result.segment);
   const SegmentHeader& header = checkpoint_.header();
-  check_job_shape(header);
+  if (header.nranks != nranks_) {
+    throw Error(SKT_ERR_MISMATCH,
+                fmt::format("the checkpoint of job '{}' was written by {} ranks, this run has {}; "
+                            "relaunch with the same number of ranks or remove the job's segments "
+                            "(skt-shm clean --job {})",
+                            config_.job, header.nranks, nranks_, config_.job));
+  }
   CheckpointInfo info;
   if (!decode_checkpoint_info(checkpoint_.base(), &info)) {
     log_->warn("this rank's checkpoint description is corrupted (CRC mismatch): treated as lost");
@@ -406,433 +311,107 @@ Session::Finding Session::inspect_local_state() {
                     enc::scheme_name(config_.scheme), config_.parity, config_.chunk_bytes,
                     config_.job));
   }
-  if (info.layout_hash != layout_.hash || info.workspace_bytes != layout_.workspace_bytes) {
-    throw Error(SKT_ERR_MISMATCH,
-                fmt::format("the regions declared now ({} bytes in {} regions) differ from those "
-                            "of the checkpoint ({} bytes); a relaunch must declare the same "
-                            "regions, with the same names and sizes, and protect the same private "
-                            "regions",
-                            layout_.workspace_bytes, layout_.regions.size(), info.workspace_bytes));
-  }
-  const std::size_t expected =
-      checkpoint_areas(layout_.copy_bytes, recorded_geometry(info).parity_bytes(), copies(),
-                       config_.mode == Mode::self)
-          .data_bytes(region_table_bytes(layout_.regions));
-  if (header.data_bytes != expected) {
-    log_->warn("this rank's checkpoint segment has an unexpected size: treated as lost");
-    return f;
+  if (info.layout_hash != declared.hash) {
+    throw Error(
+        SKT_ERR_MISMATCH,
+        fmt::format("the regions declared now ({} bytes in {} regions and private "
+                    "objects) differ from those of the checkpoint ({} bytes); a relaunch "
+                    "must declare the same regions, with the same names and sizes, and "
+                    "protect the same private objects",
+                    declared.workspace_bytes(), all.size(), info.stage_bytes + info.regions_bytes));
   }
   const auto state = read_control(checkpoint_.base());
   if (!state) {
     log_->warn("this rank's control block is unreadable: treated as lost");
     return f;
   }
-  const bool workspace_intact =
-      std::all_of(regions_.begin(), regions_.end(), [](const WorkRegion& r) { return r.found; }) &&
-      (privates_.empty() || stage_found_);
-  if (!workspace_intact) {
+  if (!arena_->found()) {
     log_->warn(
-        "the checkpoint segment survived but some workspace regions did not: this rank is "
-        "treated as lost");
+        "the checkpoint segment survived but the workspace did not: this rank is treated as lost");
     return f;
   }
-  f.valid = true;
+  f.valid = 1;
   f.state = *state;
-  f.info = info;
+  f.groups = static_cast<std::int32_t>(info.groups);
+  f.group = static_cast<std::int32_t>(info.group);
+  f.member = static_cast<std::int32_t>(info.member);
+  f.group_size = static_cast<std::int32_t>(info.group_size);
+  for (std::uint32_t i = 0; i < info.group_size; ++i) {
+    f.members[i] = info.members[i];
+    f.recorded_layouts[i] = info.member_layouts[i];
+  }
+  info_ = info;
   return f;
 }
 
-GroupPlan Session::recorded_plan(const Finding& mine, int groups) {
-  // Every surviving rank vouches for its group's member list. One MAX reduction carries both the
-  // largest and (negated) the smallest vote for each rank, so disagreements show.
-  const auto n = static_cast<std::size_t>(nranks_);
-  std::vector<long long> votes(4 * n, LLONG_MIN);
-  if (mine.valid) {
-    for (std::uint32_t i = 0; i < mine.info.group_size; ++i) {
-      const auto r = static_cast<std::size_t>(mine.info.members[i]);
-      if (r >= n) throw Error(SKT_ERR_INTERNAL, "checkpoint names a rank beyond the job");
-      votes[r] = mine.info.group + 1;
-      votes[n + r] = i + 1;
-      votes[2 * n + r] = -static_cast<long long>(mine.info.group + 1);
-      votes[3 * n + r] = -static_cast<long long>(i + 1);
-    }
-  }
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, votes.data(), static_cast<int>(votes.size()), MPI_LONG_LONG,
-                        MPI_MAX, comm_.get()));
-  GroupPlan plan;
-  plan.group_of.assign(n, -1);
-  plan.index_of.assign(n, -1);
-  std::vector<int> orphans;
-  std::vector<bool> group_seen(static_cast<std::size_t>(groups), false);
-  for (std::size_t r = 0; r < n; ++r) {
-    if (votes[r] == LLONG_MIN) {
-      orphans.push_back(static_cast<int>(r));
-      continue;
-    }
-    if (votes[r] != -votes[2 * n + r] || votes[n + r] != -votes[3 * n + r] || votes[r] > groups) {
-      throw Error(SKT_ERR_MISMATCH,
-                  fmt::format("the surviving checkpoints disagree about the group of rank {}; "
-                              "remove the job's segments (skt-shm clean --job {})",
-                              r, config_.job));
-    }
-    plan.group_of[r] = static_cast<int>(votes[r] - 1);
-    plan.index_of[r] = static_cast<int>(votes[n + r] - 1);
-    group_seen[static_cast<std::size_t>(votes[r] - 1)] = true;
-  }
-  if (!orphans.empty()) {
-    // Nobody is left to say which group each orphan belonged to, only which groups vanished.
-    std::string missing, list;
-    for (int g = 0; g < groups; ++g) {
-      if (!group_seen[static_cast<std::size_t>(g)]) {
-        missing += fmt::format("{}{}", missing.empty() ? "" : ", ", g);
-      }
-    }
-    for (const int r : orphans) {
-      list += fmt::format("{}rank {} on node {}", list.empty() ? "" : ", ", r,
-                          nodes_[static_cast<std::size_t>(r)]);
-    }
-    throw Error(SKT_ERR_UNRECOVERABLE,
-                fmt::format("group {} lost all of its members ({}), so their data cannot be "
-                            "rebuilt; start the job again from the beginning (skt-shm clean "
-                            "--job {})",
-                            missing, list, config_.job));
-  }
-  plan.members.assign(static_cast<std::size_t>(groups), {});
-  for (std::size_t r = 0; r < n; ++r) {
-    auto& list = plan.members[static_cast<std::size_t>(plan.group_of[r])];
-    const auto index = static_cast<std::size_t>(plan.index_of[r]);
-    if (list.size() <= index) list.resize(index + 1, -1);
-    list[index] = static_cast<int>(r);
-  }
-  for (std::size_t g = 0; g < plan.members.size(); ++g) {
-    const auto& list = plan.members[g];
-    if (list.empty() || std::find(list.begin(), list.end(), -1) != list.end()) {
-      throw Error(SKT_ERR_MISMATCH,
-                  fmt::format("the surviving checkpoints describe group {} incompletely; remove "
-                              "the job's segments (skt-shm clean --job {})",
-                              g, config_.job));
-    }
-  }
-  return plan;
-}
-
-RecoveryDecision Session::decide(const std::vector<RankFinding>& findings,
-                                 const GroupPlan& plan) const {
-  const int tolerance = config_.group_size > 1 ? enc::tolerance(config_.scheme, config_.parity) : 0;
-  if (config_.mode == Mode::self) return decide_recovery(findings, plan, tolerance, nodes_);
-  return decide_recovery_copies(findings, plan, tolerance, nodes_, copies());
-}
-
-void Session::join_group(const GroupPlan& plan, const RecoveryDecision& decision,
-                         const Finding& mine) {
-  const auto me = static_cast<std::size_t>(rank_);
-  const int group = plan.group_of[me];
-  const int member = plan.index_of[me];
-  const int size = plan.size_of(group);
-  const int parity = size > 1 ? config_.parity : 0;
-  group_comm_ = Comm::split(comm_.get(), group, member);
-  // The private regions come first, padded to a whole period of rows.
-  const std::uint64_t first_period =
-      privates_.empty() ? 1 : static_cast<std::uint64_t>(size - parity);
-  layout_ = WorkspaceLayout::plan(stream_regions(), config_.chunk_bytes, first_period);
-
-  std::array<std::uint64_t, 2> declared{layout_.chunks, layout_.hash};
-  std::vector<std::uint64_t> table(2 * static_cast<std::size_t>(size));
-  SKT_MPI(MPI_Allgather(declared.data(), 2, MPI_UINT64_T, table.data(), 2, MPI_UINT64_T,
-                        group_comm_.get()));
-  if (decision.source != RecoverySource::fresh) {
-    // A relaunched rank must declare what its group recorded for it.
-    agree([&] {
-      if (!mine.valid) return;
-      for (int i = 0; i < size; ++i) {
-        const auto k = static_cast<std::size_t>(i);
-        if (mine.info.member_chunks[k] != table[2 * k] ||
-            mine.info.member_layouts[k] != table[2 * k + 1]) {
-          throw Error(SKT_ERR_MISMATCH,
-                      fmt::format("rank {} declared regions that differ from those its group "
-                                  "recorded for it ({} chunks now, {} recorded); a relaunch must "
-                                  "declare the same regions with the same sizes",
-                                  plan.members[static_cast<std::size_t>(group)][k], table[2 * k],
-                                  mine.info.member_chunks[k]));
-        }
-      }
-    });
-  }
-
-  std::uint64_t longest = 0;
-  for (int i = 0; i < size; ++i)
-    longest = std::max(longest, table[2 * static_cast<std::size_t>(i)]);
-  geometry_ = enc::StripeGeometry::plan(size, parity, config_.chunk_bytes, longest);
-  codec_ = parity > 0 ? enc::make_codec(config_.scheme, size, parity) : nullptr;
-
-  info_ = CheckpointInfo{};
-  info_.scheme = static_cast<std::uint32_t>(config_.scheme);
-  info_.parity = static_cast<std::uint32_t>(parity);
-  info_.requested_group_size = static_cast<std::uint32_t>(config_.group_size);
-  info_.groups = static_cast<std::uint32_t>(plan.groups());
-  info_.group = static_cast<std::uint32_t>(group);
-  info_.member = static_cast<std::uint32_t>(member);
-  info_.group_size = static_cast<std::uint32_t>(size);
-  info_.mode = static_cast<std::uint32_t>(config_.mode);
-  info_.chunk_bytes = config_.chunk_bytes;
-  info_.rows = geometry_.rows;
-  info_.workspace_bytes = layout_.workspace_bytes;
-  info_.layout_hash = layout_.hash;
-  info_.first_period = first_period;
-  info_.table_offset = areas().table_offset();
-  info_.table_bytes = region_table_bytes(layout_.regions);
-  for (int i = 0; i < size; ++i) {
-    const auto k = static_cast<std::size_t>(i);
-    info_.members[k] = plan.members[static_cast<std::size_t>(group)][k];
-    info_.member_chunks[k] = table[2 * k];
-    info_.member_layouts[k] = table[2 * k + 1];
-  }
-  if (mine.valid && decision.source != RecoverySource::fresh && mine.info.rows != info_.rows) {
-    throw Error(SKT_ERR_INTERNAL, "recorded stripe rows differ from the recomputed geometry");
-  }
-}
-
-CheckpointAreas Session::areas() const {
-  return checkpoint_areas(layout_.copy_bytes, geometry_.parity_bytes(), copies(),
-                          config_.mode == Mode::self);
-}
-
-void Session::ensure_checkpoint_segment(bool keep_existing) {
-  const CheckpointAreas areas = this->areas();
+void Session::set_up_store(const GroupShape& shape, int group, int member, int groups,
+                           bool keep_existing) {
+  const int size = static_cast<int>(shape.ranks.size());
+  std::size_t stage_bytes = 0;
+  for (const auto& p : privates_)
+    stage_bytes += stage_entry_bytes(p.bytes);
+  store_ = RankStore{};
+  store_.mode = config_.mode;
+  store_.layout =
+      StreamLayout::plan(entries(), stage_bytes, arena_->regions_bytes(), config_.chunk_bytes,
+                         stage_period(config_.scheme, size, config_.parity));
+  store_.geometry = shape.geometry;
+  store_.codec = codec_.get();
+  store_.member = member;
+  store_.areas =
+      checkpoint_areas(store_.layout, store_.geometry, copies(), config_.mode == Mode::self);
+  const std::vector<RegionEntry>& table = store_.layout.entries;
   if (!keep_existing) {
     if (checkpoint_) {
       checkpoint_.remove();
       checkpoint_.detach();
     }
+    info_ = CheckpointInfo{};
+    info_.scheme = static_cast<std::uint32_t>(config_.scheme);
+    info_.parity = static_cast<std::uint32_t>(shape.geometry.parity);
+    info_.requested_group_size = static_cast<std::uint32_t>(config_.group_size);
+    info_.groups = static_cast<std::uint32_t>(groups);
+    info_.group = static_cast<std::uint32_t>(group);
+    info_.member = static_cast<std::uint32_t>(member);
+    info_.group_size = static_cast<std::uint32_t>(size);
+    info_.mode = static_cast<std::uint32_t>(config_.mode);
+    info_.chunk_bytes = config_.chunk_bytes;
+    info_.rows = shape.geometry.rows;
+    info_.stage_bytes = store_.layout.stage_bytes;
+    info_.stage_chunks = store_.layout.stage_chunks;
+    info_.regions_bytes = store_.layout.regions_bytes;
+    info_.layout_hash = store_.layout.hash;
+    info_.table_offset = store_.areas.table_offset();
+    info_.table_bytes = region_table_bytes(table);
+    for (int i = 0; i < size; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      info_.members[k] = shape.ranks[k];
+      info_.member_chunks[k] = shape.chunks[k];
+      info_.member_layouts[k] = shape.layouts[k];
+    }
     SegmentHeader header;
-    header.identity = identity(SegmentKind::checkpoint, "checkpoint");
+    header.identity = identity(SegmentKind::checkpoint);
     header.nranks = nranks_;
-    header.data_bytes = areas.data_bytes(info_.table_bytes);
+    header.data_bytes = store_.areas.data_bytes(info_.table_bytes);
     // Every page now, D's too: a first touch costs far more than a copy (the kernel clears the
     // page, a virtual machine's host may have to back it), and it belongs to the set-up, not to
     // the first checkpoint.
     checkpoint_ = Segment::create(header, config_.huge_pages);
     checkpoint_created_ = true;
     encode_checkpoint_info(checkpoint_.base(), info_);
-    encode_region_table(checkpoint_.data() + info_.table_offset, layout_.regions);
+    encode_region_table(checkpoint_.data() + info_.table_offset, table);
     clear_control(checkpoint_.base());
+  } else if (info_.rows != shape.geometry.rows ||
+             info_.member != static_cast<std::uint32_t>(member)) {
+    throw Error(SKT_ERR_INTERNAL, "recorded stripe rows differ from the recomputed geometry");
   }
-  copies_.assign(static_cast<std::size_t>(copies()), Copy{});
-  for (int i = 0; i < copies(); ++i) {
-    Copy& copy = copies_[static_cast<std::size_t>(i)];
-    copy.data = checkpoint_.data() + areas.copy_offset(i);
-    copy.chunks = layout_.copy_chunks(copy.data);
-  }
-  workspace_chunks_ = layout_.chunks_at(stream_starts_);
-}
-
-std::byte* Session::checksum_of(std::uint64_t epoch) const {
-  return checkpoint_.data() + areas().checksum_of_epoch(epoch);
-}
-
-void Session::write_state() {
-  write_control(checkpoint_.base(), state_);
-}
-
-std::uint64_t Session::copy_pieces(const std::vector<Piece>& pieces, const Progress& progress) {
-  const std::uint64_t n = pieces.size();
-  std::uint64_t bytes = 0;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    if (pieces[i].bytes > 0) std::memcpy(pieces[i].to, pieces[i].from, pieces[i].bytes);
-    bytes += pieces[i].bytes;
-    if (progress) progress(i + 1, n);
-  }
-  return bytes;
-}
-
-std::vector<Session::Piece> Session::whole_stream(const enc::ChunkList& from,
-                                                  const enc::ChunkList& to) const {
-  std::vector<Piece> pieces;
-  pieces.reserve(from.size());
-  for (std::uint64_t i = 0; i < from.size(); ++i) {
-    pieces.push_back({to.data[i], from.data[i], from.bytes[i]});
-  }
-  return pieces;
-}
-
-std::vector<Session::Piece> Session::dirty_pieces(const std::vector<DirtyRange>& dirty) const {
-  // Per stream region, the union of its dirty byte ranges; the private regions always.
-  const std::size_t regions = layout_.regions.size();
-  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> spans(regions);
-  const std::size_t first_region = privates_.empty() ? 0 : 1;
-  if (!privates_.empty()) spans[0].push_back({0, layout_.regions[0].bytes});
-  for (const auto& d : dirty) {
-    const auto it = std::find_if(
-        layout_.regions.begin() + static_cast<std::ptrdiff_t>(first_region), layout_.regions.end(),
-        [&](const RegionSpec& r) { return r.name == d.region; });
-    const auto index = static_cast<std::size_t>(it - layout_.regions.begin());
-    if (d.length > 0) spans[index].push_back({d.offset, d.offset + d.length});
-  }
-  std::vector<Piece> pieces;
-  for (std::size_t i = 0; i < regions; ++i) {
-    auto& list = spans[i];
-    std::sort(list.begin(), list.end());
-    std::size_t begin = 0, end = 0;
-    bool open = false;
-    auto emit = [&] {
-      pieces.push_back({copies_[0].data + layout_.copy_offset[i] + begin, stream_starts_[i] + begin,
-                        end - begin});
-    };
-    for (const auto& [b, e] : list) {
-      if (open && b <= end) {
-        end = std::max(end, e);
-        continue;
-      }
-      if (open) emit();
-      begin = b;
-      end = e;
-      open = true;
-    }
-    if (open) emit();
-  }
-  return pieces;
-}
-
-void Session::stage_private_regions(std::uint64_t epoch) {
-  if (privates_.empty()) return;
-  const auto midway = fault_->midway(FaultStep::stage, epoch);
-  std::byte* at = stage_.data();
-  std::uint64_t done = 0;
-  for (const auto& p : privates_) {
-    if (config_.scheme == enc::Scheme::sum) {
-      auto* out = reinterpret_cast<double*>(at);
-      for (std::size_t i = 0; i < p.bytes; ++i)
-        out[i] = static_cast<unsigned char>(p.ptr[i]);
-    } else {
-      std::memcpy(at, p.ptr, p.bytes);
-    }
-    at += stage_entry_bytes(p.bytes);
-    if (midway) midway(++done, privates_.size() + 1);
-  }
-}
-
-void Session::restore_private_regions() {
-  const std::byte* at = stage_ ? stage_.data() : nullptr;
-  for (const auto& p : privates_) {
-    if (config_.scheme == enc::Scheme::sum) {
-      const auto* in = reinterpret_cast<const double*>(at);
-      for (std::size_t i = 0; i < p.bytes; ++i) {
-        p.ptr[i] = static_cast<std::byte>(static_cast<unsigned char>(std::lround(in[i])));
-      }
-    } else {
-      std::memcpy(p.ptr, at, p.bytes);
-    }
-    at += stage_entry_bytes(p.bytes);
-  }
-}
-
-std::uint64_t Session::encode(const enc::ChunkList& source, std::byte* parity, std::uint64_t epoch,
-                              const enc::Incremental* incremental) {
-  if (!codec_) {
-    fault_->at(FaultStep::encode, epoch);
-    return 0;
-  }
-  return enc::encode_group(
-      group_comm_.get(), geometry_, *codec_, source, parity,
-      {config_.pipeline_depth, fault_->midway(FaultStep::encode, epoch), &scratch_}, incremental);
-}
-
-std::vector<int> Session::lost_members(const GroupPlan& plan,
-                                       const RecoveryDecision& decision) const {
-  const int group = plan.group_of[static_cast<std::size_t>(rank_)];
-  std::vector<int> lost;
-  for (const int r : decision.rebuild) {
-    if (plan.group_of[static_cast<std::size_t>(r)] == group) {
-      lost.push_back(plan.index_of[static_cast<std::size_t>(r)]);
-    }
-  }
-  std::sort(lost.begin(), lost.end());
-  return lost;
-}
-
-void Session::settle_self(const GroupPlan& plan, const RecoveryDecision& decision) {
-  const std::int64_t target = decision.epoch;
-  const auto epoch = static_cast<std::uint64_t>(target);
-  const bool from_copy = decision.source == RecoverySource::committed;
-  const bool lost = std::binary_search(decision.rebuild.begin(), decision.rebuild.end(), rank_);
-  const std::vector<int> lost_in_group = lost_members(plan, decision);
-  const Copy& copy = copies_[0];
-  std::vector<std::uint64_t> member_chunks(info_.member_chunks,
-                                           info_.member_chunks + info_.group_size);
-
-  // Record the decision before anyone overwrites anything: a failure from here on must lead the
-  // next recovery to the same epoch from the same source.
-  if (!from_copy && !lost) {
-    state_.agreed = target;
-    write_state();
-  }
-  SKT_MPI(MPI_Barrier(comm_.get()));
-  const double settle_start = MPI_Wtime();
-
-  const bool clean = state_.committed == target && state_.encoded == target &&
-                     state_.agreed == target && state_.resumed < target;
-  const bool copies = !lost && (from_copy ? !clean : state_.committed != target);
-  const auto midway = fault_->midway(FaultStep::recover, epoch);
-  if (!copies && lost_in_group.empty()) fault_->at(FaultStep::recover, epoch);
-
-  if (!lost_in_group.empty()) {
-    enc::PipelineOptions options{config_.pipeline_depth, copies ? nullptr : midway};
-    // B and C, or W and D: the checksum of the target epoch either way.
-    enc::rebuild_group(group_comm_.get(), geometry_, *codec_, member_chunks, lost_in_group,
-                       from_copy ? copy.chunks : workspace_chunks_, checksum_of(epoch), options);
-    if (lost) {
-      state_ =
-          from_copy ? ControlState{target, -1, target, -1} : ControlState{-1, target, target, -1};
-      write_state();
-      log_->info("rebuilt this rank's {} from its group", from_copy ? "B and C" : "W and D");
-    }
-  }
-
-  const double rebuilt = MPI_Wtime();
-  bool pending_valid = true;
-  if (from_copy) {
-    if (lost || !clean) {
-      // Roll W back to the committed epoch. The other checksum area is left as it is: the next
-      // checkpoint encodes in full (see recover), so it is never read before being rewritten.
-      state_.encoded = -1;
-      write_state();
-      copy_pieces(whole_stream(copy.chunks, workspace_chunks_), lost ? nullptr : midway);
-      pending_valid = false;
-    }
-  } else if (state_.committed != target) {
-    // Finish the flush that the failure interrupted; D, already in place, becomes C.
-    copy_pieces(whole_stream(workspace_chunks_, copy.chunks), lost ? nullptr : midway);
-  }
-  state_ = ControlState{target, pending_valid ? target : -1, target, -1};
-  write_state();
-  log_->debug("rebuilt {} lost member(s) of the group in {:.4f} s, then settled in {:.4f} s",
-              lost_in_group.size(), rebuilt - settle_start, MPI_Wtime() - rebuilt);
-}
-
-void Session::settle_copies(const GroupPlan& plan, const RecoveryDecision& decision) {
-  const auto epoch = static_cast<std::uint64_t>(decision.epoch);
-  SKT_MPI(MPI_Barrier(comm_.get()));
-  if (decision.source == RecoverySource::redo) {
-    // Nothing was lost while an update ran: finish it, from the workspaces every rank still has
-    // (their private state was staged before the update began).
-    fault_->at(FaultStep::recover, epoch);
-    checkpoint_copies(epoch, false);
-    return;
-  }
-  const bool lost = std::binary_search(decision.rebuild.begin(), decision.rebuild.end(), rank_);
-  const std::vector<int> lost_in_group = lost_members(plan, decision);
-  const Copy& copy = copies_[static_cast<std::size_t>(areas().copy_of_epoch(epoch))];
-  const auto midway = fault_->midway(FaultStep::recover, epoch);
-  if (lost || lost_in_group.empty()) fault_->at(FaultStep::recover, epoch);
-  if (!lost_in_group.empty()) {
-    std::vector<std::uint64_t> member_chunks(info_.member_chunks,
-                                             info_.member_chunks + info_.group_size);
-    enc::rebuild_group(group_comm_.get(), geometry_, *codec_, member_chunks, lost_in_group,
-                       copy.chunks, checksum_of(epoch), {config_.pipeline_depth, midway});
-  }
-  state_ = ControlState{decision.epoch, decision.epoch, -1, -1};
-  write_state();
-  copy_pieces(whole_stream(copy.chunks, workspace_chunks_), nullptr);
+  store_.stage = arena_->stage();
+  store_.workspace = store_.layout.chunks_at(arena_->stage(), arena_->regions());
+  store_.checkpoint = checkpoint_.data();
+  for (int i = 0; i < copies(); ++i)
+    store_.copies.push_back(
+        store_.layout.copy_chunks(checkpoint_.data() + store_.areas.copy_offset(i)));
+  effects_->set_control_page(checkpoint_.base());
 }
 
 std::uint64_t Session::recover() {
@@ -850,78 +429,49 @@ std::uint64_t Session::recover() {
 }
 
 void Session::remove_created_segments() {
-  for (auto& r : regions_) {
-    if (!r.found) r.segment.remove();
-  }
-  if (stage_ && !stage_found_) stage_.remove();
+  if (arena_ && arena_->sealed() && !arena_->found()) arena_->remove();
   if (checkpoint_ && checkpoint_created_) checkpoint_.remove();
 }
 
 std::uint64_t Session::restore() {
   const double start = MPI_Wtime();
   Finding mine;
-  agree([&] { mine = inspect_local_state(); });
-
-  Record record{mine.valid ? 1 : 0, mine.state.committed,
-                mine.state.encoded, mine.state.agreed,
-                mine.state.resumed, mine.valid ? static_cast<std::int64_t>(mine.info.groups) : 0};
-  constexpr int kFields = sizeof(Record) / sizeof(std::int64_t);
-  std::vector<Record> records(static_cast<std::size_t>(nranks_));
-  SKT_MPI(MPI_Allgather(&record, kFields, MPI_INT64_T, records.data(), kFields, MPI_INT64_T,
-                        comm_.get()));
-  std::vector<RankFinding> findings;
-  std::int64_t newest = 0, groups = 0;
-  bool any_valid = false;
-  for (const auto& r : records) {
-    findings.push_back({r.valid != 0, ControlState{r.committed, r.encoded, r.agreed, r.resumed}});
-    if (r.valid != 0) {
-      any_valid = true;
-      newest = std::max({newest, r.agreed, r.committed});
-      groups = std::max(groups, r.groups);
-    }
-  }
-
-  GroupPlan plan;
-  RecoveryDecision decision;
-  // The plan and the decision follow from what every rank gathered, so a refusal is the same on
-  // every rank; agreeing on it also makes every rank clean up before any returns (see recover).
-  agree([&] {
-    if (any_valid) {
-      // A group that lost every member leaves no record of who it was; that only matters if
-      // there is something to restore.
-      try {
-        plan = recorded_plan(mine, static_cast<int>(groups));
-        decision = decide(findings, plan);
-      } catch (const Error& e) {
-        if (e.code() != SKT_ERR_UNRECOVERABLE || newest > 0) throw;
-        decision = RecoveryDecision{};
-      }
-    }
-    if (decision.source == RecoverySource::unrecoverable) {
-      throw Error(SKT_ERR_UNRECOVERABLE,
-                  fmt::format("job '{}' cannot be recovered: {}. Start it again from the "
-                              "beginning (skt-shm clean --job {})",
-                              config_.job, decision.reason, config_.job));
-    }
-    if (decision.source == RecoverySource::fresh) {
-      plan = plan_groups(nodes_, config_.group_size, config_.parity + 1);
-    }
+  effects_->agree([&] {
+    arena();  // a program with no region still has a workspace: its staged private objects
+    std::sort(privates_.begin(), privates_.end(),
+              [](const PrivateObject& a, const PrivateObject& b) { return a.name < b.name; });
+    std::size_t stage_bytes = 0;
+    for (const auto& p : privates_)
+      stage_bytes += stage_entry_bytes(p.bytes);
+    arena_->seal(stage_bytes);
+    mine = inspect_checkpoint();
   });
-  if (decision.source == RecoverySource::fresh) {
-    if (config_.group_size > nranks_ && rank_ == 0) {
-      log_->warn("the group size (SKT_GROUP_SIZE) is {} but the job has {} ranks: one group of {}",
-                 config_.group_size, nranks_, nranks_);
-    }
-    if (config_.restart.value_or(0) > 0 && rank_ == 0) {
-      log_->warn("SKT_RESTART={} but job '{}' has no committed checkpoint: starting afresh",
-                 *config_.restart, config_.job);
-    }
+  const auto gathered =
+      effects_->gather(std::span(reinterpret_cast<const std::byte*>(&mine), sizeof mine));
+  std::vector<Finding> findings(gathered.size());
+  for (std::size_t r = 0; r < gathered.size(); ++r)
+    std::memcpy(&findings[r], gathered[r].data(), sizeof(Finding));
+
+  RestorePlan setup;
+  effects_->agree([&] { setup = plan_restore(findings, nodes_, config_); });
+  const Candidates& candidates = setup.candidates;
+  const GroupPlan& plan = setup.groups;
+  const std::vector<GroupShape>& shapes = setup.shapes;
+  const bool fresh = candidates.epochs.empty();
+  if (fresh && config_.group_size > nranks_ && rank_ == 0) {
+    log_->warn("the group size (SKT_GROUP_SIZE) is {} but the job has {} ranks: one group of {}",
+               config_.group_size, nranks_, nranks_);
   }
+  if (fresh && config_.restart.value_or(0) > 0 && rank_ == 0) {
+    log_->warn("SKT_RESTART={} but job '{}' has no committed checkpoint: starting afresh",
+               *config_.restart, config_.job);
+  }
+  const int group = plan.group_of[static_cast<std::size_t>(rank_)];
+  const int member = plan.index_of[static_cast<std::size_t>(rank_)];
+  const GroupShape& shape = shapes[static_cast<std::size_t>(group)];
   // Members of a group should still sit on distinct nodes (a replacement takes over its
   // predecessor's place); if not, the next failure of that node would take two.
-  const auto& members =
-      plan.members[static_cast<std::size_t>(plan.group_of[static_cast<std::size_t>(rank_)])];
-  for (const int r : members) {
+  for (const int r : shape.ranks) {
     if (r != rank_ && nodes_[static_cast<std::size_t>(r)] == config_.node) {
       log_->warn(
           "rank {} of this rank's group is on the same node {}: a failure of that node "
@@ -931,192 +481,77 @@ std::uint64_t Session::restore() {
   }
 
   const double decided = MPI_Wtime();
-  join_group(plan, decision, mine);
-  const bool survivor =
-      decision.source != RecoverySource::fresh && mine.valid &&
-      !std::binary_search(decision.rebuild.begin(), decision.rebuild.end(), rank_);
-  ensure_checkpoint_segment(survivor);
+  const bool survivor = !fresh && mine.valid != 0;
+  codec_ = shape.geometry.parity > 0
+               ? enc::make_codec(config_.scheme, shape.geometry.group_size, shape.geometry.parity)
+               : nullptr;
+  effects_->join(group, member, shape.geometry, codec_.get(), shape.chunks, config_.pipeline_depth);
+  effects_->agree([&] { set_up_store(shape, group, member, plan.groups(), survivor); });
+  protocol_ = std::make_unique<Protocol>(
+      config_.mode, *effects_, store_,
+      PrivateObjects{[this](std::byte* at, const Progress& p) { stage_private_objects(at, p); },
+                     [this](const std::byte* at) { restore_private_objects(at); }},
+      survivor ? mine.state : ControlState{});
   const double joined = MPI_Wtime();
-  std::uint64_t restored = static_cast<std::uint64_t>(decision.epoch);
-  if (decision.source == RecoverySource::fresh) {
-    state_ = ControlState{0, -1, 0, -1};
-    write_state();
-    SKT_MPI(MPI_Barrier(comm_.get()));
-  } else {
-    state_ = survivor ? mine.state : ControlState{};
-    if (config_.mode == Mode::self) {
-      settle_self(plan, decision);
-    } else {
-      settle_copies(plan, decision);
-    }
-    restore_private_regions();
-    SKT_MPI(MPI_Barrier(comm_.get()));
-    if (config_.mode == Mode::self) {
-      state_.resumed = decision.epoch;
-      write_state();
-    }
-    // D may be stale on ranks that rolled back: the first checkpoint after any recovery encodes
-    // in full, on every rank alike.
-    full_encode_needed_ = true;
-  }
-  epoch_ = restored;
+
+  RestoreInputs inputs{candidates, survivor, shapes, group, nodes_, config_.job};
+  epoch_ = protocol_->restore(inputs);
   log_->set_epoch(epoch_);
   recovered_ = true;
   last_recover_seconds_ = MPI_Wtime() - start;
   log_->debug(
       "recovery took {:.4f} s: {:.4f} s to inspect and decide, {:.4f} s to join the group, "
-      "{:.4f} s to rebuild and settle",
+      "{:.4f} s to verify, rebuild and settle",
       last_recover_seconds_, decided - start, joined - decided, MPI_Wtime() - joined);
   last_commit_time_ = MPI_Wtime();
-  if (decision.source == RecoverySource::fresh) {
+  if (fresh) {
     log_->job("fresh start: {} groups, this rank is member {} of group {} ({} members)",
-              plan.groups(), info_.member, info_.group, info_.group_size);
-  } else {
-    std::string rebuilt;
-    for (const int r : decision.rebuild) {
-      rebuilt += fmt::format("{}{}", rebuilt.empty() ? "" : " ", r);
-    }
-    log_->job("recovered epoch {} from the {}; rebuilt ranks: {} ({:.3f} s)", epoch_,
-              describe_source(decision.source), rebuilt.empty() ? "none" : rebuilt,
-              last_recover_seconds_);
+              plan.groups(), member, group, shape.ranks.size());
+    return 0;
   }
+  const ProtocolStats& s = protocol_->stats();
+  if (s.workspace_blocks_overwritten > 0) {
+    log_->warn(
+        "{} blocks of this rank's workspace differed from epoch {}, which it held when the job "
+        "stopped, and were restored from its committed copy: the program wrote into its regions "
+        "before skt_recover, which it must not do",
+        s.workspace_blocks_overwritten, epoch_);
+  }
+  log_->job(
+      "recovered epoch {} ({:.3f} s): {}; {} blocks of the workspace rolled back, {} blocks of "
+      "the committed copy written from the workspace, {} items rebuilt from the group",
+      epoch_, last_recover_seconds_,
+      survivor ? "this rank's memory survived" : "this rank was lost",
+      s.workspace_blocks_rolled_back, s.copy_blocks_mended, s.chunks_rebuilt);
   return epoch_;
-}
-
-void Session::checkpoint_self(std::uint64_t next, const std::vector<DirtyRange>* dirty) {
-  const auto target = static_cast<std::int64_t>(next);
-  Copy& copy = copies_[0];
-  const bool incremental =
-      dirty != nullptr && !full_encode_needed_ && codec_ != nullptr && codec_->exact();
-  std::vector<std::uint64_t> changed;
-  enc::RowMasks rows;
-  std::vector<Piece> flush;
-  if (incremental) {
-    flush = dirty_pieces(*dirty);
-    changed.assign(layout_.chunks, 0);
-    const std::size_t chunk = config_.chunk_bytes;
-    for (const auto& piece : flush) {
-      if (piece.bytes == 0) continue;
-      // The stream chunks a piece covers: find its region by the copy offset it writes to.
-      const auto offset = static_cast<std::size_t>(piece.to - copy.data);
-      const auto region = static_cast<std::size_t>(
-          std::upper_bound(layout_.copy_offset.begin(), layout_.copy_offset.end(), offset) -
-          layout_.copy_offset.begin() - 1);
-      const std::size_t begin = offset - layout_.copy_offset[region];
-      const std::size_t end = begin + piece.bytes;
-      for (std::size_t c = begin / chunk; c <= (end - 1) / chunk; ++c) {
-        const std::size_t from = c * chunk;
-        changed[layout_.first_chunk[region] + c] |=
-            geometry_.block_mask(std::max(begin, from) - from, std::min(end, from + chunk) - from);
-      }
-    }
-  }
-  // Until this checkpoint completes, what D holds is not what parity_written_ says: a retry after
-  // a failure encodes in full.
-  full_encode_needed_ = true;
-  std::byte* const committed_parity = checksum_of(next - 1);  // C
-  std::byte* const parity = checksum_of(next);                // D, over epoch next-2's
-  agree([&] {
-    stage_private_regions(next);
-    state_.encoded = -1;
-    write_state();
-    const std::size_t parity_chunks = geometry_.parity_chunks();
-    last_flushed_bytes_ = 0;
-    if (incremental) {
-      rows = enc::agree_row_masks(group_comm_.get(), geometry_, workspace_chunks_, changed);
-      const enc::Incremental inc{&copy.chunks, committed_parity, &changed, &rows};
-      last_sent_bytes_ = encode(workspace_chunks_, parity, next, &inc);
-      // The blocks the last checkpoint rewrote and this one did not still hold epoch next-2's
-      // checksum in D: they take C's.
-      const std::size_t chunk = geometry_.chunk_bytes;
-      for (std::uint64_t p = 0; p < parity_chunks; ++p) {
-        const std::uint64_t row = geometry_.parity_row(static_cast<int>(info_.member), p);
-        const std::uint64_t stale = parity_written_[p] & ~rows.any[row];
-        for (const auto& run : geometry_.segments(stale, stale)) {
-          const std::size_t at = p * chunk + run.begin;
-          std::memcpy(parity + at, committed_parity + at, run.bytes());
-          last_flushed_bytes_ += run.bytes();
-        }
-        parity_written_[p] = rows.any[row];
-      }
-    } else {
-      last_sent_bytes_ = encode(workspace_chunks_, parity, next, nullptr);
-      parity_written_.assign(parity_chunks, geometry_.block_mask(0, geometry_.chunk_bytes));
-    }
-    state_.encoded = target;
-    write_state();
-    fault_->at(FaultStep::encoded, next);
-  });
-  // Every rank has a complete D for the next epoch: B and C may now be overwritten. Only B is:
-  // D stays where it is and becomes C when the epoch is committed.
-  state_.agreed = target;
-  write_state();
-  fault_->at(FaultStep::agreed, next);
-  const auto flush_midway = fault_->midway(FaultStep::flush, next);
-  last_flushed_bytes_ +=
-      copy_pieces(incremental ? flush : whole_stream(workspace_chunks_, copy.chunks), flush_midway);
-  state_.committed = target;
-  write_state();
-  fault_->at(FaultStep::committed, next);
-}
-
-void Session::checkpoint_copies(std::uint64_t next, bool stage) {
-  const auto target = static_cast<std::int64_t>(next);
-  Copy& copy = copies_[static_cast<std::size_t>(areas().copy_of_epoch(next))];
-  if (stage) stage_private_regions(next);
-  if (config_.mode == Mode::single) {
-    // Every rank has staged its private state before any overwrites its only copy: if the update
-    // then fails with no memory lost, every workspace holds the whole state to finish it from.
-    SKT_MPI(MPI_Barrier(comm_.get()));
-  }
-  agree([&] {
-    state_.encoded = target;
-    write_state();
-    last_flushed_bytes_ = copy_pieces(whole_stream(workspace_chunks_, copy.chunks),
-                                      fault_->midway(FaultStep::flush, next));
-    last_sent_bytes_ = encode(copy.chunks, checksum_of(next), next, nullptr);
-    fault_->at(FaultStep::encoded, next);
-  });
-  state_.committed = target;
-  write_state();
-  fault_->at(FaultStep::committed, next);
 }
 
 void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
   require_recovered("skt_checkpoint");
   if (dirty != nullptr) {
     for (const auto& d : *dirty) {
-      const auto it = std::find_if(regions_.begin(), regions_.end(),
-                                   [&](const WorkRegion& r) { return r.name == d.region; });
-      if (it == regions_.end()) {
+      const RegionEntry* region = store_.layout.region(d.region);
+      if (region == nullptr) {
         throw Error(SKT_ERR_ARG,
                     fmt::format("skt_checkpoint_dirty: no region named '{}'", d.region));
       }
-      if (d.offset > it->bytes || d.length > it->bytes - d.offset) {
+      if (d.offset > region->bytes || d.length > region->bytes - d.offset) {
         throw Error(SKT_ERR_ARG,
                     fmt::format("skt_checkpoint_dirty: bytes {} to {} are outside region '{}' of "
                                 "{} bytes",
-                                d.offset, d.offset + d.length, d.region, it->bytes));
+                                d.offset, d.offset + d.length, d.region, region->bytes));
       }
     }
   }
   const double start = MPI_Wtime();
   const std::uint64_t next = epoch_ + 1;
-  if (config_.mode == Mode::self) {
-    checkpoint_self(next, dirty);
-  } else {
-    checkpoint_copies(next, true);
-  }
-  // The last agreement: every rank committed. It also tells every rank the slowest rank's time,
-  // which is what the checkpoint cost.
+  std::vector<std::uint64_t> changed;
+  if (dirty != nullptr) changed = store_.layout.changed_blocks(store_.geometry, *dirty);
+  protocol_->checkpoint(next, dirty != nullptr ? &changed : nullptr);
+  // Every rank learns the slowest rank's time, which is what the checkpoint cost.
   double elapsed = MPI_Wtime() - start;
   SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, comm_.get()));
-  if (config_.mode == Mode::self) {
-    state_.resumed = static_cast<std::int64_t>(next);
-    write_state();
-  }
   epoch_ = next;
-  full_encode_needed_ = false;
   log_->set_epoch(epoch_);
   last_checkpoint_seconds_ = elapsed;
   last_commit_time_ = MPI_Wtime();
@@ -1151,9 +586,7 @@ void Session::finalize(bool discard) {
   // requested discard waits for every rank, since a rank that has not finished may still need them.
   if (discard) SKT_MPI(MPI_Barrier(comm_.get()));
   if (discard || ephemeral_job_) {
-    for (auto& r : regions_)
-      r.segment.remove();
-    if (stage_) stage_.remove();
+    if (arena_) arena_->remove();
     if (checkpoint_) checkpoint_.remove();
     log_->job("removed the segments of job '{}'", config_.job);
   } else if (!recovered_) {
@@ -1170,18 +603,47 @@ skt_stats Session::stats() const {
   s.group = static_cast<int>(info_.group);
   s.group_size = static_cast<int>(info_.group_size);
   s.member = static_cast<int>(info_.member);
-  s.workspace_bytes = layout_.workspace_bytes;
-  s.checkpoint_bytes = static_cast<std::size_t>(copies()) * layout_.copy_bytes;
-  s.checksum_bytes = geometry_.parity_bytes();
-  for (const auto& r : regions_)
-    s.shm_bytes += r.segment.header().segment_bytes;
-  if (stage_) s.shm_bytes += stage_.header().segment_bytes;
+  s.workspace_bytes = store_.layout.workspace_bytes();
+  s.checkpoint_bytes = static_cast<std::size_t>(copies()) * store_.layout.copy_bytes();
+  s.checksum_bytes = store_.geometry.parity_bytes();
+  if (arena_) s.shm_bytes += arena_->segment_bytes();
   if (checkpoint_) s.shm_bytes += checkpoint_.header().segment_bytes;
   s.last_checkpoint_seconds = last_checkpoint_seconds_;
   s.last_recover_seconds = last_recover_seconds_;
-  s.last_sent_bytes = last_sent_bytes_;
-  s.last_flushed_bytes = last_flushed_bytes_;
+  if (protocol_) {
+    s.last_sent_bytes = protocol_->stats().sent_bytes;
+    s.last_flushed_bytes = protocol_->stats().flushed_bytes;
+  }
   return s;
+}
+
+void Session::stage_private_objects(std::byte* at, const Progress& progress) const {
+  std::uint64_t done = 0;
+  for (const auto& p : privates_) {
+    if (config_.scheme == enc::Scheme::sum) {
+      auto* out = reinterpret_cast<double*>(at);
+      for (std::size_t i = 0; i < p.bytes; ++i)
+        out[i] = static_cast<unsigned char>(p.ptr[i]);
+    } else {
+      std::memcpy(at, p.ptr, p.bytes);
+    }
+    at += stage_entry_bytes(p.bytes);
+    if (progress) progress(++done, privates_.size() + 1);
+  }
+}
+
+void Session::restore_private_objects(const std::byte* at) const {
+  for (const auto& p : privates_) {
+    if (config_.scheme == enc::Scheme::sum) {
+      const auto* in = reinterpret_cast<const double*>(at);
+      for (std::size_t i = 0; i < p.bytes; ++i) {
+        p.ptr[i] = static_cast<std::byte>(static_cast<unsigned char>(std::lround(in[i])));
+      }
+    } else {
+      std::memcpy(p.ptr, at, p.bytes);
+    }
+    at += stage_entry_bytes(p.bytes);
+  }
 }
 
 }  // namespace skt

@@ -47,18 +47,20 @@ class Run:
 
 
 class Cluster:
-    def __init__(self, app, shm, mpirun="mpirun", timeout=120):
+    def __init__(self, app, shm, mpirun="mpirun", timeout=120, inject=None):
         self.app = app
         self.shm = shm
         self.mpirun = mpirun
         self.timeout = timeout
+        self.inject_tool = inject
 
     @staticmethod
     def new_job(prefix):
         return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
-    def launch(self, nodes, args=(), env=None, rank_env=None):
-        """Runs the app with one rank per entry of `nodes`; rank_env adds variables to some ranks."""
+    def start(self, nodes, args=(), env=None, rank_env=None):
+        """Starts the app with one rank per entry of `nodes` (rank_env adds variables to some ranks);
+        returns the launcher's process and the environment it got."""
         command = [self.mpirun]
         for rank, node in enumerate(nodes):
             extra = [f"{k}={v}" for k, v in (rank_env or {}).get(rank, {}).items()]
@@ -69,6 +71,13 @@ class Cluster:
         full_env.update(env or {})
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, env=full_env, start_new_session=True)
+        return process, full_env
+
+    def launch(self, nodes, args=(), env=None, rank_env=None, wait_detached=True):
+        """Runs the app with one rank per entry of `nodes`; rank_env adds variables to some ranks.
+        Returns once its processes let go of the job's segments, unless `wait_detached` is false
+        (another launch of the job holds them)."""
+        process, full_env = self.start(nodes, args, env, rank_env)
         try:
             out, err = process.communicate(timeout=self.timeout)
             run = Run(process.returncode, out, err)
@@ -76,22 +85,26 @@ class Cluster:
             os.killpg(process.pid, signal.SIGKILL)
             out, err = process.communicate()
             run = Run(-1, out, err)
-        if "SKT_JOB" in full_env:
+        if "SKT_JOB" in full_env and wait_detached:
             self.wait_detached(full_env["SKT_JOB"])
         return run
 
-    def wait_detached(self, job):
+    def attached(self, job):
+        """Processes attached to each of the job's segments."""
+        listed = self.shm_tool("list", "--job", job)
+        # Columns: shmid key job rank node kind name bytes att [state]; names have no spaces.
+        return [int(line.split()[8]) for line in listed.splitlines() if re.match(r"^\s*\d+\s+0x", line)]
+
+    def wait_detached(self, job, timeout=None):
         """Returns once no process is attached to the job's segments: a rank that mpirun was still
         tearing down when it returned must not write into them while a test reads them."""
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + (timeout or self.timeout)
         while time.monotonic() < deadline:
-            listed = self.shm_tool("list", "--job", job)
-            # Columns: shmid key job rank node kind name bytes att [state]; names have no spaces.
-            rows = [line.split() for line in listed.splitlines() if re.match(r"^\s*\d+\s+0x", line)]
-            if all(row[8] == "0" for row in rows):
+            if all(count == 0 for count in self.attached(job)):
                 return
             time.sleep(0.05)
-        raise RuntimeError(f"processes stayed attached to job {job}'s segments: {listed}")
+        raise RuntimeError(f"processes stayed attached to job {job}'s segments: "
+                           f"{self.shm_tool('list', '--job', job)}")
 
     def reference(self, nranks, args, group_size=2):
         """RESULT of a run without faults on `nranks` fresh nodes."""
@@ -108,6 +121,10 @@ class Cluster:
     def shm_tool(self, *args):
         done = subprocess.run([self.shm, *args], capture_output=True, text=True, check=True)
         return done.stdout
+
+    def inject(self, *args):
+        """Runs skt-inject; returns the completed process."""
+        return subprocess.run([self.inject_tool, *args], capture_output=True, text=True)
 
     def lose_node(self, job, node):
         """Destroys a node's memory: every segment of the job on it."""

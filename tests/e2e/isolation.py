@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """Segments are only ever used by the run they belong to: another job's segments on the same nodes,
 segments left over from an earlier run, and a relaunch that does not match its checkpoint (sizes,
-region names, group size, scheme, settings) are all refused without touching anything;
+region names, group size, scheme, settings) are all refused without touching anything; a relaunch
+while processes of an earlier launch still hold the segments waits, then refuses, naming them; a
+launcher killed from outside takes its ranks with it (none writes on into the segments);
 configuration errors stop every rank with exit code 2, and a first launch refused for its settings
 leaves no segment behind; a group size above the job's size makes one group, with a warning; a job cancelled (SIGTERM through its launcher) in the middle of a
 checkpoint relaunches from a consistent state."""
 
+import os
+import signal
 import sys
+import time
 
 import harness
 from loss_patterns import APP_ARGS, crash_mid_run
@@ -22,8 +27,9 @@ def another_job_is_left_alone(cluster, checks, reference):
         other = cluster.launch(nodes, APP_ARGS, {"SKT_JOB": b, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0"})
         checks.expect(other.code == 0 and other.result == reference and other.epoch == 0,
                       "job B on the same nodes starts fresh and finishes", other)
-        checks.expect(cluster.digests(a) == before and len(before) == 16,
-                      "job A's 16 segments are untouched by job B")
+        checks.expect(cluster.digests(a) == before and len(before) == 8,
+                      "job A's 8 segments (a workspace and a checkpoint per rank) are untouched by "
+                      "job B")
         again = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"],
                                {"SKT_JOB": a, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "1"})
         checks.expect(again.code == 0 and again.result == reference and again.epoch == 2,
@@ -68,6 +74,43 @@ def refused_relaunches_change_nothing(cluster, checks, reference):
         checks.expect(good.code == 0 and good.result == reference,
                       "the proper relaunch still recovers the same result", good)
     finally:
+        cluster.clean(job)
+
+
+def one_launch_at_a_time(cluster, checks, reference):
+    """A job paused in the middle of its run still holds its segments: a relaunch of the same job
+    waits (SKT_ATTACH_WAIT) and is refused with code 2, saying who holds them. Then mpirun is
+    killed from outside (SIGKILL, as an operator or a failing node would): its ranks die with it at
+    once, and the next relaunch recovers."""
+    job = cluster.new_job("iso-own")
+    nodes = [f"n{r}" for r in range(4)]
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    first, _ = cluster.start(nodes, APP_ARGS + ["--pause", "0:7"], dict(env, SKT_RESTART="0"))
+    try:
+        line = first.stdout.readline()
+        checks.expect(line.startswith("PAUSED"), "the first launch runs and pauses after iteration 7", line)
+        second = cluster.launch(nodes, APP_ARGS, dict(env, SKT_RESTART="1", SKT_ATTACH_WAIT="1s"),
+                                wait_detached=False)
+        checks.expect(second.code == 2 and f"job '{job}'" in second.err and
+                      "still attached by 1 live process" in second.err and "Waited 1 s" in second.err,
+                      "a relaunch while the first launch runs waits 1 s, then stops with code 2 naming the "
+                      "job and the live process", second)
+        os.kill(first.pid, signal.SIGKILL)  # mpirun only: its ranks must not outlive it
+        first.communicate()
+        start = time.monotonic()
+        try:
+            cluster.wait_detached(job, timeout=10)
+            gone = time.monotonic() - start
+            checks.expect(True, f"mpirun killed: every rank died with it within {gone:.2f} s")
+        except RuntimeError as e:
+            checks.expect(False, "mpirun killed: every rank died with it", str(e))
+        again = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], dict(env, SKT_RESTART="1"))
+        checks.expect(again.code == 0 and again.result == reference and again.epoch == 2,
+                      "the relaunch then recovers epoch 2 and finishes with the same result", again)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.communicate()
         cluster.clean(job)
 
 
@@ -127,6 +170,7 @@ def main(argv):
     reference = cluster.reference(4, APP_ARGS)
     another_job_is_left_alone(cluster, checks, reference)
     refused_relaunches_change_nothing(cluster, checks, reference)
+    one_launch_at_a_time(cluster, checks, reference)
     configuration_errors(cluster, checks)
     cancelled_during_a_checkpoint(cluster, checks, reference)
     return harness.report_failures(checks.failures)

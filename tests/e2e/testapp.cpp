@@ -33,11 +33,15 @@ struct Options {
   int regions = 2;
   int crash_at = -1;
   int crash_rank = -1;
+  bool crash_launcher = false;  // at --crash-at, --crash-rank kills its launcher, not itself
   bool verify_recovery = false;
   bool report_memory = false;
   bool doubles = false;
   std::uint64_t seed = 20181001;
   std::vector<std::string> pauses;  // "L:K": on launch L (SKT_RESTART), stop after iteration K
+  // Before recovering, write into every region as real programs do (zero-filling containers,
+  // initialisation code): "zero" or "random".
+  std::string scribble;
 };
 
 // Whether this launch stops after `iteration`, for a test to kill a node at a known point.
@@ -173,6 +177,15 @@ int run(const Options& o) {
   }
   State state{0, 0};
   ctx.protect("state", state);
+  if (!o.scribble.empty()) {
+    std::uint64_t noise = splitmix(static_cast<std::uint64_t>(rank) + 77);
+    for (auto& r : regions) {
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        noise = splitmix(noise);
+        r[i] = o.scribble == "zero" ? 0 : static_cast<std::uint8_t>(noise);
+      }
+    }
+  }
   const std::uint64_t epoch = ctx.recover();
   if (epoch == 0) {
     for (int k = 0; k < o.regions; ++k) {
@@ -200,7 +213,14 @@ int run(const Options& o) {
   while (state.iteration < static_cast<std::uint64_t>(o.iterations)) {
     iterate(regions, state, rank, o.doubles, MPI_COMM_WORLD);
     if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank) {
-      fmt::print(stderr, "testapp: rank {} crashing at iteration {}\n", rank, state.iteration);
+      fmt::print(stderr, "testapp: rank {} {} at iteration {}\n", rank,
+                 o.crash_launcher ? "kills its launcher" : "crashing", state.iteration);
+      std::fflush(stderr);
+      if (o.crash_launcher) {
+        kill(getppid(), SIGKILL);
+        for (;;)
+          ::pause();  // every rank must die with the launcher
+      }
       kill(getpid(), SIGKILL);
     }
     if (o.checkpoint_every > 0 &&
@@ -262,12 +282,18 @@ int main(int argc, char** argv) {
   app.add_option("--regions", o.regions, "workspace regions per rank")->check(CLI::Range(1, 16));
   app.add_option("--crash-at", o.crash_at, "iteration after which --crash-rank kills itself");
   app.add_option("--crash-rank", o.crash_rank, "rank that crashes at --crash-at");
+  app.add_flag("--crash-launcher", o.crash_launcher,
+               "at --crash-at, --crash-rank kills its launcher (mpirun) instead of itself");
   app.add_option("--pause", o.pauses,
                  "L:K: on launch L (SKT_RESTART), every rank stops after "
                  "iteration K and waits to be killed (repeatable)");
   app.add_flag("--verify-recovery", o.verify_recovery, "replay and compare restored data");
   app.add_flag("--report-memory", o.report_memory, "print the shared memory of every rank");
   app.add_flag("--doubles", o.doubles, "regions of doubles in [-1, 1], as the sum scheme needs");
+  app.add_option("--scribble", o.scribble,
+                 "before recovering, overwrite every region: zero or random (what the library "
+                 "must survive)")
+      ->check(CLI::IsMember({"zero", "random"}));
   app.add_option("--seed", o.seed, "data seed");
   CLI11_PARSE(app, argc, argv);
 
@@ -281,7 +307,16 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "testapp rank {}: selfckpt error: {}\n", rank, e.what());
     std::fflush(stderr);
     // Errors of collective calls are the same on every rank, so every rank leaves with this code;
-    // a rank alone with a local error ends the job, and mpirun reports its code.
+    // a rank alone with a local error ends the job, and mpirun reports its code. A while for the
+    // others to say theirs first (mpirun ends the job as soon as one rank exits), never forever.
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    for (int i = 0; i < 500; ++i) {
+      int done = 0;
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (done != 0) break;
+      usleep(10000);
+    }
     std::exit(e.exit_code());
   }
   MPI_Finalize();

@@ -143,12 +143,15 @@ TEST(Config, FaultSpecs) {
   ASSERT_TRUE(h.has_value());
   EXPECT_EQ(h->epoch, 2u);
   EXPECT_EQ(h->launch, 1);
-  EXPECT_FALSE(h->terminate_launcher);
+  EXPECT_EQ(h->action, FaultAction::kill);
   const auto t = parse_fault("flush:1:2:0:term");
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->launch, 0);
-  EXPECT_TRUE(t->terminate_launcher);
-  EXPECT_FALSE(parse_fault("flush:1:2:0:kill")->terminate_launcher);
+  EXPECT_EQ(t->action, FaultAction::term);
+  EXPECT_EQ(parse_fault("flush:1:2:0:kill")->action, FaultAction::kill);
+  EXPECT_EQ(parse_fault("encode:1:2:0:launcher")->action, FaultAction::launcher);
+  EXPECT_EQ(parse_fault("encode:1:2:0:throw")->action, FaultAction::raise);
+  EXPECT_FALSE(parse_fault("flush:1:2:0:throw").has_value());  // outside a collective phase
   EXPECT_FALSE(parse_fault("flush:1:2:0:stop").has_value());
   EXPECT_FALSE(parse_fault("recover:1:2:").has_value());
   EXPECT_FALSE(parse_fault("recover:1:2:-1").has_value());

@@ -3,194 +3,259 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "selfckpt/selfckpt.hpp"
+
 namespace skt {
 namespace {
 
-// 8 ranks on 8 nodes, groups {0,2,4,6} and {1,3,5,7}.
-GroupPlan two_groups() {
+std::vector<std::string> nodes(int n = 8) {
   std::vector<std::string> d;
-  for (int r = 0; r < 8; ++r)
-    d.push_back(fmt::format("n{}", r));
-  return plan_groups(d, 4, 2);
-}
-
-std::vector<std::string> nodes() {
-  std::vector<std::string> d;
-  for (int r = 0; r < 8; ++r)
+  for (int r = 0; r < n; ++r)
     d.push_back(fmt::format("n{}", r));
   return d;
 }
 
-// Every rank committed `e` and returned to the application.
-std::vector<RankFinding> steady(std::int64_t e) {
-  return std::vector<RankFinding>(8, RankFinding{true, ControlState{e, e, e, e}});
+// 8 ranks on 8 nodes, groups {0,2,4,6} and {1,3,5,7}.
+GroupPlan two_groups() {
+  return plan_groups(nodes(), 4, 2);
 }
 
-TEST(Decision, NothingFoundIsAFreshStart) {
-  const auto d = decide_recovery(std::vector<RankFinding>(8), two_groups(), 1, nodes());
-  EXPECT_EQ(d.source, RecoverySource::fresh);
-  EXPECT_EQ(d.epoch, 0);
+// Every rank of two_groups() committed `e`, with the records a checkpoint keeps.
+std::vector<Finding> steady(std::int64_t e) {
+  const GroupPlan plan = two_groups();
+  std::vector<Finding> out(8);
+  for (int r = 0; r < 8; ++r) {
+    Finding& f = out[static_cast<std::size_t>(r)];
+    f.valid = 1;
+    f.state = ControlState{e, e, e, e};
+    f.groups = 2;
+    f.group = plan.group_of[static_cast<std::size_t>(r)];
+    f.member = plan.index_of[static_cast<std::size_t>(r)];
+    f.group_size = 4;
+    const auto& members = plan.members[static_cast<std::size_t>(f.group)];
+    for (int i = 0; i < 4; ++i) {
+      f.members[i] = members[static_cast<std::size_t>(i)];
+      f.recorded_layouts[i] =
+          100 + static_cast<std::uint64_t>(members[static_cast<std::size_t>(i)]);
+    }
+    f.layout_hash = 100 + static_cast<std::uint64_t>(r);
+  }
+  return out;
 }
 
-TEST(Decision, NothingCommittedIsAFreshStart) {
-  auto f = std::vector<RankFinding>(8, RankFinding{true, ControlState{0, -1, 0, -1}});
-  f[3].valid = false;
-  EXPECT_EQ(decide_recovery(f, two_groups(), 1, nodes()).source, RecoverySource::fresh);
+TEST(Candidates, NothingValidOrNothingCommittedIsAFreshStart) {
+  EXPECT_TRUE(restore_candidates(Mode::self, std::vector<Finding>(8)).epochs.empty());
+  auto f = steady(0);
+  EXPECT_TRUE(restore_candidates(Mode::self, f).epochs.empty());
+  EXPECT_TRUE(restore_candidates(Mode::twin, f).epochs.empty());
+  EXPECT_TRUE(restore_candidates(Mode::single, f).epochs.empty());
 }
 
-TEST(Decision, LostNodeMidComputationRebuildsFromTheCommittedCopy) {
+TEST(Candidates, SelfTriesTheNewestAgreedEpochThenTheOneBefore) {
   auto f = steady(5);
-  f[3] = RankFinding{};
-  const auto d = decide_recovery(f, two_groups(), 1, nodes());
-  EXPECT_EQ(d.source, RecoverySource::committed);
-  EXPECT_EQ(d.epoch, 5);
-  EXPECT_EQ(d.rebuild, (std::vector<int>{3}));
+  EXPECT_EQ(restore_candidates(Mode::self, f).epochs, (std::vector<std::int64_t>{5, 4}));
+  f[3].state = ControlState{5, 6, 6, 5};  // flushing 6: some rank saw every rank encode it
+  EXPECT_EQ(restore_candidates(Mode::self, f).epochs, (std::vector<std::int64_t>{6, 5}));
+  f[3].valid = 0;  // the one that knew is lost: only what the others recorded counts
+  EXPECT_EQ(restore_candidates(Mode::self, f).epochs, (std::vector<std::int64_t>{5, 4}));
+  f = steady(1);
+  EXPECT_EQ(restore_candidates(Mode::self, f).epochs, (std::vector<std::int64_t>{1}));
 }
 
-TEST(Decision, CrashMidFlushFinishesTheFlushFromTheWorkspace) {
+TEST(Candidates, DoubleTriesTheNewestCommittedEpochThenTheOneBefore) {
   auto f = steady(5);
-  for (auto& r : f)
-    r.state = ControlState{6, 6, 6, 5};   // the others committed 6
-  f[3].state = ControlState{5, 6, 6, 5};  // rank 3 died flushing
-  const auto d = decide_recovery(f, two_groups(), 1, nodes());
-  EXPECT_EQ(d.source, RecoverySource::workspace);
-  EXPECT_EQ(d.epoch, 6);
-  EXPECT_TRUE(d.rebuild.empty());
+  f[2].state = ControlState{6, 6, -1, -1};
+  const auto c = restore_candidates(Mode::twin, f);
+  EXPECT_EQ(c.epochs, (std::vector<std::int64_t>{6, 5}));
+  EXPECT_FALSE(c.redo);
 }
 
-TEST(Decision, EncodedButNotAgreedRollsBack) {
+TEST(Candidates, SingleFinishesAnInterruptedUpdateFirst) {
   auto f = steady(5);
-  for (auto& r : f)
-    r.state = ControlState{5, 6, 5, 5};  // D complete, agreement not seen
-  f[2] = RankFinding{};                  // rank 2 lost during the agreement
-  const auto d = decide_recovery(f, two_groups(), 1, nodes());
-  EXPECT_EQ(d.source, RecoverySource::committed);
-  EXPECT_EQ(d.epoch, 5);
-  EXPECT_EQ(d.rebuild, (std::vector<int>{2}));
+  EXPECT_EQ(restore_candidates(Mode::single, f).epochs, (std::vector<std::int64_t>{5}));
+  f[4].state = ControlState{5, 6, -1, -1};  // rank 4 was writing epoch 6 over its only copy
+  const auto c = restore_candidates(Mode::single, f);
+  EXPECT_EQ(c.epochs, (std::vector<std::int64_t>{6, 5}));
+  EXPECT_TRUE(c.redo);
 }
 
-TEST(Decision, LostFlusherWhoseAgreementNobodyRecordedRollsBack) {
-  auto f = steady(5);
-  for (auto& r : f)
-    r.state = ControlState{5, 6, 5, 5};
-  f[4] = RankFinding{};  // the only rank that had seen the agreement, and had begun flushing
-  const auto d = decide_recovery(f, two_groups(), 1, nodes());
-  EXPECT_EQ(d.source, RecoverySource::committed);
-  EXPECT_EQ(d.epoch, 5);
+TEST(RecordedPlan, TheSurvivorsVouchForTheirGroups) {
+  auto f = steady(3);
+  f[3] = Finding{};  // lost: its group still knows it
+  f[3].layout_hash = 103;
+  const GroupPlan plan = recorded_plan(f, nodes(), "job");
+  EXPECT_EQ(plan.members, two_groups().members);
 }
 
-TEST(Decision, AgreementSeenAndNodeLostUsesTheWorkspace) {
-  auto f = steady(5);
-  for (auto& r : f)
-    r.state = ControlState{5, 6, 5, 5};
-  f[0].state = ControlState{6, 6, 6, 5};  // finished its flush
-  f[1].state = ControlState{5, 6, 6, 5};  // saw the agreement
-  f[6] = RankFinding{};
-  const auto d = decide_recovery(f, two_groups(), 1, nodes());
-  EXPECT_EQ(d.source, RecoverySource::workspace);
-  EXPECT_EQ(d.epoch, 6);
-  EXPECT_EQ(d.rebuild, (std::vector<int>{6}));
-}
-
-TEST(Decision, TwoLossesInOneGroupAreUnrecoverableAndSaySo) {
-  auto f = steady(5);
-  f[1] = RankFinding{};
-  f[3] = RankFinding{};
-  const auto d = decide_recovery(f, two_groups(), 1, nodes());
-  EXPECT_EQ(d.source, RecoverySource::unrecoverable);
-  EXPECT_NE(d.reason.find("group 1 lost 2 of its 4 members"), std::string::npos) << d.reason;
-  EXPECT_NE(d.reason.find("rank 1 on node n1"), std::string::npos) << d.reason;
-  EXPECT_NE(d.reason.find("rank 3 on node n3"), std::string::npos) << d.reason;
-}
-
-TEST(Decision, OneLossInEachGroupIsRecoverable) {
-  auto f = steady(5);
-  f[1] = RankFinding{};
-  f[2] = RankFinding{};
-  const auto d = decide_recovery(f, two_groups(), 1, nodes());
-  EXPECT_EQ(d.source, RecoverySource::committed);
-  EXPECT_EQ(d.rebuild, (std::vector<int>{1, 2}));
-}
-
-TEST(Decision, LeftoverFromAnEarlierIncarnationIsTreatedAsLost) {
-  auto f = steady(5);
-  f[7].state = ControlState{2, 2, 2, 2};
-  const auto d = decide_recovery(f, two_groups(), 1, nodes());
-  EXPECT_EQ(d.source, RecoverySource::committed);
-  EXPECT_EQ(d.epoch, 5);
-  EXPECT_EQ(d.rebuild, (std::vector<int>{7}));
-}
-
-TEST(Decision, ResumedRankCannotServeTheWorkspaceSource) {
-  auto f = steady(5);
-  for (auto& r : f)
-    r.state = ControlState{5, 6, 6, 5};
-  f[0].state = ControlState{6, 6, 6, 6};  // impossible in practice, but must not be trusted
-  f[2] = RankFinding{};
-  const auto d = decide_recovery(f, two_groups(), 1, nodes());
-  EXPECT_EQ(d.source, RecoverySource::unrecoverable);
-}
-
-TEST(Decision, InterruptedRollbackIsRedone) {
-  auto f = steady(5);
-  for (auto& r : f)
-    r.state = ControlState{5, 5, 5, -1};
-  f[2].state = ControlState{5, -1, 5, -1};  // killed while copying B back into W
-  f[5].state = ControlState{5, -1, 5, 5};
-  const auto d = decide_recovery(f, two_groups(), 1, nodes());
-  EXPECT_EQ(d.source, RecoverySource::committed);
-  EXPECT_EQ(d.epoch, 5);
-  EXPECT_TRUE(d.rebuild.empty());
-}
-
-// The baselines: epoch e lives in copy e mod copies; `encoded` ahead of `committed` marks an update
-// in progress.
-TEST(DecisionCopies, DoubleFallsBackToTheUntouchedCopy) {
-  auto f = std::vector<RankFinding>(8, RankFinding{true, ControlState{5, 6, -1, -1}});
-  f[3] = RankFinding{};  // lost while copy 0 was being overwritten with epoch 6
-  const auto d = decide_recovery_copies(f, two_groups(), 1, nodes(), 2);
-  EXPECT_EQ(d.source, RecoverySource::committed);
-  EXPECT_EQ(d.epoch, 5);
-  EXPECT_EQ(d.rebuild, (std::vector<int>{3}));
-}
-
-TEST(DecisionCopies, UpdateSeenFinishedSomewhereIsComplete) {
-  auto f = std::vector<RankFinding>(8, RankFinding{true, ControlState{5, 6, -1, -1}});
-  f[0].state = ControlState{6, 6, -1, -1};  // saw every rank finish writing epoch 6
-  f[5] = RankFinding{};
-  for (const int copies : {1, 2}) {
-    const auto d = decide_recovery_copies(f, two_groups(), 1, nodes(), copies);
-    EXPECT_EQ(d.source, RecoverySource::committed);
-    EXPECT_EQ(d.epoch, 6);
-    EXPECT_EQ(d.rebuild, (std::vector<int>{5}));
+TEST(RecordedPlan, AGroupThatLostEveryMemberIsUnrecoverable) {
+  auto f = steady(3);
+  for (const int r : {1, 3, 5, 7}) {
+    f[static_cast<std::size_t>(r)] = Finding{};
+    f[static_cast<std::size_t>(r)].layout_hash = 100 + static_cast<std::uint64_t>(r);
+  }
+  try {
+    recorded_plan(f, nodes(), "job");
+    FAIL() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), SKT_ERR_UNRECOVERABLE);
+    EXPECT_NE(std::string(e.what()).find("group 1 lost all of its members"), std::string::npos)
+        << e.what();
   }
 }
 
-TEST(DecisionCopies, SingleCannotSurviveANodeLostDuringAnUpdate) {
-  auto f = std::vector<RankFinding>(8, RankFinding{true, ControlState{5, 6, -1, -1}});
-  f[3] = RankFinding{};
-  const auto d = decide_recovery_copies(f, two_groups(), 1, nodes(), 1);
-  EXPECT_EQ(d.source, RecoverySource::unrecoverable);
-  EXPECT_NE(d.reason.find("single mode"), std::string::npos) << d.reason;
+TEST(RecordedPlan, DisagreeingRecordsOrAReplacementDeclaringOtherRegionsAreRefused) {
+  auto f = steady(3);
+  f[2].members[1] = 3;  // rank 2 says rank 3 is in its group
+  EXPECT_THROW(recorded_plan(f, nodes(), "job"), Error);
+  f = steady(3);
+  f[5] = Finding{};
+  f[5].layout_hash = 999;  // a replacement that declared other regions
+  try {
+    recorded_plan(f, nodes(), "job");
+    FAIL() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), SKT_ERR_MISMATCH);
+    EXPECT_NE(std::string(e.what()).find("rank 5 declared regions"), std::string::npos);
+  }
 }
 
-TEST(DecisionCopies, SingleFinishesAnUpdateWhenNoMemoryWasLost) {
-  auto f = std::vector<RankFinding>(8, RankFinding{true, ControlState{5, 5, -1, -1}});
-  f[2].state = ControlState{5, 6, -1, -1};  // crashed while writing; its memory survived
-  const auto d = decide_recovery_copies(f, two_groups(), 1, nodes(), 1);
-  EXPECT_EQ(d.source, RecoverySource::redo);
-  EXPECT_EQ(d.epoch, 6);
+// Groups of two_groups(), every member with 10 chunks of 4 KiB, parity m.
+std::vector<GroupShape> shapes(int parity = 1) {
+  const std::vector<std::uint64_t> chunks(8, 10);
+  return group_shapes(two_groups(), chunks, parity, 4096, parity);
 }
 
-TEST(DecisionCopies, SteadyStateRebuildsAndTooManyLossesAreRefused) {
-  auto f = std::vector<RankFinding>(8, RankFinding{true, ControlState{4, 4, -1, -1}});
-  f[6] = RankFinding{};
-  EXPECT_EQ(decide_recovery_copies(f, two_groups(), 1, nodes(), 1).source,
-            RecoverySource::committed);
-  f[4] = RankFinding{};
-  const auto d = decide_recovery_copies(f, two_groups(), 1, nodes(), 2);
-  EXPECT_EQ(d.source, RecoverySource::unrecoverable);
-  EXPECT_NE(d.reason.find("group 0 lost 2"), std::string::npos) << d.reason;
+std::vector<Holdings> everyone_whole() {
+  std::vector<Holdings> h(8);
+  for (auto& x : h)
+    x.whole = true;
+  return h;
+}
+
+TEST(Assess, EverythingHeldNeedsNoRebuild) {
+  const auto v = assess(shapes(), everyone_whole(), false, 5, nodes());
+  EXPECT_TRUE(v.feasible);
+  EXPECT_TRUE(v.lost[0].empty());
+  EXPECT_TRUE(v.repairs[0].empty());
+}
+
+TEST(Assess, OneLostMemberPerGroupIsRebuiltWhole) {
+  auto h = everyone_whole();
+  h[4].whole = false;  // member 2 of group 0
+  h[7].whole = false;  // member 3 of group 1
+  const auto v = assess(shapes(), h, false, 5, nodes());
+  ASSERT_TRUE(v.feasible) << v.reason;
+  EXPECT_EQ(v.lost[0], (std::vector<int>{2}));
+  EXPECT_EQ(v.lost[1], (std::vector<int>{3}));
+  EXPECT_TRUE(v.repairs[0].empty());
+}
+
+TEST(Assess, TwoLostMembersOfOneGroupAreBeyondXor) {
+  auto h = everyone_whole();
+  h[0].whole = false;
+  h[2].whole = false;
+  const auto v = assess(shapes(), h, false, 5, nodes());
+  EXPECT_FALSE(v.feasible);
+  EXPECT_NE(v.reason.find("group 0 lost 2 of its 4 members"), std::string::npos) << v.reason;
+  // Reed-Solomon with two parity chunks rebuilds them.
+  EXPECT_TRUE(assess(shapes(2), h, false, 5, nodes()).feasible);
+}
+
+TEST(Assess, ScatteredDamageIsRepairedRowByRowWithTheLostMembersThere) {
+  const auto s = shapes();
+  const auto& g = s[0].geometry;
+  auto h = everyone_whole();
+  h[2].data_erased = {{4, 5}};    // member 1, chunk 4
+  h[6].parity_erased = {{0, 1}};  // member 3, its first parity chunk
+  h[0].whole = false;             // member 0 lost
+  const std::uint64_t data_row = g.row_of_chunk(1, 4);
+  const std::uint64_t parity_row = g.parity_row(3, 0);
+  ASSERT_NE(data_row, parity_row);
+  const bool lost_in_data_row = !g.chunk_of_row(0, data_row) || *g.chunk_of_row(0, data_row) < 10;
+  auto v = assess(s, h, false, 5, nodes());
+  if (lost_in_data_row) {
+    // Two items of one row gone under xor: refused, naming a row.
+    EXPECT_FALSE(v.feasible);
+    EXPECT_NE(v.reason.find("cannot rebuild row"), std::string::npos) << v.reason;
+  }
+  // Without the loss, each damaged row is repaired on its own.
+  h[0].whole = true;
+  v = assess(s, h, false, 5, nodes());
+  ASSERT_TRUE(v.feasible) << v.reason;
+  ASSERT_EQ(v.repairs[0].size(), 2u);
+  for (const auto& r : v.repairs[0]) {
+    EXPECT_EQ(r.erased, (std::vector<int>{r.row == data_row ? 1 : 3}));
+  }
+}
+
+TEST(Assess, ARowWithALostMemberAndDamageElsewhereIsRepairedWithBoth) {
+  const auto s = shapes(2);  // rs, m = 2
+  const auto& g = s[0].geometry;
+  auto h = everyone_whole();
+  h[0].whole = false;  // member 0 lost
+  h[2].data_erased = {{0, 10}};
+  const auto v = assess(s, h, false, 5, nodes());
+  ASSERT_TRUE(v.feasible) << v.reason;
+  EXPECT_EQ(v.lost[0], (std::vector<int>{0}));
+  ASSERT_EQ(v.repairs[0].size(), 10u);
+  for (const auto& r : v.repairs[0]) {
+    const bool lost_there = !g.chunk_of_row(0, r.row) || *g.chunk_of_row(0, r.row) < 10;
+    EXPECT_EQ(r.erased, lost_there ? (std::vector<int>{0, 1}) : (std::vector<int>{1}));
+  }
+}
+
+TEST(Assess, TheMessageSaysWhenTheWorkspaceWasWrittenBeforeRecovery) {
+  auto h = everyone_whole();
+  h[0].whole = false;
+  h[2].data_erased = {{0, 10}};
+  h[2].first_erased = "region 'x' bytes 0..4095";
+  h[2].first_erased_written = true;
+  const auto v = assess(shapes(), h, false, 5, nodes());
+  ASSERT_FALSE(v.feasible);
+  EXPECT_NE(v.reason.find("region 'x' bytes 0..4095"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("do not write into regions before skt_recover"), std::string::npos);
+}
+
+TEST(Assess, ARedoNeedsEveryRanksDataAndNoChecksum) {
+  auto h = everyone_whole();
+  h[5].parity_erased = {{0, 3}};  // the checksum was being rewritten: irrelevant
+  EXPECT_TRUE(assess(shapes(), h, true, 6, nodes()).feasible);
+  h[5].data_erased = {{2, 3}};
+  EXPECT_FALSE(assess(shapes(), h, true, 6, nodes()).feasible);
+  h = everyone_whole();
+  h[1].whole = false;
+  EXPECT_FALSE(assess(shapes(), h, true, 6, nodes()).feasible);
+}
+
+TEST(Assess, AGroupOfOneToleratesNothing) {
+  const std::vector<std::uint64_t> chunks(2, 3);
+  const auto s = group_shapes(plan_groups(nodes(2), 1, 2), chunks, 1, 4096, 1);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].tolerance, 0);
+  std::vector<Holdings> h(2);
+  h[0].whole = h[1].whole = true;
+  EXPECT_TRUE(assess(s, h, false, 2, nodes(2)).feasible);
+  h[1].data_erased = {{0, 1}};
+  EXPECT_FALSE(assess(s, h, false, 2, nodes(2)).feasible);
+}
+
+TEST(Holdings, RoundTrip) {
+  Holdings h;
+  h.whole = true;
+  h.data_erased = {{1, 3}, {7, 8}};
+  h.parity_erased = {{0, 1}};
+  h.written_blocks = 42;
+  h.first_erased = "region 'a' bytes 0..63";
+  h.first_erased_written = true;
+  const auto back = Holdings::deserialize(h.serialize());
+  EXPECT_EQ(back.whole, h.whole);
+  EXPECT_EQ(back.data_erased, h.data_erased);
+  EXPECT_EQ(back.parity_erased, h.parity_erased);
+  EXPECT_EQ(back.written_blocks, 42u);
+  EXPECT_EQ(back.first_erased, h.first_erased);
+  EXPECT_TRUE(back.first_erased_written);
+  const auto bytes = h.serialize();
+  EXPECT_THROW(Holdings::deserialize(std::span(bytes).first(bytes.size() - 1)), Error);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ namespace {
 
 SegmentHeader sample() {
   SegmentHeader h;
-  h.identity = SegmentIdentity{1000, "job-7", "n3", 5, SegmentKind::region, "grid"};
+  h.identity = SegmentIdentity{1000, "job-7", "n3", 5, SegmentKind::workspace, "workspace"};
   h.nranks = 8;
   h.data_bytes = 123456;
   h.segment_bytes = 131072;
@@ -60,7 +60,7 @@ TEST(Header, IdentityComparesEveryField) {
   other.domain = "n4";
   EXPECT_FALSE(same_identity(base, other));
   other = base;
-  other.kind = SegmentKind::stage;
+  other.kind = SegmentKind::checkpoint;
   EXPECT_FALSE(same_identity(base, other));
   other = base;
   other.name = "grid2";
@@ -79,7 +79,9 @@ TEST(CheckpointInfo, RoundTripsAndDetectsCorruption) {
   info.group_size = 4;
   info.chunk_bytes = 262144;
   info.rows = 12;
-  info.workspace_bytes = 999;
+  info.stage_bytes = 128;
+  info.stage_chunks = 3;
+  info.regions_bytes = 999;
   info.layout_hash = 0xabcdef;
   for (int i = 0; i < 4; ++i) {
     info.members[i] = 2 * i + 1;
@@ -91,8 +93,35 @@ TEST(CheckpointInfo, RoundTripsAndDetectsCorruption) {
   EXPECT_EQ(back.members[3], 7);
   EXPECT_EQ(back.member_chunks[2], 11u);
   EXPECT_EQ(back.layout_hash, 0xabcdefu);
+  EXPECT_EQ(back.stage_chunks, 3u);
+  EXPECT_EQ(back.regions_bytes, 999u);
   page[1030] ^= std::byte{0x40};
   EXPECT_FALSE(decode_checkpoint_info(page.data(), &back));
+}
+
+TEST(ArenaRecord, RoundTripsAndDetectsCorruption) {
+  std::vector<std::byte> page(kHeaderBytes);
+  const ArenaRecord record{81920, 81920, 200, 86016, 77};
+  encode_arena_record(page.data(), record);
+  ArenaRecord back;
+  ASSERT_TRUE(decode_arena_record(page.data(), &back));
+  EXPECT_EQ(back, record);
+  page[1025] ^= std::byte{0x02};
+  EXPECT_FALSE(decode_arena_record(page.data(), &back));
+}
+
+TEST(DigestState, RoundTripsAndIsNothingWhenEmptyOrDamaged) {
+  std::vector<std::byte> slot(kDigestHeaderBytes);
+  EXPECT_FALSE(read_digest_state(slot.data()).has_value());
+  write_digest_state(slot.data(), {12, true, false});
+  EXPECT_EQ(read_digest_state(slot.data()), (DigestState{12, true, false}));
+  write_digest_state(slot.data(), {13, true, true});
+  EXPECT_EQ(read_digest_state(slot.data()), (DigestState{13, true, true}));
+  for (std::size_t i = 0; i < 20; ++i) {
+    auto damaged = slot;
+    damaged[i] ^= std::byte{0x08};
+    EXPECT_FALSE(read_digest_state(damaged.data()).has_value()) << i;
+  }
 }
 
 TEST(Control, NewestValidSlotWins) {

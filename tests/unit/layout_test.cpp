@@ -5,66 +5,101 @@
 namespace skt {
 namespace {
 
-TEST(Layout, RegionsStartOnChunkBoundariesOfTheStream) {
-  const auto l = WorkspaceLayout::plan({{"a", 10000}, {"b", 4096}, {"c", 1}}, 4096);
-  EXPECT_EQ(l.chunks, 3u + 1u + 1u);
-  EXPECT_EQ(l.first_chunk, (std::vector<std::uint64_t>{0, 3, 4}));
-  EXPECT_EQ(l.workspace_bytes, 14097u);
-  EXPECT_EQ(l.copy_offset, (std::vector<std::size_t>{0, 10048, 14144}));
-  EXPECT_EQ(l.copy_bytes, 14208u);
+// Two private objects staged in 128 bytes, regions 'a' (10000 bytes at 0) and 'b' (4096 at
+// 12288) in a regions' area of 16384 bytes.
+std::vector<RegionEntry> entries() {
+  return {{"step", true, 0, 8},
+          {"state", true, 64, 40},
+          {"a", false, 0, 10000},
+          {"b", false, 12288, 4096}};
+}
 
-  std::vector<std::byte> a(10000), b(4096), c(1);
-  std::vector<std::byte*> starts{a.data(), b.data(), c.data()};
-  const auto chunks = l.chunks_at(starts);
+TEST(Layout, TheStreamIsTheStageThenTheRegionsArea) {
+  const auto l = StreamLayout::plan(entries(), 128, 16384, 4096);
+  EXPECT_EQ(l.stage_chunks, 1u);
+  EXPECT_EQ(l.chunks, 1u + 4u);
+  EXPECT_EQ(l.workspace_bytes(), 128u + 16384u);
+  EXPECT_EQ(l.copy_regions_offset(), 128u);
+  EXPECT_EQ(l.copy_bytes(), 128u + 16384u);
+
+  std::vector<std::byte> stage(128), regions(16384);
+  const auto chunks = l.chunks_at(stage.data(), regions.data());
   ASSERT_EQ(chunks.size(), 5u);
-  EXPECT_EQ(chunks.data[2], a.data() + 8192);
-  EXPECT_EQ(chunks.bytes[2], 10000u - 8192u);
-  EXPECT_EQ(chunks.data[3], b.data());
-  EXPECT_EQ(chunks.bytes[3], 4096u);
-  EXPECT_EQ(chunks.bytes[4], 1u);
+  EXPECT_EQ(chunks.data[0], stage.data());
+  EXPECT_EQ(chunks.bytes[0], 128u);
+  EXPECT_EQ(chunks.data[1], regions.data());
+  EXPECT_EQ(chunks.data[4], regions.data() + 12288);
+  EXPECT_EQ(chunks.bytes[4], 4096u);
 
-  std::vector<std::byte> copy(l.copy_bytes);
+  std::vector<std::byte> copy(l.copy_bytes());
   const auto copies = l.copy_chunks(copy.data());
-  EXPECT_EQ(copies.data[3], copy.data() + 10048);
+  EXPECT_EQ(copies.data[1], copy.data() + 128);
   EXPECT_EQ(copies.bytes, chunks.bytes);
 }
 
-TEST(Layout, FirstRegionIsPaddedToWholePeriods) {
-  const auto l = WorkspaceLayout::plan({{"private", 64}, {"a", 10000}}, 4096, 5);
-  EXPECT_EQ(l.chunk_count, (std::vector<std::uint64_t>{5, 3}));
-  EXPECT_EQ(l.first_chunk, (std::vector<std::uint64_t>{0, 5}));
-  EXPECT_EQ(l.chunks, 8u);
-  std::vector<std::byte> p(64), a(10000);
-  std::vector<std::byte*> starts{p.data(), a.data()};
-  const auto chunks = l.chunks_at(starts);
-  ASSERT_EQ(chunks.size(), 8u);
-  EXPECT_EQ(chunks.bytes[0], 64u);
+TEST(Layout, TheStageIsPaddedToWholePeriods) {
+  const auto l = StreamLayout::plan(entries(), 128, 16384, 4096, 5);
+  EXPECT_EQ(l.stage_chunks, 5u);
+  EXPECT_EQ(l.chunks, 9u);
+  std::vector<std::byte> stage(128), regions(16384);
+  const auto chunks = l.chunks_at(stage.data(), regions.data());
   for (int i = 1; i < 5; ++i) {
     EXPECT_EQ(chunks.data[static_cast<std::size_t>(i)], nullptr);
     EXPECT_EQ(chunks.bytes[static_cast<std::size_t>(i)], 0u);
   }
-  EXPECT_EQ(chunks.data[5], a.data());
+  EXPECT_EQ(chunks.data[5], regions.data());
   // The padding does not change what the layout describes.
-  EXPECT_EQ(l.hash, WorkspaceLayout::plan({{"private", 64}, {"a", 10000}}, 4096).hash);
+  EXPECT_EQ(l.hash, StreamLayout::plan(entries(), 128, 16384, 4096).hash);
+  // Without a stage there is nothing to pad.
+  EXPECT_EQ(StreamLayout::plan({{"a", false, 0, 100}}, 0, 128, 4096, 5).stage_chunks, 0u);
 }
 
-TEST(Layout, HashChangesWithNamesAndSizes) {
-  const auto base = WorkspaceLayout::plan({{"a", 100}, {"b", 200}}, 4096).hash;
-  EXPECT_EQ(base, WorkspaceLayout::plan({{"a", 100}, {"b", 200}}, 4096).hash);
-  EXPECT_NE(base, WorkspaceLayout::plan({{"a", 100}, {"b", 201}}, 4096).hash);
-  EXPECT_NE(base, WorkspaceLayout::plan({{"a", 100}, {"c", 200}}, 4096).hash);
-  EXPECT_NE(base, WorkspaceLayout::plan({{"b", 200}, {"a", 100}}, 4096).hash);
+TEST(Layout, HashChangesWithNamesSizesAndPlaces) {
+  const auto base = StreamLayout::plan(entries(), 128, 16384, 4096).hash;
+  EXPECT_EQ(base, StreamLayout::plan(entries(), 128, 16384, 65536).hash);
+  auto other = entries();
+  other[2].bytes = 10001;
+  EXPECT_NE(base, StreamLayout::plan(other, 128, 16384, 4096).hash);
+  other = entries();
+  other[3].name = "c";
+  EXPECT_NE(base, StreamLayout::plan(other, 128, 16384, 4096).hash);
+  other = entries();
+  other[3].offset = 10048;
+  EXPECT_NE(base, StreamLayout::plan(other, 128, 16384, 4096).hash);
+  EXPECT_NE(base, StreamLayout::plan(entries(), 192, 16384, 4096).hash);
+}
+
+TEST(Layout, DirtyRangesBecomeTheBlocksTheyTouchAndTheStageAlways) {
+  const auto l = StreamLayout::plan(entries(), 128, 16384, 4096);
+  enc::StripeGeometry g;
+  g.chunk_bytes = 4096;  // blocks of 64 bytes
+  const auto changed = l.changed_blocks(g, {{"a", 100, 10}, {"b", 4000, 200}, {"nosuch", 0, 9}});
+  ASSERT_EQ(changed.size(), 5u);
+  EXPECT_EQ(changed[0], ~std::uint64_t{0});      // the stage
+  EXPECT_EQ(changed[1], std::uint64_t{1} << 1);  // a bytes 100..109: block 1 of chunk 1
+  EXPECT_EQ(changed[2], 0u);
+  EXPECT_EQ(changed[3], 0u);
+  // b bytes 4000..4095 (the rest is past its end) are blocks 62 and 63 of the last chunk.
+  EXPECT_EQ(changed[4], (std::uint64_t{1} << 63) | (std::uint64_t{1} << 62));
+}
+
+TEST(Layout, DescribesWhatAChunkHolds) {
+  const auto l = StreamLayout::plan(entries(), 128, 16384, 4096);
+  EXPECT_EQ(l.describe(0, 64, 70), "private object 'state'");
+  EXPECT_EQ(l.describe(1, 100, 110), "region 'a' bytes 100..109");
+  EXPECT_EQ(l.describe(3, 1807, 1808), "region 'a' byte 9999");
+  EXPECT_EQ(l.describe(3, 2000, 2100), "the alignment gap between regions");
+  EXPECT_EQ(l.describe(4, 0, 4096), "region 'b' bytes 0..4095");
+  EXPECT_EQ(l.describe(9, 0, 1), "beyond its stream (reads as zero)");
 }
 
 TEST(RegionTable, RoundTripsAndRefusesDamage) {
-  const std::vector<RegionSpec> regions{{"private(state:16;)", 64}, {"a", 10000}, {"", 0}};
-  std::vector<std::byte> table(region_table_bytes(regions));
-  encode_region_table(table.data(), regions);
+  const auto table_entries = entries();
+  std::vector<std::byte> table(region_table_bytes(table_entries));
+  encode_region_table(table.data(), table_entries);
   const auto back = decode_region_table(table.data(), table.size());
   ASSERT_TRUE(back);
-  ASSERT_EQ(back->size(), 3u);
-  EXPECT_EQ((*back)[0].name, "private(state:16;)");
-  EXPECT_EQ((*back)[1].bytes, 10000u);
+  EXPECT_EQ(*back, table_entries);
   // Cut short anywhere, or any byte changed: refused, never read past the end.
   for (std::size_t n = 0; n < table.size(); ++n)
     EXPECT_FALSE(decode_region_table(table.data(), n)) << n;
@@ -75,28 +110,56 @@ TEST(RegionTable, RoundTripsAndRefusesDamage) {
   }
 }
 
-TEST(CheckpointAreas, CopiesChecksumsPendingAndTableFollowEachOtherOnPages) {
-  const auto self = checkpoint_areas(10000, 5000, 1, true);
+TEST(DigestSlot, HoldsAnEpochOnlyWhenItsHeaderSaysSo) {
+  std::vector<std::byte> memory(DigestSlot::bytes(3, 2, 4));
+  EXPECT_EQ(memory.size(), kDigestHeaderBytes + 5u * 4u * 4u);
+  const DigestSlot slot{memory.data(), 3, 2, 4};
+  EXPECT_FALSE(slot.state().has_value());
+  EXPECT_EQ(slot.parity(), slot.data() + 12);
+  slot.set({7, true, false});
+  EXPECT_TRUE(slot.holds(7, false));
+  EXPECT_FALSE(slot.holds(7, true));
+  EXPECT_FALSE(slot.holds(6, false));
+  slot.set({7, true, true});
+  EXPECT_TRUE(slot.holds(7, true));
+  memory[9] ^= std::byte{1};  // the header damaged: nothing
+  EXPECT_FALSE(slot.state().has_value());
+  slot.clear();
+  EXPECT_FALSE(slot.holds(7, false));
+}
+
+TEST(CheckpointAreas, CopiesChecksumsPendingDigestsAndTableFollowEachOtherOnPages) {
+  const auto layout = StreamLayout::plan({{"a", false, 0, 10000}}, 0, 10048, 4096);  // 3 chunks
+  enc::StripeGeometry g;
+  g.group_size = 2;
+  g.parity = 1;
+  g.chunk_bytes = 4096;
+  g.rows = 6;  // 3 parity chunks each
+  const auto self = checkpoint_areas(layout, g, 1, true);
   EXPECT_EQ(self.copy_bytes, 12288u);
-  EXPECT_EQ(self.parity_bytes, 8192u);
+  EXPECT_EQ(self.parity_bytes, 12288u);
+  EXPECT_EQ(self.digest_bytes, 4096u);
   EXPECT_EQ(self.checksum_offset(0), 12288u);
-  EXPECT_EQ(self.pending_offset(), 20480u);
-  EXPECT_EQ(self.table_offset(), 28672u);
-  EXPECT_EQ(self.data_bytes(100), 32768u);
+  EXPECT_EQ(self.pending_offset(), 24576u);
+  EXPECT_EQ(self.digest_offset(6), 36864u);
+  EXPECT_EQ(self.digest_offset(7), 40960u);
+  EXPECT_EQ(self.table_offset(), 45056u);
+  EXPECT_EQ(self.data_bytes(100), 49152u);
   EXPECT_EQ(self.copy_of_epoch(7), 0);
   EXPECT_EQ(self.checksum_of_epoch(6), 12288u);
-  EXPECT_EQ(self.checksum_of_epoch(7), 20480u);
+  EXPECT_EQ(self.checksum_of_epoch(7), 24576u);
 
-  const auto twin = checkpoint_areas(10000, 5000, 2, false);
-  EXPECT_EQ(twin.copy_offset(1), 20480u);
-  EXPECT_EQ(twin.checksum_offset(1), 32768u);
-  EXPECT_EQ(twin.table_offset(), 40960u);
+  const auto twin = checkpoint_areas(layout, g, 2, false);
+  EXPECT_EQ(twin.copy_offset(1), 24576u);
+  EXPECT_EQ(twin.checksum_offset(1), 36864u);
+  EXPECT_EQ(twin.digest_offset(0), 49152u);
+  EXPECT_EQ(twin.table_offset(), 57344u);
   EXPECT_EQ(twin.copy_of_epoch(7), 1);
   EXPECT_EQ(twin.copy_of_epoch(8), 0);
-  EXPECT_EQ(twin.checksum_of_epoch(7), 32768u);
+  EXPECT_EQ(twin.checksum_of_epoch(7), 36864u);
   EXPECT_EQ(twin.checksum_of_epoch(8), 12288u);
 
-  const auto single = checkpoint_areas(10000, 5000, 1, false);
+  const auto single = checkpoint_areas(layout, g, 1, false);
   EXPECT_EQ(single.checksum_of_epoch(7), 12288u);
   EXPECT_EQ(single.checksum_of_epoch(8), 12288u);
 }

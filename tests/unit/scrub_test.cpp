@@ -136,14 +136,5 @@ TEST(Scrub, CheckRowFindsExactlyTheFlippedByte) {
   }
 }
 
-TEST(Scrub, DescribesWhereAChunksBytesBelong) {
-  const auto layout = WorkspaceLayout::plan({{"private", 64}, {"a", 1000}}, 256, 2);
-  EXPECT_EQ(describe_chunk_bytes(layout, 0, 10, 11), "region 'private' byte 10");
-  EXPECT_EQ(describe_chunk_bytes(layout, 0, 100, 101), "padding (reads as zero)");
-  EXPECT_EQ(describe_chunk_bytes(layout, 1, 0, 4), "padding (reads as zero)");
-  EXPECT_EQ(describe_chunk_bytes(layout, 3, 8, 16), "region 'a' bytes 264..271");
-  EXPECT_EQ(describe_chunk_bytes(layout, 9, 0, 1), "beyond its stream (reads as zero)");
-}
-
 }  // namespace
 }  // namespace skt

@@ -22,7 +22,7 @@ SegmentIdentity identity_for(const std::string& job, int rank, const std::string
                          job + "-" + std::to_string(getpid()),
                          "n1",
                          rank,
-                         SegmentKind::region,
+                         SegmentKind::workspace,
                          name};
 }
 
@@ -53,9 +53,21 @@ TEST(Segment, CreatedPrivateAndFoundAgain) {
   EXPECT_EQ(ds.shm_perm.uid, geteuid());
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(s.data()) % 4096, 0u);
 
+  // Attached (here by this very process, standing for a rank of an earlier launch): refused after
+  // the wait, naming the job and the live processes.
+  try {
+    find_segment(id, 0.05);
+    FAIL() << "an attached segment was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), SKT_ERR_BUSY);
+    EXPECT_NE(std::string(e.what()).find("still attached by 1 live process"), std::string::npos)
+        << e.what();
+  }
+  const int shmid = s.id();
+  s.detach();
   FindResult found = find_segment(id);
   ASSERT_TRUE(found.segment.has_value());
-  EXPECT_EQ(found.segment->id(), s.id());
+  EXPECT_EQ(found.segment->id(), shmid);
   EXPECT_EQ(found.segment->header().data_bytes, 10000u);
   EXPECT_EQ(static_cast<unsigned char>(found.segment->data()[9999]), 0x3cu);
 
@@ -65,7 +77,7 @@ TEST(Segment, CreatedPrivateAndFoundAgain) {
   auto other_job = id;
   other_job.job += "x";
   EXPECT_FALSE(find_segment(other_job).segment.has_value());
-  s.remove();
+  found.segment->remove();
 }
 
 TEST(Segment, KeyCollisionProbesOnAndLeavesTheOtherSegmentAlone) {
@@ -88,6 +100,7 @@ TEST(Segment, KeyCollisionProbesOnAndLeavesTheOtherSegmentAlone) {
   }
   Segment s = make(mine, 5000);
   EXPECT_NE(s.id(), foreign);
+  s.detach();
   FindResult found = find_segment(mine);
   ASSERT_TRUE(found.segment.has_value());
   EXPECT_EQ(found.segment->id(), s.id());
@@ -97,7 +110,7 @@ TEST(Segment, KeyCollisionProbesOnAndLeavesTheOtherSegmentAlone) {
   void* p = shmat(foreign, nullptr, SHM_RDONLY);
   EXPECT_EQ(static_cast<unsigned char*>(p)[kHeaderBytes + 4095], 0x11u);
   shmdt(p);
-  s.remove();
+  found.segment->remove();
 }
 
 TEST(Segment, ForeignModeOrGarbageIsNeverAttached) {

@@ -48,7 +48,8 @@ enum skt_error {
   SKT_ERR_STATE = -7,         /* a call out of order (e.g. skt_alloc after skt_recover) */
   SKT_ERR_NOMEM = -8,         /* out of memory */
   SKT_ERR_STALE = -9,         /* segments of this job left over from an earlier run */
-  SKT_ERR_INTERNAL = -10      /* a bug in selfckpt: please report it */
+  SKT_ERR_INTERNAL = -10,     /* a bug in selfckpt: please report it */
+  SKT_ERR_BUSY = -11          /* the job's segments are still attached by an earlier launch */
 };
 
 typedef struct skt_context skt_context;

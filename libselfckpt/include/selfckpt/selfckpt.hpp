@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -140,12 +141,16 @@ class Context {
 };
 
 // A standard allocator over the workspace, for containers whose data should survive a failure:
-//   std::vector<double, skt::allocator<double>> x(n);               // region malloc.<k>, by order
-//   std::vector<double, skt::allocator<double>> y(n, 0.0, skt::allocator<double>("y"));  // by name
+//   std::vector<double, skt::allocator<double>> x(n);                      // region malloc.<k>
+//   std::vector<double, skt::allocator<double>> y(n, skt::allocator<double>("y"));  // by name
 // The rule of skt_malloc holds: allocate (construct, resize, reserve) before Context::recover, and
 // do not grow afterwards (the workspace is fixed; growing throws skt::Error with SKT_ERR_STATE).
-// A named allocator makes exactly one allocation under its name. Needs a Context (the first one
-// created is the default).
+// Elements are default-initialised, not zero-filled: `x(n)` leaves what a relaunch finds in the
+// region for recover() to check and restore. Do not write into regions before recover() (no
+// `x(n, 0.0)`, no initialisation code): fill them when it returns 0. The library detects such
+// writes and restores the checkpoint over them, or refuses to recover when it cannot, but a
+// program that follows the rule never makes it choose. A named allocator makes exactly one
+// allocation under its name. Needs a Context (the first one created is the default).
 template <class T>
 class allocator {
  public:
@@ -165,6 +170,15 @@ class allocator {
     return static_cast<T*>(p);
   }
   void deallocate(T* p, std::size_t) noexcept { skt_free(p); }
+  // Default-initialisation: a container sized before recover() writes nothing into the region.
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
 
   const std::string& name() const noexcept { return name_; }
   template <class U>

@@ -1,0 +1,265 @@
+#include "libselfckpt/src/arena.hpp"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "selfckpt/selfckpt.hpp"
+
+namespace skt {
+
+namespace {
+
+constexpr std::size_t kGiB = std::size_t{1} << 30;
+// The reservation starts on a boundary that suits any page size the segment may use.
+constexpr std::size_t kReserveAlignment = kGiB;
+
+std::size_t round_up(std::size_t value, std::size_t unit) {
+  return (value + unit - 1) / unit * unit;
+}
+
+// Twice the node's memory and 64 GiB more: more than a rank's workspace can ever be, and only
+// addresses (the range is neither backed nor accounted until used).
+std::size_t reservation_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  const std::size_t ram = pages > 0 && page > 0
+                              ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                              : 64 * kGiB;
+  return round_up(2 * ram + 64 * kGiB, kGiB);
+}
+
+// Regions of a page or more start on a page, smaller ones on a cache line.
+std::size_t alignment_for(std::size_t bytes) {
+  return bytes >= kHeaderBytes ? kHeaderBytes : 64;
+}
+
+// Copies the pages of `from` that were ever touched; the others read as zero, as `to` already
+// does.
+void copy_touched(std::byte* to, std::byte* from, std::size_t bytes) {
+  const std::size_t page = kHeaderBytes;
+  const std::size_t pages = (bytes + page - 1) / page;
+  std::vector<unsigned char> resident(pages);
+  if (pages == 0) return;
+  if (mincore(from, pages * page, resident.data()) != 0) {
+    std::memcpy(to, from, bytes);
+    return;
+  }
+  for (std::size_t i = 0; i < pages;) {
+    if ((resident[i] & 1u) == 0) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < pages && (resident[j] & 1u) != 0)
+      ++j;
+    const std::size_t end = std::min(j * page, bytes);
+    std::memcpy(to + i * page, from + i * page, end - i * page);
+    i = j;
+  }
+}
+
+std::string describe_entries(const std::vector<RegionEntry>& entries, std::size_t stage_bytes) {
+  std::string text;
+  for (const auto& e : entries)
+    text += fmt::format("{}'{}' ({} bytes)", text.empty() ? "" : ", ", e.name, e.bytes);
+  if (text.empty()) text = "no regions";
+  if (stage_bytes > 0) text += fmt::format(" and {} bytes of private objects", stage_bytes);
+  return text;
+}
+
+}  // namespace
+
+Arena::Arena(Options options) : options_(std::move(options)) {
+  reserved_ = reservation_bytes();
+  void* p = mmap(nullptr, reserved_ + kReserveAlignment, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    throw Error(SKT_ERR_NOMEM, fmt::format("cannot reserve {} bytes of addresses for the "
+                                           "workspace: {}",
+                                           reserved_, std::strerror(errno)));
+  }
+  reservation_ = static_cast<std::byte*>(p);
+  base_ = reinterpret_cast<std::byte*>(
+      round_up(reinterpret_cast<std::uintptr_t>(reservation_), kReserveAlignment));
+  if (!options_.find_existing) return;
+  try {
+    FindResult result = find_segment(options_.identity, options_.attach_wait_seconds, false);
+    if (result.segment) attach_found(std::move(*result.segment));
+  } catch (...) {
+    munmap(reservation_, reserved_ + kReserveAlignment);
+    throw;
+  }
+}
+
+Arena::~Arena() {
+  segment_.detach();
+  munmap(reservation_, reserved_ + kReserveAlignment);
+}
+
+void Arena::attach_found(Segment found) {
+  const SegmentHeader& header = found.header();
+  if (header.nranks != options_.nranks) {
+    throw Error(
+        SKT_ERR_MISMATCH,
+        fmt::format("the checkpoint of job '{}' was written by {} ranks, this run has {}; "
+                    "relaunch with the same number of ranks or remove the job's segments "
+                    "(skt-shm clean --job {})",
+                    options_.identity.job, header.nranks, options_.nranks, options_.identity.job));
+  }
+  ArenaRecord record;
+  std::optional<std::vector<RegionEntry>> table;
+  if (decode_arena_record(found.base(), &record) && record.table_offset <= header.data_bytes &&
+      record.table_bytes <= header.data_bytes - record.table_offset &&
+      record.stage_offset + record.stage_bytes <= record.table_offset &&
+      record.regions_bytes <= record.stage_offset) {
+    table = decode_region_table(found.data() + record.table_offset, record.table_bytes);
+  }
+  if (!table) {
+    // Its description is damaged, so none of its bytes can be placed: as good as lost. It is
+    // this rank's own segment (owner and identity checked), so it goes.
+    found.remove();
+    return;
+  }
+  if (header.segment_bytes > reserved_) {
+    throw Error(SKT_ERR_SHM, fmt::format("the workspace segment of job '{}' ({} bytes) is larger "
+                                         "than the addresses reserved for it ({} bytes)",
+                                         options_.identity.job, header.segment_bytes, reserved_));
+  }
+  found.remap(base_);
+  segment_ = std::move(found);
+  found_ = true;
+  record_ = record;
+  recorded_ = std::move(*table);
+  // Regions the segment does not record get ordinary memory past its end (and a relaunch that
+  // keeps one of them is refused at seal()).
+  next_ = segment_.header().segment_bytes - kHeaderBytes;
+  mapped_ = next_;
+}
+
+void Arena::map_fresh(std::size_t end) {
+  if (kHeaderBytes + round_up(end, kHeaderBytes) > reserved_) {
+    throw Error(SKT_ERR_NOMEM, fmt::format("the workspace would need {} bytes, more than the {} "
+                                           "bytes of addresses reserved for it",
+                                           end, reserved_));
+  }
+  const std::size_t want = round_up(end, kHeaderBytes);
+  if (want <= mapped_) return;
+  void* p = mmap(regions() + mapped_, want - mapped_, PROT_READ | PROT_WRITE,
+                 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    throw Error(SKT_ERR_NOMEM, fmt::format("cannot map {} bytes for the workspace: {}",
+                                           want - mapped_, std::strerror(errno)));
+  }
+  mapped_ = want;
+}
+
+std::byte* Arena::allocate(const std::string& name, std::size_t bytes) {
+  if (found_) {
+    const auto it = std::find_if(recorded_.begin(), recorded_.end(),
+                                 [&](const RegionEntry& e) { return !e.staged && e.name == name; });
+    if (it != recorded_.end()) {
+      if (it->bytes != bytes) {
+        throw Error(SKT_ERR_MISMATCH,
+                    fmt::format("region '{}' has {} bytes in the checkpoint of job '{}' but {} "
+                                "now; a relaunch must declare the same regions with the same "
+                                "sizes",
+                                name, it->bytes, options_.identity.job, bytes));
+      }
+      live_.push_back(*it);
+      return regions() + it->offset;
+    }
+  }
+  const std::size_t offset = round_up(next_, alignment_for(bytes));
+  map_fresh(offset + bytes);
+  next_ = offset + bytes;
+  live_.push_back({name, false, offset, bytes});
+  return regions() + offset;
+}
+
+bool Arena::release(const std::byte* ptr) {
+  const auto it = std::find_if(live_.begin(), live_.end(),
+                               [&](const RegionEntry& e) { return regions() + e.offset == ptr; });
+  if (it == live_.end()) return false;
+  live_.erase(it);
+  return true;
+}
+
+bool Arena::recorded(const std::string& name) const {
+  return std::any_of(recorded_.begin(), recorded_.end(),
+                     [&](const RegionEntry& e) { return !e.staged && e.name == name; });
+}
+
+const RegionEntry* Arena::region_at(const std::byte* ptr) const {
+  for (const auto& e : live_) {
+    if (regions() + e.offset == ptr) return &e;
+  }
+  return nullptr;
+}
+
+std::vector<RegionEntry> Arena::entries() const {
+  std::vector<RegionEntry> out = live_;
+  std::sort(out.begin(), out.end(),
+            [](const RegionEntry& a, const RegionEntry& b) { return a.offset < b.offset; });
+  return out;
+}
+
+std::size_t Arena::segment_bytes() const noexcept {
+  return segment_ ? segment_.header().segment_bytes : 0;
+}
+
+void Arena::seal(std::size_t stage_bytes) {
+  const std::vector<RegionEntry> live = entries();
+  if (found_) {
+    std::vector<RegionEntry> recorded = recorded_;
+    std::sort(recorded.begin(), recorded.end(),
+              [](const RegionEntry& a, const RegionEntry& b) { return a.offset < b.offset; });
+    if (live != recorded || record_.stage_bytes != stage_bytes) {
+      throw Error(SKT_ERR_MISMATCH,
+                  fmt::format("the workspace of job '{}' rank {} holds {}, but this launch "
+                              "declared {}; a relaunch must declare the same regions, with the "
+                              "same names and sizes, and protect the same private objects (or "
+                              "remove the job's segments to start afresh: skt-shm clean --job {})",
+                              options_.identity.job, options_.identity.rank,
+                              describe_entries(recorded, record_.stage_bytes),
+                              describe_entries(live, stage_bytes), options_.identity.job));
+    }
+    sealed_ = true;
+    return;
+  }
+  ArenaRecord record;
+  for (const auto& e : live)
+    record.regions_bytes = std::max<std::size_t>(record.regions_bytes, e.offset + e.bytes);
+  record.regions_bytes = round_up(record.regions_bytes, 64);
+  record.stage_offset = round_up(record.regions_bytes, kHeaderBytes);
+  record.stage_bytes = stage_bytes;
+  record.table_offset = record.stage_offset + round_up(stage_bytes, kHeaderBytes);
+  record.table_bytes = region_table_bytes(live);
+  SegmentHeader header;
+  header.identity = options_.identity;
+  header.nranks = options_.nranks;
+  header.data_bytes = record.table_offset + round_up(record.table_bytes, kHeaderBytes);
+  Segment fresh = Segment::create(header, options_.huge_pages, false);
+  try {
+    copy_touched(fresh.data(), regions(), std::min(record.regions_bytes, mapped_));
+    encode_arena_record(fresh.base(), record);
+    encode_region_table(fresh.data() + record.table_offset, live);
+    fresh.remap(base_);
+  } catch (...) {
+    fresh.remove();
+    throw;
+  }
+  segment_ = std::move(fresh);
+  record_ = record;
+  sealed_ = true;
+}
+
+void Arena::remove() {
+  if (segment_) segment_.remove();
+}
+
+}  // namespace skt

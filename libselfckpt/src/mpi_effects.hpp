@@ -1,0 +1,68 @@
+// The protocol's effects in production: agreements over the job's communicator, group operations
+// by the encoders over the group's, the control block in the checkpoint segment, SKT_FAULT.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "encoders/codec.hpp"
+#include "encoders/group.hpp"
+#include "encoders/mpi_util.hpp"
+#include "libselfckpt/src/fault.hpp"
+#include "libselfckpt/src/protocol.hpp"
+
+namespace skt {
+
+class MpiEffects : public Effects {
+ public:
+  // `job` is the job's own communicator; `nodes` names each rank's node in messages (it may
+  // still be empty while the ranks have not exchanged them).
+  MpiEffects(MPI_Comm job, const std::vector<std::string>& nodes, const std::string& own_node,
+             const FaultInjector* fault);
+
+  // Collective over the job: this rank's group, where group operations run from now on.
+  void join(int group, int member, const enc::StripeGeometry& geometry, const enc::Codec* codec,
+            std::vector<std::uint64_t> member_chunks, int pipeline_depth);
+  // Where the control block is written.
+  void set_control_page(std::byte* page) noexcept { control_page_ = page; }
+
+  void agree(const std::function<void()>& step) override;
+  void barrier() override;
+  std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine) override;
+  enc::RowMasks row_masks(const enc::ChunkList& mine,
+                          const std::vector<std::uint64_t>& changed) override;
+  std::uint64_t encode(const enc::ChunkList& source, std::byte* parity,
+                       const enc::Incremental* incremental, const enc::Digests& digests,
+                       const Progress& progress) override;
+  void rebuild(std::span<const int> lost, std::span<const std::uint64_t> skip_rows,
+               std::span<const enc::RowRepair> repairs, const enc::ChunkList& mine,
+               std::byte* parity, const Progress& progress) override;
+  void write_control(const ControlState& state) override;
+  void fault(FaultStep step, std::uint64_t epoch) override;
+  Progress midway(FaultStep step, std::uint64_t epoch) override;
+
+ private:
+  MPI_Comm job_;
+  int rank_ = 0;
+  int nranks_ = 1;
+  const std::vector<std::string>& nodes_;
+  const std::string& own_node_;
+  const FaultInjector* fault_;
+  std::byte* control_page_ = nullptr;
+
+  bool joined_ = false;
+  int group_ = 0;
+  int member_ = 0;
+  Comm group_comm_;
+  enc::StripeGeometry geometry_;
+  const enc::Codec* codec_ = nullptr;
+  std::vector<std::uint64_t> member_chunks_;
+  int depth_ = 4;
+  // Encoding buffers, kept from one operation to the next, and kept mapped after an aborted one.
+  enc::ScratchPool scratch_;
+};
+
+}  // namespace skt

@@ -1,0 +1,197 @@
+// The checkpoint and recovery protocol of one rank, as a state machine over a small set of effects.
+//
+// The protocol touches the world only through Effects (agreements and group operations over the
+// job, control-block writes, fault points) and through a RankStore (pointers to the rank's W, B,
+// checksum areas and digests). Production runs it over MPI and shared memory (mpi_effects.hpp);
+// the unit tests run the very same code over a simulated job of several ranks in one process,
+// crashing any rank at any effect, so that crash consistency is tested without MPI.
+//
+// Checkpoint to epoch e+1 (self mode):
+//   staging   stage the private objects into W
+//   encoding  D = code(W), with the CRC of every block of W and of D (the epoch's digest)
+//   encoded   control: D complete for e+1                        -- agreement: every rank encoded
+//   agreed    control: all encoded e+1
+//   flushing  W -> B (what changed)
+//   committed control: B and C hold e+1                          -- agreement: every rank committed
+//   (resumed) control: back in the application at e+1
+// The single and double modes write a copy and then its checksum instead (staging, encoding,
+// committed). A restore verifies every rank's memory against the digests, chooses the newest
+// epoch every group can rebuild (decision.hpp), then settles: each rank mends W and B from each
+// other block by block, the groups rebuild what is gone, and every rank ends with W = B = C's data
+// at that epoch, its digest complete, so that the next failure finds a committed state.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "encoders/codec.hpp"
+#include "encoders/geometry.hpp"
+#include "encoders/group.hpp"
+#include "libselfckpt/src/config.hpp"
+#include "libselfckpt/src/decision.hpp"
+#include "libselfckpt/src/format.hpp"
+#include "libselfckpt/src/layout.hpp"
+#include "selfckpt/selfckpt.hpp"
+
+namespace skt {
+
+using Progress = std::function<void(std::uint64_t, std::uint64_t)>;
+
+// An error every rank raised together, through Effects::agree.
+class AgreedError : public Error {
+ public:
+  using Error::Error;
+};
+
+class Effects {
+ public:
+  virtual ~Effects() = default;
+  // Job-wide: runs `step` on every rank; when it fails on any rank, every rank throws the same
+  // AgreedError. Whatever can fail on one rank between two collectives runs inside a step, group
+  // operations included (a member that fails in one makes the others leave it too).
+  virtual void agree(const std::function<void()>& step) = 0;
+  // Job-wide and infallible: only where every rank is sure to call it too.
+  virtual void barrier() = 0;
+  virtual std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine) = 0;
+  // Group-wide and infallible: the row masks of an incremental encoding.
+  virtual enc::RowMasks row_masks(const enc::ChunkList& mine,
+                                  const std::vector<std::uint64_t>& changed) = 0;
+  // Group operations, inside steps. encode: parity = code(source) over the group, and the CRCs of
+  // the blocks it reads (digests.data) and writes (digests.parity), as enc::encode_group; a group
+  // of one has no parity but still gets its data CRCs. Returns the bytes this rank sent.
+  virtual std::uint64_t encode(const enc::ChunkList& source, std::byte* parity,
+                               const enc::Incremental* incremental, const enc::Digests& digests,
+                               const Progress& progress) = 0;
+  // The lost members' items of every row but `skip_rows`, and every item of `repairs`.
+  virtual void rebuild(std::span<const int> lost, std::span<const std::uint64_t> skip_rows,
+                       std::span<const enc::RowRepair> repairs, const enc::ChunkList& mine,
+                       std::byte* parity, const Progress& progress) = 0;
+  // Local: the rank's control block, ordered after the data it describes.
+  virtual void write_control(const ControlState& state) = 0;
+  // Fault points (SKT_FAULT, and the simulator's): may end the process here, or throw.
+  virtual void fault(FaultStep step, std::uint64_t epoch) = 0;
+  virtual Progress midway(FaultStep step, std::uint64_t epoch) = 0;
+};
+
+// One rank's memory as the protocol sees it, and its group.
+struct RankStore {
+  Mode mode = Mode::self;
+  StreamLayout layout;
+  enc::StripeGeometry geometry;
+  const enc::Codec* codec = nullptr;  // none for a group of one
+  int member = 0;
+  enc::ChunkList workspace;            // W
+  std::vector<enc::ChunkList> copies;  // B: one, or two alternating (double mode)
+  std::byte* stage = nullptr;          // where W stages the private objects
+  std::byte* checkpoint = nullptr;     // the checkpoint segment's data
+  CheckpointAreas areas;
+
+  const enc::ChunkList& copy_of(std::uint64_t epoch) const {
+    return copies[static_cast<std::size_t>(areas.copy_of_epoch(epoch))];
+  }
+  std::byte* checksum_of(std::uint64_t epoch) const {
+    return checkpoint + areas.checksum_of_epoch(epoch);
+  }
+  DigestSlot digest_of(std::uint64_t epoch) const;
+};
+
+// The private objects (skt_protect): staged into W at a checkpoint, written back by a restore.
+struct PrivateObjects {
+  std::function<void(std::byte* stage, const Progress& progress)> stage;
+  std::function<void(const std::byte* stage)> restore;
+};
+
+// What a restore starts from, the same on every rank but for `survivor`.
+struct RestoreInputs {
+  Candidates candidates;
+  bool survivor = false;  // this rank's segments survived (its control state is the protocol's)
+  std::vector<GroupShape> groups;
+  int group = 0;  // this rank's
+  std::vector<std::string> nodes;
+  std::string job;
+};
+
+// How the last checkpoint or restore went on this rank.
+struct ProtocolStats {
+  std::uint64_t sent_bytes = 0;
+  std::uint64_t flushed_bytes = 0;
+  std::uint64_t workspace_blocks_rolled_back = 0;  // restore: W blocks taken back from B
+  // restore: of those, blocks W should have held (its rank was inside the checkpoint, its B not
+  // yet written): the program wrote into its regions before skt_recover
+  std::uint64_t workspace_blocks_overwritten = 0;
+  std::uint64_t copy_blocks_mended = 0;  // restore: B blocks taken from W (a flush finished)
+  std::uint64_t chunks_rebuilt = 0;      // restore: items this rank got from its group
+};
+
+class Protocol {
+ public:
+  // The states a rank passes through; a checkpoint or restore that fails goes back to idle.
+  enum class Phase {
+    idle,
+    staging,
+    encoding,
+    encoded,
+    agreed,
+    flushing,
+    committed,
+    verifying,
+    settling,
+    rebuilding,
+    finishing,
+  };
+
+  Protocol(Mode mode, Effects& effects, RankStore& store, PrivateObjects privates,
+           ControlState state);
+
+  // Collective. `changed`: per stream chunk the blocks that changed since the last commit (the
+  // stage always counts as changed); null: everything may have.
+  void checkpoint(std::uint64_t next, const std::vector<std::uint64_t>* changed);
+  // Collective: verifies, chooses the epoch, settles; returns it (0: a fresh start, for which the
+  // caller has set up empty segments). Throws AgreedError(SKT_ERR_UNRECOVERABLE) when no candidate
+  // can be rebuilt.
+  std::uint64_t restore(const RestoreInputs& in);
+
+  Phase phase() const noexcept { return phase_; }
+  const ControlState& state() const noexcept { return state_; }
+  const ProtocolStats& stats() const noexcept { return stats_; }
+
+ private:
+  struct Verified;
+
+  void enter(Phase next);
+  void checkpoint_self(std::uint64_t next, const std::vector<std::uint64_t>* changed);
+  void checkpoint_copies(std::uint64_t next);
+  Verified verify(std::int64_t epoch, bool redo) const;
+  void mend(const Verified& v, std::int64_t epoch, const Progress& progress);
+  void finish(const Verified& v, std::int64_t epoch, bool redo,
+              std::span<const enc::RowRepair> repairs);
+
+  Mode mode_;
+  Effects& fx_;
+  RankStore& store_;
+  PrivateObjects privates_;
+  ControlState state_;
+  Phase phase_ = Phase::idle;
+  ProtocolStats stats_;
+  // Self mode: after a fresh start, a recovery or a failed checkpoint, D says nothing about W.
+  bool full_encode_needed_ = true;
+  // Self mode: per parity chunk, the blocks the last checkpoint wrote into its checksum area.
+  // The area the next epoch writes still holds the epoch before, so these blocks, unless
+  // rewritten, are carried over from C. Meaningful only while full_encode_needed_ is false.
+  std::vector<std::uint64_t> parity_written_;
+};
+
+const char* phase_name(Protocol::Phase phase) noexcept;
+
+// Copies the blocks in `changed[j]` of every chunk j (all blocks when `changed` is null) of `from`
+// into `to`, chunk lists of the same shape, as pieces.
+std::vector<Piece> block_pieces(const enc::StripeGeometry& geometry, const enc::ChunkList& from,
+                                const enc::ChunkList& to,
+                                const std::vector<std::uint64_t>* changed);
+// Returns the bytes copied; `progress` is told after each piece.
+std::uint64_t copy_pieces(const std::vector<Piece>& pieces, const Progress& progress);
+
+}  // namespace skt

@@ -1,0 +1,126 @@
+// The workspace arena: one segment per rank whatever the number of regions, region pointers that
+// stay valid from skt_alloc on, a relaunch that gets its regions back where they were.
+#include "libselfckpt/src/arena.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "selfckpt/selfckpt.hpp"
+
+namespace skt {
+namespace {
+
+Arena::Options options(const std::string& job) {
+  Arena::Options o;
+  o.identity = SegmentIdentity{static_cast<std::uint32_t>(geteuid()),
+                               job + "-" + std::to_string(getpid()),
+                               "n1",
+                               0,
+                               SegmentKind::workspace,
+                               "workspace"};
+  o.nranks = 2;
+  return o;
+}
+
+int own_segments(const std::string& job) {
+  int n = 0;
+  for (const auto& s : list_own_segments())
+    n += s.header.identity.job == fmt::format("{}-{}", job, getpid()) ? 1 : 0;
+  return n;
+}
+
+TEST(Arena, FortyRegionsMakeOneSegmentAndKeepWhatWasWrittenBeforeSeal) {
+  std::vector<std::byte*> regions;
+  std::size_t total = 0;
+  {
+    Arena arena(options("arena-a"));
+    EXPECT_FALSE(arena.found());
+    for (int i = 0; i < 40; ++i) {
+      const std::size_t bytes = 1000 + 37 * static_cast<std::size_t>(i * i);
+      std::byte* p = arena.allocate(fmt::format("r{}", i), bytes);
+      // Written at once, before the next region exists, as programs do.
+      std::memset(p, i + 1, bytes);
+      regions.push_back(p);
+      total += bytes;
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % (bytes >= 4096 ? 4096 : 64), 0u);
+    }
+    arena.seal(256);
+    EXPECT_EQ(own_segments("arena-a"), 1);
+    for (int i = 0; i < 40; ++i) {
+      const std::size_t bytes = 1000 + 37 * static_cast<std::size_t>(i * i);
+      EXPECT_EQ(static_cast<int>(regions[static_cast<std::size_t>(i)][bytes - 1]), i + 1) << i;
+    }
+    // Alignment gaps are all the arena adds: under a page per region here.
+    EXPECT_LT(arena.regions_bytes(), total + 40 * 4096);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(arena.stage()) % 4096, 0u);
+  }
+  // A relaunch finds the segment and gets each region back at its recorded place, whatever the
+  // order it allocates them in.
+  Arena again(options("arena-a"));
+  EXPECT_TRUE(again.found());
+  for (int i = 39; i >= 0; --i) {
+    const std::size_t bytes = 1000 + 37 * static_cast<std::size_t>(i * i);
+    std::byte* p = again.allocate(fmt::format("r{}", i), bytes);
+    EXPECT_EQ(static_cast<int>(p[0]), i + 1) << i;
+    EXPECT_EQ(static_cast<int>(p[bytes - 1]), i + 1) << i;
+  }
+  again.seal(256);
+  EXPECT_TRUE(again.found());
+  again.remove();
+}
+
+TEST(Arena, ARelaunchThatDeclaresOtherRegionsIsRefusedAndTouchesNothing) {
+  {
+    Arena arena(options("arena-b"));
+    std::memset(arena.allocate("a", 5000), 7, 5000);
+    arena.allocate("b", 100);
+    arena.seal(0);
+  }
+  {
+    Arena other(options("arena-b"));
+    try {
+      other.allocate("a", 5001);
+      FAIL() << "a different size was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), SKT_ERR_MISMATCH);
+      EXPECT_NE(std::string(e.what()).find("region 'a' has 5000 bytes"), std::string::npos);
+    }
+  }
+  {
+    Arena other(options("arena-b"));
+    other.allocate("a", 5000);
+    other.allocate("c", 100);  // not in the checkpoint: ordinary memory until seal
+    try {
+      other.seal(0);
+      FAIL() << "another set of regions was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), SKT_ERR_MISMATCH);
+      EXPECT_NE(std::string(e.what()).find("'b' (100 bytes)"), std::string::npos) << e.what();
+    }
+  }
+  Arena same(options("arena-b"));
+  EXPECT_EQ(static_cast<int>(same.allocate("a", 5000)[4999]), 7);
+  same.allocate("b", 100);
+  same.seal(0);
+  same.remove();
+}
+
+TEST(Arena, ReleasedRegionsLeaveTheTableAndReallocationsKeepTheirPlaces) {
+  Arena arena(options("arena-c"));
+  std::byte* a = arena.allocate("a", 100);
+  std::byte* b = arena.allocate("b", 200);
+  EXPECT_TRUE(arena.release(a));
+  EXPECT_FALSE(arena.release(a));
+  EXPECT_EQ(arena.region_at(b)->name, "b");
+  arena.seal(0);
+  const auto entries = arena.entries();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].name, "b");
+  arena.remove();
+}
+
+}  // namespace
+}  // namespace skt

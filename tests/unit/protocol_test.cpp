@@ -1,0 +1,351 @@
+// The protocol of every mode, crash-tested without MPI or shared memory: a simulated job
+// (protocol_sim.hpp) is crashed at every effect of a checkpoint and of a recovery, on every rank,
+// with and without memory lost, with the other ranks stopped at once or at their next collective,
+// and with a program that writes into its regions before recovering. Every relaunch must restore
+// exactly the data of an epoch the protocol may restore (never below a checkpoint that returned to
+// the program), or refuse with SKT_ERR_UNRECOVERABLE where refusing is allowed; an error on one
+// rank in any collective phase must end as the same error on every rank. Never wrong, never hung.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "tests/unit/protocol_sim.hpp"
+
+namespace skt::sim {
+namespace {
+
+enum class Loss { process, node, beyond };
+const char* loss_name(Loss l) {
+  return l == Loss::process ? "process" : l == Loss::node ? "node" : "beyond";
+}
+
+struct Counts {
+  int cases = 0, exact = 0, refused = 0, wrong = 0, hung = 0;
+  std::vector<std::string> failures;
+  void fail(std::string what) {
+    ++wrong;
+    if (failures.size() < 8) failures.push_back(std::move(what));
+  }
+};
+
+void report(const Shape& shape, const char* what, const Counts& c) {
+  fmt::print("protocol sim [{}] {}: {} cases, {} exact, {} refused, {} wrong, {} hung\n",
+             describe(shape), what, c.cases, c.exact, c.refused, c.wrong, c.hung);
+  for (const auto& f : c.failures)
+    ADD_FAILURE() << f;
+  EXPECT_EQ(c.wrong, 0);
+  EXPECT_EQ(c.hung, 0);
+}
+
+bool any_hung(const std::vector<Outcome>& outs) {
+  return std::any_of(outs.begin(), outs.end(), [](const Outcome& o) { return o.hung; });
+}
+
+std::string summary(const std::vector<Outcome>& outs) {
+  std::string s;
+  for (std::size_t r = 0; r < outs.size(); ++r) {
+    const auto& o = outs[r];
+    s += fmt::format("\n  rank {}: {} restored {} exact {} committed {} error {} {}", r,
+                     o.crashed ? "crashed"
+                     : o.hung  ? "HUNG"
+                               : "ran",
+                     o.restored, o.exact, o.last_committed, o.error, o.message.substr(0, 300));
+  }
+  return s;
+}
+
+// Where the other ranks stop once one crashed: at once or at their next collective, taking turns
+// first to last or last to first, or after a few more effects each (seeded by the case).
+std::vector<Schedule> schedules(std::uint64_t seed) {
+  return {Schedule{false, 0, false, 0}, Schedule{true, 1000, false, 0},
+          Schedule{false, 6, true, seed}};
+}
+
+std::string describe(const Schedule& s) {
+  if (s.seeded) return fmt::format("0 to {} more effects each (seed {})", s.budget, s.seed);
+  return fmt::format("{}, turns {}", s.budget == 0 ? "stop at once" : "run to a collective",
+                     s.reversed ? "last to first" : "first to last");
+}
+
+// The ranks a loss takes: the victim's node, and for `beyond` as many more of its group as the
+// code tolerates.
+std::vector<int> lost_ranks(const Job& job, int victim, Loss loss) {
+  if (loss == Loss::process) return {};
+  std::vector<int> out{victim};
+  if (loss == Loss::beyond) {
+    for (const int r : job.group_of(victim)) {
+      if (static_cast<int>(out.size()) > job.shape().parity) break;
+      if (r != victim) out.push_back(r);
+    }
+  }
+  return out;
+}
+
+// The effects a rank goes through during `activity` of a fault-free launch (or one with `first`).
+int count_effects(const Shape& shape, int rank, int activity, std::int64_t until) {
+  Job job(shape);
+  Launch l;
+  l.until = until;
+  l.count_effects_of = {rank};
+  l.count_activity = activity;
+  return job.run(l)[static_cast<std::size_t>(rank)].effects;
+}
+
+// Judges a relaunch within the tolerance: every rank restored the same epoch, bit for bit, no
+// earlier than `oldest`, and the run went on. A program that wrote into its regions before
+// recovering may instead be refused, with the rule in the message; a single-mode job that lost
+// memory during an update may be refused.
+void judge(Counts& counts, const std::string& where, const std::vector<Outcome>& outs,
+           std::int64_t oldest, std::int64_t until, bool may_refuse) {
+  ++counts.cases;
+  if (any_hung(outs)) {
+    ++counts.hung;
+    counts.failures.push_back(where + ": hung" + summary(outs));
+    return;
+  }
+  const bool all_refused = std::all_of(outs.begin(), outs.end(), [](const Outcome& o) {
+    return !o.crashed && o.error == SKT_ERR_UNRECOVERABLE;
+  });
+  if (all_refused && may_refuse) {
+    ++counts.refused;
+    return;
+  }
+  for (const auto& o : outs) {
+    if (o.crashed || o.error != SKT_OK || o.restored != outs[0].restored || !o.exact ||
+        o.restored < oldest || o.last_committed != until) {
+      counts.fail(where + summary(outs));
+      return;
+    }
+  }
+  ++counts.exact;
+}
+
+class ProtocolCrash : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(ProtocolCrash, EveryEffectOfACheckpointOnEveryRank) {
+  const Shape shape = GetParam();
+  Counts counts;
+  for (int victim = 0; victim < shape.ranks; ++victim) {
+    const int effects = count_effects(shape, victim, 3, 3);
+    ASSERT_GT(effects, 5);
+    for (int at = 1; at <= effects; ++at) {
+      for (const Schedule schedule : schedules(victim * 1000 + at)) {
+        for (const Loss loss : {Loss::process, Loss::node, Loss::beyond}) {
+          for (const bool scribble : {false, true}) {
+            if (loss == Loss::beyond && scribble) continue;  // refused either way
+            const std::string where = fmt::format(
+                "{}: rank {} crashes at effect {} of checkpoint 3 (others: {}), "
+                "{} loss{}",
+                describe(shape), victim, at, describe(schedule), loss_name(loss),
+                scribble ? ", regions written before recovery" : "");
+            Job job(shape);
+            Launch first;
+            first.until = 3;
+            first.fault = Fault{victim, 3, at, false};
+            const auto crashed = job.run(first, schedule);
+            if (any_hung(crashed) || !crashed[static_cast<std::size_t>(victim)].crashed) {
+              ++counts.cases;
+              ++counts.hung;
+              counts.failures.push_back(where + ": the faulty launch" + summary(crashed));
+              continue;
+            }
+            // A checkpoint that returned to the program on any rank is never lost.
+            const bool returned = std::any_of(crashed.begin(), crashed.end(), [](const Outcome& o) {
+              return o.last_committed == 3;
+            });
+            const auto lost = lost_ranks(job, victim, loss);
+            for (const int r : lost)
+              job.lose(r);
+            std::map<int, RankMemory> before;
+            for (int r = 0; r < shape.ranks; ++r) {
+              if (std::find(lost.begin(), lost.end(), r) == lost.end()) before[r] = job.memory(r);
+            }
+            Launch again;
+            again.until = 4;
+            again.scribble = scribble;
+            const auto relaunched = job.run(again);
+            if (loss == Loss::beyond) {
+              ++counts.cases;
+              const bool refused =
+                  std::all_of(relaunched.begin(), relaunched.end(), [](const Outcome& o) {
+                    return !o.crashed && !o.hung && o.error == SKT_ERR_UNRECOVERABLE;
+                  });
+              bool untouched = true;
+              for (const auto& [r, m] : before) {
+                untouched = untouched && m.checkpoint == job.memory(r).checkpoint &&
+                            m.control == job.memory(r).control;
+              }
+              if (any_hung(relaunched)) {
+                ++counts.hung;
+                counts.failures.push_back(where + ": hung" + summary(relaunched));
+              } else if (refused && untouched) {
+                ++counts.refused;
+              } else {
+                counts.fail(where + (untouched ? "" : ": a survivor's checkpoint was touched") +
+                            summary(relaunched));
+              }
+              continue;
+            }
+            const bool may_refuse =
+                scribble || (shape.mode == Mode::single && loss != Loss::process);
+            judge(counts, where, relaunched, returned ? 3 : 2, 4, may_refuse);
+            if (counts.wrong > 0 || relaunched[0].error != SKT_OK) continue;
+            // The state the recovery left is a committed one: a plain relaunch gets epoch 4.
+            Launch third;
+            third.until = 4;
+            const auto last = job.run(third);
+            if (std::any_of(last.begin(), last.end(), [](const Outcome& o) {
+                  return o.restored != 4 || !o.exact || o.error != SKT_OK;
+                })) {
+              counts.fail(where + ": the relaunch after the recovery" + summary(last));
+            }
+          }
+        }
+      }
+    }
+  }
+  report(shape, "crash at every effect of a checkpoint", counts);
+}
+
+TEST_P(ProtocolCrash, EveryEffectOfARecoveryOnEveryRank) {
+  const Shape shape = GetParam();
+  Counts counts;
+  const int victim = 1;
+  const int effects = count_effects(shape, victim, 3, 3);
+  // The first failure: the victim's node is lost at points spread over checkpoint 3.
+  for (const int first_at : {1, effects / 3, 2 * effects / 3, effects}) {
+    for (int second = 0; second < shape.ranks; ++second) {
+      for (const bool node_again : {false, true}) {
+        if (node_again && second != victim) continue;  // a second node would be beyond xor
+        // The recovery's effects on `second` after that failure.
+        int recovery_effects = 0;
+        {
+          Job job(shape);
+          Launch first;
+          first.until = 3;
+          first.fault = Fault{victim, 3, first_at, false};
+          job.run(first);
+          job.lose(victim);
+          Launch count;
+          count.until = 3;
+          count.count_effects_of = {second};
+          count.count_activity = 0;
+          recovery_effects = job.run(count)[static_cast<std::size_t>(second)].effects;
+        }
+        for (int at = 1; at <= recovery_effects; ++at) {
+          const std::string where = fmt::format(
+              "{}: node of rank {} lost at effect {} of checkpoint 3, then rank {} {} "
+              "at effect {} of the recovery",
+              describe(shape), victim, first_at, second, node_again ? "loses its node" : "crashes",
+              at);
+          Job job(shape);
+          Launch first;
+          first.until = 3;
+          first.fault = Fault{victim, 3, first_at, false};
+          const auto crashed = job.run(first);
+          const bool returned = std::any_of(crashed.begin(), crashed.end(),
+                                            [](const Outcome& o) { return o.last_committed == 3; });
+          job.lose(victim);
+          Launch recovering;
+          recovering.until = 3;
+          recovering.fault = Fault{second, 0, at, false};
+          const auto interrupted = job.run(recovering);
+          if (any_hung(interrupted)) {
+            ++counts.cases;
+            ++counts.hung;
+            counts.failures.push_back(where + ": hung" + summary(interrupted));
+            continue;
+          }
+          if (node_again) job.lose(second);
+          Launch again;
+          again.until = 4;
+          judge(counts, where, job.run(again), returned ? 3 : 2, 4, shape.mode == Mode::single);
+        }
+      }
+    }
+  }
+  report(shape, "crash at every effect of a recovery", counts);
+}
+
+TEST_P(ProtocolCrash, AnErrorOnOneRankInAnyCollectivePhaseIsTheSameErrorEverywhere) {
+  const Shape shape = GetParam();
+  Counts counts;
+  for (int rank = 0; rank < shape.ranks; ++rank) {
+    for (const int activity : {3, 0}) {
+      // During the restore of a job whose rank 0 crashed in the middle of checkpoint 3, or
+      // during checkpoint 3 itself.
+      const int effects = activity == 3 ? count_effects(shape, rank, 3, 3) : [&] {
+        Job job(shape);
+        Launch first;
+        first.until = 3;
+        first.fault = Fault{0, 3, 8, false};
+        job.run(first);
+        Launch count;
+        count.until = 3;
+        count.count_effects_of = {rank};
+        count.count_activity = 0;
+        return job.run(count)[static_cast<std::size_t>(rank)].effects;
+      }();
+      for (int at = 1; at <= effects; ++at) {
+        const std::string where =
+            fmt::format("{}: rank {} fails at effect {} of {}", describe(shape), rank, at,
+                        activity == 3 ? "checkpoint 3" : "a recovery");
+        Job job(shape);
+        if (activity == 0) {
+          Launch first;
+          first.until = 3;
+          first.fault = Fault{0, 3, 8, false};
+          job.run(first);
+        }
+        Launch failing;
+        failing.until = 3;
+        failing.fault = Fault{rank, activity, at, true};
+        const auto outs = job.run(failing);
+        ++counts.cases;
+        if (any_hung(outs)) {
+          ++counts.hung;
+          counts.failures.push_back(where + ": hung" + summary(outs));
+          continue;
+        }
+        const bool same = std::all_of(outs.begin(), outs.end(), [&](const Outcome& o) {
+          return !o.crashed && o.error == outs[0].error && o.message == outs[0].message;
+        });
+        if (!same) {
+          counts.fail(where + ": the ranks ended differently" + summary(outs));
+          continue;
+        }
+        // Whatever the failure left, a relaunch restores a committed epoch exactly.
+        Launch again;
+        again.until = 4;
+        const auto relaunched = job.run(again);
+        --counts.cases;
+        judge(counts, where + ", then relaunched", relaunched, 2, 4, false);
+      }
+    }
+  }
+  report(shape, "an error on one rank in every collective phase", counts);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, ProtocolCrash,
+    ::testing::Values(Shape{Mode::self, enc::Scheme::xor_parity, 2, 1, 4, false},
+                      Shape{Mode::self, enc::Scheme::xor_parity, 2, 1, 4, true},
+                      Shape{Mode::self, enc::Scheme::xor_parity, 4, 1, 4, false},
+                      Shape{Mode::self, enc::Scheme::reed_solomon, 4, 2, 4, true},
+                      Shape{Mode::self, enc::Scheme::sum, 2, 1, 4, false},
+                      Shape{Mode::twin, enc::Scheme::xor_parity, 2, 1, 4, false},
+                      Shape{Mode::twin, enc::Scheme::reed_solomon, 4, 2, 4, false},
+                      Shape{Mode::single, enc::Scheme::xor_parity, 2, 1, 4, false},
+                      Shape{Mode::single, enc::Scheme::reed_solomon, 4, 2, 4, false}),
+    [](const ::testing::TestParamInfo<Shape>& info) {
+      std::string name = describe(info.param);
+      for (char& c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
+
+}  // namespace
+}  // namespace skt::sim
