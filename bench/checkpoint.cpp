@@ -1,6 +1,8 @@
 // bench-checkpoint: what a checkpoint and a recovery cost through the library, by mode, scheme and
-// group size, next to a memcpy of the workspace by the same ranks in the same run; and the shared
-// memory per rank next to the formulas of the three modes.
+// group size, next to a memcpy of the workspace by the same ranks in the same run; the shared
+// memory per rank next to the formulas of the three modes; and the time a recovery spends verifying
+// memory against the block CRCs. (What the CRCs cost a checkpoint is measured by bench-encode,
+// encoding with and without them: they are taken in the encoding's pass.)
 //
 //   mpirun -n 16 bench-checkpoint --mib 32
 //
@@ -105,8 +107,8 @@ int main(int argc, char** argv) {
         mib, memcpy_time);
     table = std::make_unique<skt::bench::Table>(
         std::vector<std::string>{"mode", "scheme", "m", "G", "ckpt_s", "ckpt/memcpy", "incr_s",
-                                 "incr/full", "recover_s", "recover/ckpt", "relaunch_s",
-                                 "mem_usable", "formula"},
+                                 "incr/full", "recover_s", "recover/ckpt", "verify_s",
+                                 "verify/ckpt", "relaunch_s", "mem_usable", "formula"},
         csv);
   }
 
@@ -130,7 +132,7 @@ int main(int argc, char** argv) {
       const std::string job = tag.data();
       setenv("SKT_JOB", job.c_str(), 1);
 
-      double full = 1e30, incremental = 1e30, recover = 0, relaunch = 0, usable = 0;
+      double full = 1e30, incremental = 1e30, recover = 0, relaunch = 0, usable = 0, verify = 0;
       {
         skt::Context ctx(MPI_COMM_WORLD);
         auto data = ctx.alloc<double>("data", doubles);
@@ -179,6 +181,7 @@ int main(int argc, char** argv) {
         ctx.recover();
         relaunch = slowest(MPI_Wtime() - start);
         recover = slowest(ctx.stats().last_recover_seconds);
+        verify = slowest(ctx.stats().last_verify_seconds);
         ctx.finalize(true);
       }
       setenv("SKT_NODE", fmt::format("b{}", rank).c_str(), 1);
@@ -190,6 +193,7 @@ int main(int argc, char** argv) {
                     skt::bench::num(incremental, 4),
                     self && v.scheme != "sum" ? skt::bench::num(incremental / full, 3) : "-",
                     skt::bench::num(recover, 4), skt::bench::num(recover / full, 2),
+                    skt::bench::num(verify, 4), skt::bench::num(verify / full, 3),
                     skt::bench::num(relaunch, 4), skt::bench::num(usable, 4),
                     skt::bench::num(usable_fraction(v.mode, g, v.parity), 4)});
       }

@@ -146,6 +146,62 @@ RowMasks agree_row_masks(MPI_Comm group, const StripeGeometry& geometry, const C
   return out;
 }
 
+void combine_parity_crcs(GroupLink& link, const StripeGeometry& geometry,
+                         std::span<const std::uint64_t> counts, const std::uint32_t* data,
+                         std::uint32_t* parity) {
+  const int g = geometry.group_size;
+  const int me = link.rank();
+  const auto blocks = static_cast<std::uint64_t>(geometry.blocks_per_chunk());
+  // Every member's data CRCs, all of them: 4 bytes per block, a thousandth of the data.
+  std::vector<std::vector<std::uint32_t>> crcs(static_cast<std::size_t>(g));
+  std::vector<MPI_Request> receives, sends;
+  struct Abandon {
+    std::vector<MPI_Request>& receives;
+    std::vector<MPI_Request>& sends;
+    ~Abandon() {
+      GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
+      GroupLink::abandon_sends(sends.data(), static_cast<int>(sends.size()));
+    }
+  } abandon{receives, sends};
+  constexpr int kCrcTag = 0x5e4;
+  const std::uint64_t mine = counts[static_cast<std::size_t>(me)] * blocks;
+  for (int d = 0; d < g; ++d) {
+    if (d == me) continue;
+    auto& list = crcs[static_cast<std::size_t>(d)];
+    list.resize(counts[static_cast<std::size_t>(d)] * blocks);
+    receives.emplace_back();
+    SKT_MPI(MPI_Irecv(list.data(), static_cast<int>(list.size()), MPI_UINT32_T, d, kCrcTag,
+                      link.comm(), &receives.back()));
+    sends.emplace_back();
+    SKT_MPI(MPI_Isend(data, static_cast<int>(mine), MPI_UINT32_T, d, kCrcTag, link.comm(),
+                      &sends.back()));
+  }
+  crcs[static_cast<std::size_t>(me)].assign(data, data + mine);
+  link.wait_all(static_cast<int>(receives.size()), receives.data(), nullptr);
+  std::vector<std::uint32_t> zero(blocks);
+  for (std::uint64_t b = 0; b < blocks; ++b)
+    zero[b] = block_crc(geometry, nullptr, 0, static_cast<int>(b));
+  const int k = geometry.data_width();
+  for (std::uint64_t p = 0; p < geometry.parity_chunks(); ++p) {
+    const std::uint64_t row = geometry.parity_row(me, p);
+    for (std::uint64_t b = 0; b < blocks; ++b) {
+      // XOR is linear, and so is a CRC: the CRC of a XOR of k blocks is the XOR of their CRCs,
+      // and of the CRC of a zero block when k is even (the seed counts once).
+      std::uint32_t crc = k % 2 == 0 ? zero[b] : 0;
+      for (int t = 0; t < k; ++t) {
+        const int d =
+            wrap(static_cast<int>(row % static_cast<std::uint64_t>(g)) + geometry.parity + t, g);
+        const std::uint64_t j = *geometry.chunk_of_row(d, row);
+        crc ^= j < counts[static_cast<std::size_t>(d)]
+                   ? crcs[static_cast<std::size_t>(d)][j * blocks + b]
+                   : zero[b];
+      }
+      parity[p * blocks + b] = crc;
+    }
+  }
+  link.wait_all(static_cast<int>(sends.size()), sends.data(), nullptr);
+}
+
 std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, const Codec& codec,
                            std::span<const std::uint64_t> counts, const ChunkList& mine,
                            std::byte* parity, const PipelineOptions& options,
@@ -160,6 +216,10 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
   const std::uint64_t mine_count = mine.size();
   const auto blocks = static_cast<std::size_t>(geometry.blocks_per_chunk());
   const std::uint64_t all_blocks = geometry.block_mask(0, chunk);
+  // Under xor a parity block's CRC follows from its sources' CRCs: it is combined from them at
+  // the end rather than taken by reading the parity.
+  const bool combined_crcs = codec.scheme() == Scheme::xor_parity && digests != nullptr &&
+                             digests->data != nullptr && digests->parity != nullptr;
 
   // What of a row travels: all of it, encoded afresh, or the segments of its changed blocks.
   const std::vector<RowSegment> whole{{0, chunk, true}};
@@ -295,7 +355,7 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
       std::byte* const out = parity + index * chunk;
       const std::size_t first = w * per_period + static_cast<std::size_t>(l * k);
       auto record = [&] {
-        if (digests == nullptr || digests->parity == nullptr) return;
+        if (digests == nullptr || digests->parity == nullptr || combined_crcs) return;
         chunk_crcs(geometry, out, static_cast<std::uint32_t>(chunk),
                    incremental != nullptr ? incremental->rows->any[row] : all_blocks,
                    digests->parity + index * blocks);
@@ -328,6 +388,7 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
     if (q >= window) complete(q - window);
     if (q < periods) post(q);
   }
+  if (combined_crcs) combine_parity_crcs(link, geometry, counts, digests->data, digests->parity);
   return sent;
 }
 
@@ -508,17 +569,41 @@ void repair_rows(GroupLink& link, const StripeGeometry& geometry, const Codec& c
   }
 }
 
+namespace {
+
+// Seeded with all ones, so that a block of zeros does not have a CRC of zero.
+constexpr std::uint32_t kCrcSeed = 0xffffffffu;
+
+// Continues a CRC over `count` zero bytes.
+std::uint32_t crc_zeros(std::uint32_t crc, std::size_t count) noexcept {
+  static const std::vector<unsigned char> zeros(std::size_t{64} << 10, 0);
+  while (count > 0) {
+    const std::size_t n = std::min(count, zeros.size());
+    crc = crc32_iscsi(const_cast<unsigned char*>(zeros.data()), static_cast<int>(n), crc);
+    count -= n;
+  }
+  return crc;
+}
+
+}  // namespace
+
 std::uint32_t block_crc(const StripeGeometry& geometry, const std::byte* chunk, std::uint32_t valid,
                         int block) noexcept {
   const std::size_t size = geometry.block_bytes();
   const std::size_t begin = static_cast<std::size_t>(block) * size;
-  const std::size_t end = std::min<std::size_t>({begin + size, valid, geometry.chunk_bytes});
-  // Seeded with all ones, so that a block of zeros does not have a CRC of zero.
-  constexpr std::uint32_t kSeed = 0xffffffffu;
-  if (chunk == nullptr || begin >= end) return kSeed;
-  return crc32_iscsi(
-      const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(chunk + begin)),
-      static_cast<int>(end - begin), kSeed);
+  const std::size_t end = std::min<std::size_t>(begin + size, geometry.chunk_bytes);
+  if (begin >= end) return kCrcSeed;
+  // Over the whole block, the bytes past the chunk's valid ones as the zeros they read as: so a
+  // parity block's CRC is a function of its sources' (see combine_parity_crcs).
+  const std::size_t data_end =
+      chunk == nullptr ? begin : std::clamp<std::size_t>(valid, begin, end);
+  std::uint32_t crc = kCrcSeed;
+  if (data_end > begin) {
+    crc = crc32_iscsi(
+        const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(chunk + begin)),
+        static_cast<int>(data_end - begin), crc);
+  }
+  return crc_zeros(crc, end - data_end);
 }
 
 void chunk_crcs(const StripeGeometry& geometry, const std::byte* chunk, std::uint32_t valid,

@@ -91,8 +91,10 @@ struct Incremental {
 // Block checksums (block_crc) that an encoding writes as it goes, block by block of a chunk
 // (geometry.blocks_per_chunk() entries per chunk): of every data block it reads from the stream
 // (all of them, or the changed ones when incremental) and of every parity block it writes. The
-// CRC of a block is taken just before the block is sent, while it is in cache, so it costs
-// little beyond the encoding's own pass.
+// CRC of a data block is taken just before the block is sent, which then reads it from cache.
+// Under xor the parity blocks' CRCs are not read from the parity: they are combined from the
+// data blocks' (see combine_parity_crcs), which needs `data` to hold the CRCs of every block of
+// the stream (an incremental encoding's caller fills the unchanged ones from the last epoch).
 struct Digests {
   std::uint32_t* data = nullptr;    // [chunk * blocks_per_chunk + block], this member's stream
   std::uint32_t* parity = nullptr;  // [parity index * blocks_per_chunk + block]
@@ -134,8 +136,14 @@ void repair_rows(GroupLink& link, const StripeGeometry& geometry, const Codec& c
                  std::span<const std::uint64_t> member_chunks, std::span<const RowRepair> rows,
                  const ChunkList& mine, std::byte* parity, const PipelineOptions& options);
 
-// The CRC-32C of block `block` of a chunk, over the block's bytes that lie within the chunk's
-// `valid` bytes (a block with none of them has the CRC of no bytes).
+// Collective over the link's group, xor only: every member's parity block CRCs from all members'
+// data block CRCs (`data`: this member's, every block of its stream), which the members exchange.
+void combine_parity_crcs(GroupLink& link, const StripeGeometry& geometry,
+                         std::span<const std::uint64_t> counts, const std::uint32_t* data,
+                         std::uint32_t* parity);
+
+// The CRC-32C of block `block` of a chunk, over the whole block, the bytes past the chunk's
+// `valid` ones (all of them for a null chunk) taken as zeros.
 std::uint32_t block_crc(const StripeGeometry& geometry, const std::byte* chunk, std::uint32_t valid,
                         int block) noexcept;
 // The CRCs of the blocks of `mask` into out[block].

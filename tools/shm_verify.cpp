@@ -260,10 +260,11 @@ std::optional<bool> Verifier::verify_group(const GroupKey& key,
   }
   say(
       fmt::format("{}: epoch {}: CORRUPT: {} item{} of the committed copies and checksums do{} "
-                  "not match their CRCs; {} of {} checksum chunks disagree{} with the committed "
+                  "not match {} CRCs; {} of {} checksum chunks disagree{} with the committed "
                   "copies\n",
                   title, epoch, bad.size(), bad.size() == 1 ? "" : "s", bad.size() == 1 ? "es" : "",
-                  all.size(), info.rows * info.parity, all.size() == 1 ? "s" : ""));
+                  bad.size() == 1 ? "its" : "their", all.size(), info.rows * info.parity,
+                  all.size() == 1 ? "s" : ""));
   // The damage the digests locate, item by item.
   const std::vector<BadItem> shown_items(
       bad.begin(), bad.begin() + std::min<std::ptrdiff_t>(max_rows_shown_,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstring>
 
 namespace skt {
@@ -439,7 +440,12 @@ std::uint64_t Protocol::restore(const RestoreInputs& in) {
     for (std::size_t k = 0; k < epochs.size() && chosen < 0; ++k) {
       const std::int64_t epoch = epochs[k];
       const bool redo_here = in.candidates.redo && k == 0;
-      fx_.agree([&] { mine = in.survivor ? verify(epoch, redo_here) : Verified{}; });
+      fx_.agree([&] {
+        const auto start = std::chrono::steady_clock::now();
+        mine = in.survivor ? verify(epoch, redo_here) : Verified{};
+        stats_.verify_seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      });
       const auto all = fx_.gather(mine.holdings.serialize());
       std::vector<Holdings> holdings;
       for (const auto& bytes : all)

@@ -124,6 +124,7 @@ struct ProtocolStats {
   std::uint64_t workspace_blocks_overwritten = 0;
   std::uint64_t copy_blocks_mended = 0;  // restore: B blocks taken from W (a flush finished)
   std::uint64_t chunks_rebuilt = 0;      // restore: items this rank got from its group
+  double verify_seconds = 0;             // restore: checking memory against the digests
 };
 
 class Protocol {

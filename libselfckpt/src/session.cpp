@@ -499,6 +499,7 @@ std::uint64_t Session::restore() {
   log_->set_epoch(epoch_);
   recovered_ = true;
   last_recover_seconds_ = MPI_Wtime() - start;
+  last_verify_seconds_ = protocol_->stats().verify_seconds;
   log_->debug(
       "recovery took {:.4f} s: {:.4f} s to inspect and decide, {:.4f} s to join the group, "
       "{:.4f} s to verify, rebuild and settle",
@@ -613,6 +614,7 @@ skt_stats Session::stats() const {
   if (protocol_) {
     s.last_sent_bytes = protocol_->stats().sent_bytes;
     s.last_flushed_bytes = protocol_->stats().flushed_bytes;
+    s.last_verify_seconds = last_verify_seconds_;
   }
   return s;
 }

@@ -105,7 +105,8 @@ class Session {
 
   double last_checkpoint_seconds_ = 0;  // slowest rank's time for the last checkpoint
   double last_recover_seconds_ = 0;
-  double last_commit_time_ = 0;  // MPI_Wtime when the last checkpoint or recovery ended
+  double last_verify_seconds_ = 0;  // of the last recovery
+  double last_commit_time_ = 0;     // MPI_Wtime when the last checkpoint or recovery ended
 };
 
 }  // namespace skt

@@ -76,7 +76,7 @@ def main(argv):
             code, out = verify(job, nodes)
             located = out
             region = where.group(1).rsplit(" byte ", 1)[0] if where else "?"
-            expect(code == 1 and re.search(r"group 1 .*CORRUPT: 1 item of .* do(es)? not match their CRCs", out) and
+            expect(code == 1 and re.search(r"group 1 .*CORRUPT: 1 item of .* does not match its CRCs", out) and
                    re.search(rf"rank 5, its committed copy: {re.escape(region)} bytes? \d+", out) and
                    (settings.get("SKT_SCHEME") == "sum" or f"rank 5, its committed copy: {where.group(1)}" in out) and
                    "group 0 " in out and "1 clean, 1 corrupt" in out,

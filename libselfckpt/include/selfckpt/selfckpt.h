@@ -136,6 +136,8 @@ typedef struct skt_stats {
   double last_recover_seconds;
   uint64_t last_sent_bytes;    /* bytes this rank sent to its group in the last checkpoint */
   uint64_t last_flushed_bytes; /* bytes it copied locally: into B, and C's blocks into D */
+  double last_verify_seconds;  /* of the last recovery, this rank's time checking its memory
+                                  (W, B, C) block by block against the CRCs of the epoch */
 } skt_stats;
 
 int skt_get_stats(const skt_context* ctx, skt_stats* stats);
