@@ -92,19 +92,24 @@ def main(directory, target):
                       "(`tools/skt-model interval`):\n\n```\n" + interval + "```\n")
 
     md.append("## The restart daemon\n")
-    md.append(command("tools/demo.sh") + " — SKT-HPL under `skt-run` on 4 virtual nodes, node n2 killed.\n")
+    md.append(command("tools/demo.sh") + " — SKT-HPL under `skt-run` on 4 virtual nodes: node n2 killed, "
+              "then rank 1 stopped.\n")
     with open(os.path.join(d, "demo.txt")) as f:
         demo = f.read()
-    lines = [l.strip() for l in demo.splitlines() if re.search(r"skt-inject: \d|\[skt-run|recovered", l)]
+    lines = [l.strip() for l in demo.splitlines()
+             if re.search(r"skt-inject: \d|\[skt-run|recovered|stopped|hang was seen", l)]
     md.append("```\n" + "\n".join(lines) + "\n```\n")
     killed = re.search(r"skt-inject: (\d+):(\d+):([\d.]+) killed", demo)
     failed = re.search(r"\[skt-run (\d+):(\d+):([\d.]+) \+[\d.]+s\] run 1 failed", demo)
-    ran = re.search(r"relaunched program ran ([\d.]+) s after the failure was seen", demo)
-    if killed and failed and ran:
+    restored = re.search(r"restored epoch \d+, ([\d.]+) s after the failure was seen", demo)
+    if killed and failed and restored:
         sec = lambda m: int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
         detect = sec(failed) - sec(killed)
         md.append(f"Node killed → mpirun's exit seen: {detect:.2f} s; failure seen → relaunched program "
-                  f"running (first output): {float(ran.group(1)):.2f} s; in all {detect + float(ran.group(1)):.2f} s.\n")
+                  f"restored: {float(restored.group(1)):.2f} s; in all {detect + float(restored.group(1)):.2f} s.\n")
+    hang = re.search(r"the hang was seen ([\d.]+) s after the SIGSTOP", demo)
+    if hang:
+        md.append(f"Rank stopped (SIGSTOP) → hang seen by the watchdog: {hang.group(1)} s (--silence 10).\n")
 
     md.append("## The model\n")
     for name, title in (("model-memory", "Usable memory fraction (eq. 6–8)"),

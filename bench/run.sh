@@ -37,9 +37,9 @@ done
   skt_say "local kernels (one core)"
   "$bin/bench-kernels" --csv "$out/kernels.csv"
   skt_say "group encoding: $ranks ranks, $mib MiB each"
-  mpirun -n "$ranks" "$bin/bench-encode" --mib "$mib" --groups "$groups" --csv "$out/encode.csv"
+  mpirun --oversubscribe -n "$ranks" "$bin/bench-encode" --mib "$mib" --groups "$groups" --csv "$out/encode.csv"
   skt_say "checkpoint and recovery: $ranks ranks, $mib MiB each"
-  mpirun -n "$ranks" "$bin/bench-checkpoint" --mib "$mib" --groups "$groups" --csv "$out/checkpoint.csv"
+  mpirun --oversubscribe -n "$ranks" "$bin/bench-checkpoint" --mib "$mib" --groups "$groups" --csv "$out/checkpoint.csv"
   if [ -n "$hpl_n" ]; then
     skt_say "SKT-HPL vs PDGESV and DGEMM, checkpoint overhead and traffic: N=$hpl_n, 2 ranks"
     mpirun -n 2 --bind-to core "$bin/bench-hpl" --n "$hpl_n" --csv "$out/hpl.csv"

@@ -1,6 +1,8 @@
-// skt-run: launches an MPI program on a ranklist, and when a run fails, probes the nodes, swaps
-// each dead node for a spare (healthy ranks stay where their memory is) and relaunches, until the
-// program succeeds or cannot go on.
+// skt-run: launches an MPI program on a ranklist and keeps it going without a human: when a run
+// fails or hangs, it probes the nodes, swaps each dead node for a spare (healthy ranks stay where
+// their memory is) and relaunches, until the program succeeds or cannot go on. What it knows of a
+// job lives in the job's state directory, so that the same command resumes a job it stopped.
+#include <fcntl.h>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,15 +15,17 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <regex>
 #include <thread>
 
 #include "daemon/probe.hpp"
 #include "daemon/process.hpp"
 #include "daemon/ranklist.hpp"
+#include "daemon/state.hpp"
+#include "daemon/watch.hpp"
 
 extern char** environ;
 
@@ -29,20 +33,30 @@ namespace skt::run {
 namespace {
 
 // skt-run's own exit codes, beyond the program's 0, 2, 3 and 4 which it passes on.
+constexpr int kExitUsage = 2;
 constexpr int kExitOutOfSpares = 5;
 constexpr int kExitRestartBudget = 6;
 constexpr int kExitLaunchFailed = 7;
 
-std::atomic<pid_t> g_child{-1};
+// A job tag leaves room for the sub-jobs a program derives from it (skt-hpl's TAG+t12).
+constexpr std::size_t kMaxJobTag = 48;
+
+// A signal to skt-run (SIGINT, SIGTERM, SIGHUP) is written to this pipe, which the run's loop
+// watches.
+int g_signal_pipe[2] = {-1, -1};
 std::atomic<int> g_signal{0};
 
-extern "C" void forward_signal(int sig) {
+extern "C" void on_signal(int sig) {
   g_signal = sig;
-  const pid_t child = g_child;
-  if (child > 0) ::kill(child, sig);
+  const char byte = 1;
+  [[maybe_unused]] const auto n = ::write(g_signal_pipe[1], &byte, 1);
 }
 
 using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 class Log {
  public:
@@ -56,9 +70,6 @@ class Log {
                fmt::localtime(std::chrono::system_clock::to_time_t(now)), ms, seconds_since(start_),
                fmt::format(format, std::forward<Args>(args)...));
     std::fflush(stderr);
-  }
-  static double seconds_since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
   }
 
  private:
@@ -74,11 +85,19 @@ struct Options {
   std::string launcher = "mpirun";
   std::string launcher_args;
   std::string probe = "auto";
-  std::string registry = default_registry();
+  std::string registry;
   int max_restarts = 5;
   double backoff = 0;
   std::string ranklist_out;
   std::string shm_tool;
+  std::string state_dir;
+  std::string revive;
+  std::string monitor_host;
+  double silence = WatchLimits{}.silence;
+  double startup = WatchLimits{}.startup;
+  double progress_floor = WatchLimits{}.progress_floor;
+  std::optional<double> hang_timeout;
+  double probe_interval = 5;
   bool dry_run = false;
   bool fresh_if_unrecoverable = false;
   std::vector<std::string> command;
@@ -90,15 +109,6 @@ std::string read_file(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-std::vector<std::string> split_words(const std::string& text) {
-  std::stringstream in(text);
-  std::vector<std::string> out;
-  std::string w;
-  while (in >> w)
-    out.push_back(w);
-  return out;
 }
 
 // For display only: the command as a shell would need it quoted.
@@ -123,12 +133,6 @@ std::string shell_quoted(const std::vector<std::string>& argv) {
   return out;
 }
 
-std::string fresh_job_tag() {
-  const auto t = std::chrono::system_clock::now().time_since_epoch();
-  return fmt::format("skt-{:x}-{:x}", std::chrono::duration_cast<std::chrono::seconds>(t).count(),
-                     ::getpid());
-}
-
 // skt-shm: next to this program (installed), in the build tree's tools/, or in PATH.
 std::string locate_shm_tool() {
   std::error_code ec;
@@ -140,6 +144,45 @@ std::string locate_shm_tool() {
     }
   }
   return find_program("skt-shm");
+}
+
+// Settings that make no sense, said in words.
+void validate(const Options& o) {
+  if (o.nodes.find_first_of(" \t\n") != std::string::npos) {
+    throw std::invalid_argument(
+        fmt::format("--nodes '{}': node names are separated by commas, without spaces", o.nodes));
+  }
+  if (o.ranks_per_node < 1) {
+    throw std::invalid_argument(
+        fmt::format("--ranks-per-node {}: every node runs at least one rank", o.ranks_per_node));
+  }
+  if (o.spares && *o.spares < 0) {
+    throw std::invalid_argument(
+        fmt::format("--spares {}: the number of spare nodes cannot be negative", *o.spares));
+  }
+  if (o.max_restarts < 0) {
+    throw std::invalid_argument(fmt::format(
+        "--max-restarts {}: the number of relaunches cannot be negative", o.max_restarts));
+  }
+  for (const auto& [name, value] : {std::pair{"--backoff", o.backoff},
+                                    {"--silence", o.silence},
+                                    {"--startup", o.startup},
+                                    {"--progress-floor", o.progress_floor},
+                                    {"--probe-interval", o.probe_interval}}) {
+    if (!(value >= 0)) {
+      throw std::invalid_argument(fmt::format("{} {}: a duration cannot be negative", name, value));
+    }
+  }
+  if (o.hang_timeout && !(*o.hang_timeout > 0)) {
+    throw std::invalid_argument(
+        fmt::format("--hang-timeout {}: give a positive number of seconds", *o.hang_timeout));
+  }
+  if (!o.job.empty() && (!valid_node_name(o.job) || o.job.size() > kMaxJobTag)) {
+    throw std::invalid_argument(fmt::format(
+        "--job '{}': a job tag is 1 to {} letters, digits, '.', '_' or '-', starting with a "
+        "letter or digit (a program's sub-jobs add +NAME to it, up to 63 in all)",
+        o.job, kMaxJobTag));
+  }
 }
 
 struct Plan {
@@ -183,7 +226,7 @@ Plan plan_from(Options& o, Log& log) {
         throw std::invalid_argument("spare node '" + s + "' is not in the allocation");
     }
   } else if (o.spares) {
-    if (*o.spares < 0 || *o.spares >= static_cast<int>(all.size())) {
+    if (*o.spares >= static_cast<int>(all.size())) {
       throw std::invalid_argument(
           fmt::format("--spares {}: there are {} nodes, and at least one must run the job",
                       *o.spares, all.size()));
@@ -195,65 +238,77 @@ Plan plan_from(Options& o, Log& log) {
     throw std::invalid_argument("every node is a spare: none is left to run the job");
   plan.ranklist = initial_ranklist(active, o.ranks_per_node);
   plan.local = o.launch == "local" || (o.launch == "auto" && !in_slurm && o.hostfile.empty());
-  if (o.launch != "auto" && o.launch != "local" && o.launch != "rankfile") {
-    throw std::invalid_argument("--launch '" + o.launch + "': expected auto, local or rankfile");
+  if (o.launch != "auto" && o.launch != "local" && o.launch != "hosts") {
+    throw std::invalid_argument("--launch '" + o.launch + "': expected auto, local or hosts");
+  }
+  if (o.job.empty()) {
+    const char* id = std::getenv("SLURM_JOB_ID");
+    o.job = id != nullptr ? std::string("slurm-") + id
+                          : default_job_tag(std::filesystem::current_path().string(), all,
+                                            o.ranks_per_node, o.command);
+  }
+  if (o.state_dir.empty()) o.state_dir = default_state_dir(o.job);
+  if (o.registry.empty()) {
+    o.registry = std::getenv("SKT_RUN_REGISTRY") != nullptr ? default_registry(o.job)
+                                                            : o.state_dir + "/registry";
   }
   const std::string probe = o.probe == "auto" ? (in_slurm     ? "slurm"
                                                  : plan.local ? "local"
                                                               : "ping")
                                               : o.probe;
   plan.probe = make_probe(probe, o.registry);
-  if (o.job.empty()) {
-    const char* id = std::getenv("SLURM_JOB_ID");
-    o.job = id != nullptr ? std::string("slurm-") + id : fresh_job_tag();
-  }
-  if (!valid_node_name(o.job))
-    throw std::invalid_argument("--job '" + o.job + "': letters, digits, '.', '_', '-' only");
-  if (o.ranklist_out.empty()) o.ranklist_out = "skt-run-" + o.job + ".ranklist";
   return plan;
 }
 
-// Settings the program reads, forwarded by name to every rank on other hosts.
+// The settings a rank reads, forwarded by name to every rank, wherever its launcher's daemon
+// starts it and with whatever environment: the job's identity, its launch count, where to report,
+// and the SKT_*, OPENBLAS_* and OMP_* variables of this environment. Not SKT_NODE, which is each
+// node's own, and not skt-run's own SKT_RUN_*.
 std::vector<std::string> forwarded_variables() {
-  std::vector<std::string> out;
+  std::vector<std::string> out{"SKT_JOB", "SKT_RESTART", "SKT_MONITOR"};
   for (char** e = ::environ; *e != nullptr; ++e) {
     const std::string name = std::string(*e).substr(0, std::string(*e).find('='));
-    if (name.rfind("SKT_", 0) == 0 || name.rfind("OPENBLAS_", 0) == 0 ||
-        name.rfind("OMP_", 0) == 0) {
+    const bool skt =
+        name.rfind("SKT_", 0) == 0 && name != "SKT_NODE" && name.rfind("SKT_RUN_", 0) != 0;
+    if ((skt || name.rfind("OPENBLAS_", 0) == 0 || name.rfind("OMP_", 0) == 0) &&
+        std::find(out.begin(), out.end(), name) == out.end()) {
       out.push_back(name);
     }
   }
   return out;
 }
 
-std::vector<std::string> launch_command(const Options& o, const Plan& plan,
-                                        const std::string& rankfile) {
+// The launcher and its own arguments, then, for real nodes, rank r placed on ranklist[r].
+std::vector<std::string> launcher_prefix(const Options& o,
+                                         const std::vector<std::string>* ranklist) {
   std::vector<std::string> argv{o.launcher};
   for (const auto& a : split_words(o.launcher_args))
     argv.push_back(a);
-  if (plan.local) {
-    // Virtual nodes of this host: one app context per node, which names it in SKT_NODE.
-    for (const auto& node : nodes_of(plan.ranklist)) {
-      const auto count = std::count(plan.ranklist.begin(), plan.ranklist.end(), node);
-      argv.insert(argv.end(), {"-n", std::to_string(count), "env", "SKT_NODE=" + node});
-      argv.insert(argv.end(), o.command.begin(), o.command.end());
-      argv.push_back(":");
-    }
-    argv.pop_back();
-    return argv;
+  if (ranklist != nullptr) {
+    argv.insert(argv.end(), {"--host", seq_host_list(*ranklist), "--map-by", "seq", "-n",
+                             std::to_string(ranklist->size())});
   }
-  // --host as well: under Slurm, mpirun would otherwise start its daemons on every node of the
-  // allocation, the dead ones included, and fail.
-  std::vector<std::string> hosts;
-  for (const auto& node : nodes_of(plan.ranklist)) {
-    hosts.push_back(
-        fmt::format("{}:{}", node, std::count(plan.ranklist.begin(), plan.ranklist.end(), node)));
-  }
-  argv.insert(argv.end(), {"--host", fmt::format("{}", fmt::join(hosts, ",")), "--rankfile",
-                           rankfile, "-n", std::to_string(plan.ranklist.size())});
+  return argv;
+}
+
+std::vector<std::string> launch_command(const Options& o, const Plan& plan) {
+  std::vector<std::string> argv = launcher_prefix(o, plan.local ? nullptr : &plan.ranklist);
   for (const auto& name : forwarded_variables())
     argv.insert(argv.end(), {"-x", name});
-  argv.insert(argv.end(), o.command.begin(), o.command.end());
+  if (!plan.local) {
+    argv.insert(argv.end(), o.command.begin(), o.command.end());
+    return argv;
+  }
+  // Virtual nodes of this host: one app context per node, which names it in SKT_NODE. They share
+  // the host's cores, so more ranks than cores is expected, not a mistake.
+  argv.push_back("--oversubscribe");
+  for (const auto& node : nodes_of(plan.ranklist)) {
+    const auto count = std::count(plan.ranklist.begin(), plan.ranklist.end(), node);
+    argv.insert(argv.end(), {"-n", std::to_string(count), "env", "SKT_NODE=" + node});
+    argv.insert(argv.end(), o.command.begin(), o.command.end());
+    argv.push_back(":");
+  }
+  argv.pop_back();
   return argv;
 }
 
@@ -263,8 +318,18 @@ void write_ranklist(const std::string& path, const std::vector<std::string>& ran
     out << r << ' ' << ranklist[r] << '\n';
 }
 
+// How many segments of the job this host holds (skt-shm list); nothing when that cannot be known.
+std::optional<int> local_segment_count(const Options& o) {
+  const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
+  if (tool.empty()) return std::nullopt;
+  const Captured r = capture({tool, "list", "--job", o.job}, {{"SKT_LOG", "off"}});
+  if (r.code != 0) return std::nullopt;
+  const auto lines = std::count(r.out.begin(), r.out.end(), '\n');
+  return static_cast<int>(std::max<long>(lines - 1, 0));  // less the heading
+}
+
 // Removes the job's segments on every node of the ranklist.
-void clean_segments(const Options& o, const Plan& plan, const std::string& dir, Log& log) {
+void clean_segments(const Options& o, const Plan& plan, Log& log) {
   const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
   if (tool.empty()) {
     log("skt-shm not found: the job's segments are left; remove them with skt-shm clean --job {}",
@@ -276,104 +341,544 @@ void clean_segments(const Options& o, const Plan& plan, const std::string& dir, 
     r = capture({tool, "clean", "--job", o.job}, {{"SKT_LOG", "off"}});
   } else {
     const auto nodes = nodes_of(plan.ranklist);
-    const std::string file = dir + "/clean.rankfile";
-    std::ofstream(file) << rankfile_text(nodes);
-    std::vector<std::string> argv{o.launcher};
-    for (const auto& a : split_words(o.launcher_args))
-      argv.push_back(a);
-    argv.insert(argv.end(), {"--host", fmt::format("{}", fmt::join(nodes, ",")), "--rankfile", file,
-                             "-n", std::to_string(nodes.size()), tool, "clean", "--job", o.job});
+    std::vector<std::string> argv = launcher_prefix(o, &nodes);
+    argv.insert(argv.end(), {tool, "clean", "--job", o.job});
     r = capture(argv, {{"SKT_LOG", "off"}});
   }
   log("removed the job's segments on {} node(s){}", nodes_of(plan.ranklist).size(),
       r.code == 0 ? "" : fmt::format(" (skt-shm exit {}: some may be left)", r.code));
 }
 
-// Passes the program's output through, noting its first line and the epoch it says it restored.
-struct RunOutput {
-  std::optional<double> first_output;  // seconds after the launch
-  std::optional<long> restored_epoch;
+// How one launch went.
+struct Outcome {
+  int code = 0;
+  std::optional<std::string> hung;        // why skt-run ended it as hung
+  std::optional<std::string> dead_node;   // a node a probe found dead while it ran
+  bool started = false;                   // some rank of the program spoke
+  std::optional<std::uint64_t> restored;  // the epoch the program restored
+  std::optional<double> restored_at;      // when it said so, seconds after the launch
+  double cadence = 0;
+  std::deque<std::string> last_errors;  // the launcher's last lines on standard error
 };
 
-RunOutput pass_through(int fd, Clock::time_point launched) {
-  RunOutput seen;
-  static const std::regex epoch(R"((restored|recovered) epoch (\d+))");
-  std::string pending;
-  char buffer[8192];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (!seen.first_output) seen.first_output = Log::seconds_since(launched);
-    std::fwrite(buffer, 1, static_cast<std::size_t>(n), stdout);
-    std::fflush(stdout);
-    pending.append(buffer, static_cast<std::size_t>(n));
-    std::size_t end;
-    while ((end = pending.find('\n')) != std::string::npos) {
-      std::smatch m;
-      const std::string line = pending.substr(0, end);
-      if (std::regex_search(line, m, epoch)) seen.restored_epoch = std::stol(m[2]);
-      pending.erase(0, end + 1);
+// Whether the launcher's last words on standard error report a process of the program that ended
+// (Open MPI's "mpirun noticed that process rank 1 ... exited on signal 9", "Primary job terminated
+// normally, but 1 process returned / a non-zero exit code"): then the program ran, even if it never
+// spoke to skt-run.
+bool launcher_saw_a_process_end(const std::deque<std::string>& last_errors) {
+  return std::any_of(last_errors.begin(), last_errors.end(), [](const std::string& line) {
+    return line.find("noticed that process rank") != std::string::npos ||
+           line.find("process returned") != std::string::npos ||
+           line.find("exited on signal") != std::string::npos;
+  });
+}
+
+// The launcher's reason, from its last words on standard error: the start of its last message
+// (Open MPI frames each in lines of dashes and says what went wrong first, then what to try).
+std::string launcher_reason(const std::deque<std::string>& last_errors) {
+  std::vector<std::vector<std::string>> messages(1);
+  for (const auto& line : last_errors) {
+    const bool rule = line.size() > 10 && line.find_first_not_of('-') == std::string::npos;
+    if (rule) {
+      if (!messages.back().empty()) messages.emplace_back();
+    } else if (line.find_first_not_of(" \t") != std::string::npos) {
+      messages.back().push_back(line);
     }
   }
-  return seen;
+  if (messages.back().empty()) messages.pop_back();
+  std::string out;
+  if (messages.empty()) return out;
+  const auto& last = messages.back();
+  for (std::size_t i = 0; i < std::min<std::size_t>(last.size(), 6); ++i)
+    out += "\n    " + last[i];
+  if (last.size() > 6) out += fmt::format("\n    (and {} more lines, above)", last.size() - 6);
+  return out;
+}
+
+// Copies what a run writes to this process's output, line by line for standard error (whose last
+// lines say why a launcher failed).
+class Passthrough {
+ public:
+  Passthrough(int fd, FILE* to, std::deque<std::string>* tail) : fd_(fd), to_(to), tail_(tail) {}
+  // Returns false at the end of the stream.
+  bool read_some() {
+    char buffer[8192];
+    const ssize_t n = ::read(fd_, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) return true;
+    if (n <= 0) return false;
+    std::fwrite(buffer, 1, static_cast<std::size_t>(n), to_);
+    std::fflush(to_);
+    if (tail_ != nullptr) {
+      pending_.append(buffer, static_cast<std::size_t>(n));
+      std::size_t end;
+      while ((end = pending_.find('\n')) != std::string::npos) {
+        tail_->push_back(pending_.substr(0, end));
+        if (tail_->size() > 60) tail_->pop_front();
+        pending_.erase(0, end + 1);
+      }
+    }
+    return true;
+  }
+
+ private:
+  int fd_;
+  FILE* to_;
+  std::deque<std::string>* tail_;
+  std::string pending_;
+};
+
+class Supervisor {
+ public:
+  Supervisor(Options& o, Plan& plan, StateDir& dir, Log& log)
+      : o_(o), plan_(plan), dir_(dir), log_(log) {}
+
+  int run();
+
+ private:
+  Outcome supervise(Supervised& child, int launch, double cadence);
+  void end_run(Supervised& child) const;
+  std::string monitor_address() const;
+  void save(const std::string& status, const std::string& note);
+  // The words every exit ends with: what is left of the job, and how to resume it (if the same
+  // command can) or remove it.
+  std::string kept_hint(bool resumable = true) const;
+
+  Options& o_;
+  Plan& plan_;
+  StateDir& dir_;
+  Log& log_;
+  JobState state_;
+  Listener listener_;
+};
+
+std::string Supervisor::monitor_address() const {
+  std::string host = o_.monitor_host;
+  if (host.empty()) {
+    if (plan_.local) {
+      host = "127.0.0.1";
+    } else {
+      char name[256] = {};
+      ::gethostname(name, sizeof name - 1);
+      host = name;
+    }
+  }
+  return fmt::format("{}:{}", host, listener_.port());
+}
+
+void Supervisor::save(const std::string& status, const std::string& note) {
+  state_.status = status;
+  state_.note = note;
+  state_.ranklist = plan_.ranklist;
+  state_.spares = plan_.spares;
+  dir_.save(state_);
+}
+
+std::string Supervisor::kept_hint(bool resumable) const {
+  const std::string resume = resumable ? ": the same command resumes it" : "";
+  if (plan_.local) {
+    const auto kept = local_segment_count(o_);
+    if (kept && *kept == 0) {
+      return fmt::format("no segment of job {} is left (state in {})", o_.job, dir_.path());
+    }
+    if (kept) {
+      return fmt::format(
+          "{} segment{} of job {} {} kept{} (state in {}); skt-shm clean --job {} removes {}",
+          *kept, *kept == 1 ? "" : "s", o_.job, *kept == 1 ? "is" : "are", resume, dir_.path(),
+          o_.job, *kept == 1 ? "it" : "them");
+    }
+  }
+  return fmt::format(
+      "the job's segments on its nodes are kept{} (job {}, state in {}); skt-shm clean --job {} "
+      "on each node removes them",
+      resume, o_.job, dir_.path(), o_.job);
+}
+
+void Supervisor::end_run(Supervised& child) const {
+  // The launcher's ranks die with it (the library ends a rank whose launcher dies), stopped ones
+  // included; its process group goes too.
+  ::kill(-child.pid, SIGKILL);
+  ::kill(child.pid, SIGKILL);
+}
+
+Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
+  Outcome out;
+  const auto launched = Clock::now();
+  const auto now = [&] { return seconds_since(launched); };
+  WatchLimits limits;
+  limits.silence = o_.silence;
+  limits.startup = o_.startup;
+  limits.progress_floor = o_.progress_floor;
+  limits.progress_fixed = o_.hang_timeout;
+  Watchdog watch(o_.job, launch, static_cast<int>(plan_.ranklist.size()), limits, cadence, 0.0);
+  Passthrough stdout_copy(child.out.get(), stdout, nullptr);
+  Passthrough stderr_copy(child.err.get(), stderr, &out.last_errors);
+  bool out_open = true, err_open = true, killed = false;
+  std::optional<int> code;
+  double next_probe = o_.probe_interval;
+  double reaped_at = 0;
+  while (out_open || err_open || !code) {
+    pollfd fds[4] = {{out_open ? child.out.get() : -1, POLLIN, 0},
+                     {err_open ? child.err.get() : -1, POLLIN, 0},
+                     {listener_.fd(), POLLIN, 0},
+                     {g_signal_pipe[0], POLLIN, 0}};
+    const int ready = ::poll(fds, 4, 200);
+    if (ready < 0 && errno != EINTR)
+      throw std::system_error(errno, std::generic_category(), "poll");
+    if ((fds[0].revents & (POLLIN | POLLHUP)) != 0) {
+      out_open = stdout_copy.read_some();
+    }
+    if ((fds[1].revents & (POLLIN | POLLHUP)) != 0) err_open = stderr_copy.read_some();
+    if ((fds[2].revents & POLLIN) != 0) {
+      for (const auto& datagram : listener_.receive_all()) {
+        if (const auto h = parse_heard(datagram)) watch.heard(*h, now());
+      }
+    }
+    if ((fds[3].revents & POLLIN) != 0) {
+      char drain[16];
+      [[maybe_unused]] const auto n = ::read(g_signal_pipe[0], drain, sizeof drain);
+      // Passed on: the launcher ends the run its own way (and the ranks with it).
+      if (!code) ::kill(child.pid, g_signal.load());
+    }
+    if (!code) {
+      code = reap(child.pid);
+      if (code) reaped_at = now();
+    }
+    if (code) {
+      // Whatever is still in the pipes comes within moments; a rank that kept them open must not
+      // keep the run alive.
+      if (now() - reaped_at > 2.0) break;
+      continue;
+    }
+    if (killed || g_signal != 0) continue;
+    if (const auto why = watch.hung(now())) {
+      out.hung = *why;
+      log_("the run is hung: {}; ending it", *why);
+      end_run(child);
+      killed = true;
+      continue;
+    }
+    if (o_.probe_interval > 0 && now() >= next_probe) {
+      next_probe = now() + o_.probe_interval;
+      try {
+        const auto dead = plan_.probe->dead(nodes_of(plan_.ranklist));
+        if (!dead.empty()) {
+          out.dead_node = fmt::format("{}", fmt::join(dead, ","));
+          log_("probe: node {} dead while the run is up; ending it", *out.dead_node);
+          end_run(child);
+          killed = true;
+        }
+      } catch (const std::exception& e) {
+        log_("probe failed: {}", e.what());
+      }
+    }
+  }
+  out.restored = watch.restored();
+  out.restored_at = watch.restored_at();
+  out.code = *code;
+  out.started = watch.anyone_started();
+  out.cadence = watch.cadence();
+  return out;
+}
+
+int Supervisor::run() {
+  const auto loaded = dir_.load();
+  state_ = loaded.value_or(JobState{});
+  state_.job = o_.job;
+  const bool resumable =
+      loaded && loaded->launches > 0 && !loaded->ranklist.empty() &&
+      (loaded->status == "running" || loaded->status == "stopped" || loaded->status == "failed");
+  if (loaded && loaded->status == "unrecoverable" && !o_.fresh_if_unrecoverable) {
+    log_(
+        "the last run of job {} found its checkpoint unrecoverable ({}); start it afresh: the "
+        "same command with --fresh-if-unrecoverable, or skt-shm clean --job {} first",
+        o_.job, loaded->note, o_.job);
+    return 3;
+  }
+  if (resumable) {
+    if (loaded->ranklist.size() != plan_.ranklist.size()) {
+      log_(
+          "job {} ran {} ranks ({}), this command gives {}: resume it with as many ranks, or "
+          "remove its checkpoints (skt-shm clean --job {}) and its state ({})",
+          o_.job, loaded->ranklist.size(), dir_.file("state"), plan_.ranklist.size(), o_.job,
+          dir_.path());
+      return kExitUsage;
+    }
+    plan_.ranklist = loaded->ranklist;
+    plan_.spares = loaded->spares;
+    // "running" with the lock free: the skt-run that wrote it died (its run died with it).
+    log_("resuming job {} after {} launch{} ({}): ranks on {}, spares: {}", o_.job,
+         loaded->launches, loaded->launches == 1 ? "" : "es",
+         loaded->status == "running" ? "the skt-run of the last one died: " + loaded->note
+                                     : loaded->note,
+         fmt::join(nodes_of(plan_.ranklist), ","),
+         plan_.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan_.spares, ",")));
+  } else {
+    if (loaded && loaded->status == "unrecoverable") {
+      log_(
+          "the last run found its checkpoint unrecoverable: removing the job's segments and "
+          "starting afresh (--fresh-if-unrecoverable)");
+      clean_segments(o_, plan_, log_);
+    }
+    state_ = JobState{};
+    state_.job = o_.job;
+  }
+  bool fresh = !resumable;
+  if (fresh && plan_.local) {
+    // Segments without skt-run's state: the job ran without it (mpirun by hand), or its state
+    // directory is lost. The program decides whether they are a checkpoint it can resume.
+    if (const auto found = local_segment_count(o_); found && *found > 0) {
+      log_(
+          "{} segment{} of job {} exist from an earlier run that skt-run has no state of: resuming "
+          "from them (skt-shm clean --job {} first to start afresh)",
+          *found, *found == 1 ? "" : "s", o_.job, o_.job);
+      fresh = false;
+    }
+  }
+  log_("job {}: {} ranks on {} ({} per node), spares: {}; probe {}; launch {}; state in {}", o_.job,
+       plan_.ranklist.size(), fmt::join(nodes_of(plan_.ranklist), ","), o_.ranks_per_node,
+       plan_.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan_.spares, ",")),
+       plan_.probe->name(), plan_.local ? "local (virtual nodes)" : "hosts", dir_.path());
+
+  std::optional<Clock::time_point> failed_at;
+  for (int attempt = 0;; ++attempt) {
+    write_ranklist(dir_.file("ranklist"), plan_.ranklist);
+    if (!o_.ranklist_out.empty()) write_ranklist(o_.ranklist_out, plan_.ranklist);
+    const auto argv_run = launch_command(o_, plan_);
+    // A first launch is one with nothing behind it: the library then refuses old segments.
+    const int restart = fresh ? 0 : std::max(state_.launches, 1);
+    fresh = false;
+    ++state_.launches;
+    save("running", fmt::format("launch {} under skt-run pid {}", state_.launches, ::getpid()));
+    const auto launched = Clock::now();
+    Supervised child;
+    try {
+      child = launch_supervised(argv_run, {{"SKT_JOB", o_.job},
+                                           {"SKT_RESTART", std::to_string(restart)},
+                                           {"SKT_MONITOR", monitor_address()}});
+    } catch (const std::exception& e) {
+      log_("cannot launch: {}", e.what());
+      --state_.launches;
+      save("failed", "the launcher could not start");
+      return kExitLaunchFailed;
+    }
+    if (failed_at) {
+      log_("relaunched (run {}, SKT_RESTART={}) {:.3f} s after the failure was seen",
+           state_.launches, restart, seconds_since(*failed_at));
+    } else {
+      log_("launched (SKT_RESTART={}): {}", restart, shell_quoted(argv_run));
+    }
+    const Outcome out = supervise(child, restart, state_.cadence);
+    state_.cadence = std::max(state_.cadence, out.cadence);
+    if (out.restored && restart != 0) {
+      log_("the program reports restored epoch {}{}", *out.restored,
+           failed_at && out.restored_at
+               ? fmt::format(", {:.3f} s after the failure was seen",
+                             std::chrono::duration<double>(launched - *failed_at).count() +
+                                 *out.restored_at)
+               : std::string());
+    }
+    const int code = out.code;
+    if (g_signal != 0) {
+      log_("stopped by signal {} (run exit {}); {}", g_signal.load(), code, kept_hint());
+      save("stopped", fmt::format("stopped by signal {}", g_signal.load()));
+      return 128 + g_signal;
+    }
+    if (code == 0 && !out.hung && !out.dead_node) {
+      log_("run {} succeeded", state_.launches);
+      clean_segments(o_, plan_, log_);
+      save("done", fmt::format("succeeded after {} launch(es)", state_.launches));
+      log_("final ranklist in {}", dir_.file("ranklist"));
+      return 0;
+    }
+    if (code == 3 && o_.fresh_if_unrecoverable && attempt < o_.max_restarts) {
+      log_(
+          "run {} found its checkpoint unrecoverable (exit 3): removing the job's segments and "
+          "starting afresh (--fresh-if-unrecoverable)",
+          state_.launches);
+      clean_segments(o_, plan_, log_);
+      fresh = true;
+      failed_at = Clock::now();
+      continue;
+    }
+    if (code == 2 || code == 3 || code == 4) {
+      const char* why = code == 2
+                            ? "bad usage or configuration, a relaunch that does not match its "
+                              "checkpoint, or a resource it lacks (see its message)"
+                        : code == 3 ? "unrecoverable (a group lost more than it tolerates)"
+                                    : "the result failed verification";
+      log_("run {} ended with exit {}: {}; not relaunching; {}", state_.launches, code, why,
+           kept_hint(code == 2));
+      save(code == 3 ? "unrecoverable" : "failed", fmt::format("exit {}: {}", code, why));
+      return code;
+    }
+    // No rank spoke and the launcher reported no process of the program ending: it never ran.
+    const bool never_ran =
+        !out.started && !out.hung && !out.dead_node && !launcher_saw_a_process_end(out.last_errors);
+    failed_at = Clock::now();
+    log_("run {} {} (exit {}); probing {} node(s) and {} spare(s) with {}", state_.launches,
+         out.hung        ? "was ended as hung"
+         : out.dead_node ? "was ended: a node died"
+         : never_ran     ? "failed to launch"
+                         : "failed",
+         code, nodes_of(plan_.ranklist).size(), plan_.spares.size(), plan_.probe->name());
+    auto probed = nodes_of(plan_.ranklist);
+    probed.insert(probed.end(), plan_.spares.begin(), plan_.spares.end());
+    std::set<std::string> dead;
+    try {
+      dead = plan_.probe->dead(probed);
+      log_("probed in {:.3f} s: {}", seconds_since(*failed_at),
+           dead.empty() ? std::string("every node is alive (a process crash or a hang)")
+                        : fmt::format("dead: {}", fmt::join(dead, ",")));
+    } catch (const std::exception& e) {
+      log_("probe failed: {}; relaunching on the same nodes", e.what());
+    }
+    if (never_ran && dead.empty()) {
+      // A launch failure (the launcher's refusal, a host it cannot reach, a program missing on a
+      // node) would fail again: not a crash to retry. A dead node is replaced like any other.
+      const std::string reason = launcher_reason(out.last_errors);
+      log_(
+          "the launcher failed before the program started, and every node is alive; not "
+          "relaunching (a launch failure is not a crash){}",
+          reason.empty() ? std::string() : "; it said:" + reason);
+      --state_.launches;
+      save(state_.launches > 0 ? "failed" : "new",
+           "the launcher failed before the program started");
+      return kExitLaunchFailed;
+    }
+    if (attempt >= o_.max_restarts) {
+      log_("--max-restarts {} reached; giving up; {}", o_.max_restarts, kept_hint());
+      save("failed", fmt::format("--max-restarts {} reached", o_.max_restarts));
+      return kExitRestartBudget;
+    }
+    if (!dead.empty()) {
+      try {
+        const Replacement r = replace_dead_nodes(plan_.ranklist, dead, plan_.spares);
+        for (const auto& [from, to] : r.replaced)
+          log_("replacing node {} by spare {}", from, to);
+        plan_.ranklist = r.ranklist;
+        plan_.spares = r.spares_left;
+      } catch (const OutOfSpares& e) {
+        log_("out of spares: {}; giving up; {}", e.what(), kept_hint());
+        save("failed", fmt::format("out of spares: {}", e.what()));
+        return kExitOutOfSpares;
+      }
+    }
+    save("failed", out.hung ? "ended as hung: " + *out.hung : "the run failed");
+    if (o_.backoff > 0) {
+      const double wait = o_.backoff * static_cast<double>(1 << std::min(attempt, 20));
+      log_("waiting {:.1f} s before relaunching", wait);
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    }
+  }
 }
 
 int run(int argc, char** argv) {
   CLI::App app{
-      "skt-run: runs an MPI program on a list of nodes and, when a run fails, replaces dead\n"
-      "nodes with spares (healthy ranks stay on their nodes, where their checkpoints are)\n"
-      "and relaunches it with the same SKT_JOB, until it succeeds.\n"};
+      "skt-run: runs an MPI program on a list of nodes and keeps it going: when a run fails, or\n"
+      "hangs, it replaces dead nodes with spares (healthy ranks stay on their nodes, where their\n"
+      "checkpoints are) and relaunches it with the same SKT_JOB, until it succeeds.\n"};
   app.footer(
-      "Nodes come from --nodes, --hostfile, or the Slurm allocation (SLURM_JOB_NODELIST); the "
-      "last\n"
-      "--spares of them, or --spare-nodes, are spares. Launch 'local' runs every node as a "
-      "virtual\n"
-      "node of this host (one app context per node, SKT_NODE set); 'rankfile' places ranks on "
-      "real\n"
-      "nodes with an Open MPI rankfile (default inside Slurm or with --hostfile). Each run gets\n"
-      "SKT_JOB and SKT_RESTART (0, then the relaunch count).\n"
-      "Exit codes: 0 success (the job's segments removed); 2 bad usage, here or in the program;\n"
-      "3 the program found its checkpoint unrecoverable; 4 its result failed verification;\n"
-      "5 out of spares; 6 --max-restarts reached; 7 the launcher could not start;\n"
-      "128+N stopped by signal N (the checkpoints are kept: relaunch with --job TAG).");
+      "Nodes come from --nodes, --hostfile, or the Slurm allocation (SLURM_JOB_NODELIST); the\n"
+      "last --spares of them, or --spare-nodes, are spares. Launch 'local' runs every node as a\n"
+      "virtual node of this host (one app context per node, SKT_NODE set, oversubscribed);\n"
+      "'hosts' puts rank r on the r-th node of the ranklist (mpirun --host with one entry per\n"
+      "rank, --map-by seq), the default inside Slurm or with --hostfile.\n"
+      "Every rank gets SKT_JOB, SKT_RESTART and SKT_MONITOR, and the SKT_*, OPENBLAS_* and OMP_*\n"
+      "variables set here (mpirun -x), however its node starts it. Through SKT_MONITOR the ranks\n"
+      "tell skt-run that they live and commit: a run with a rank silent for --silence seconds\n"
+      "(stopped, or its node frozen), or without a checkpoint for three times its own interval\n"
+      "(at least --progress-floor; or --hang-timeout), is ended and relaunched like a failed one.\n"
+      "The nodes are probed every --probe-interval seconds while it runs.\n"
+      "What skt-run knows of a job lives in its state directory (--state-dir; default\n"
+      "${XDG_STATE_HOME:-~/.local/state}/skt-run/<job>): the same command resumes a job that was\n"
+      "stopped (a signal, --max-restarts, out of spares, skt-run's own death) from its\n"
+      "checkpoint. One skt-run at a time drives a job; a second one is refused.\n"
+      "Exit codes: 0 success (the job's segments removed); 2 bad usage or configuration, here or\n"
+      "in the program (its limits and resources too: not retried); 3 the program found its\n"
+      "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares; 6\n"
+      "--max-restarts reached; 7 the launcher failed before the program started (not retried);\n"
+      "128+N stopped by signal N. Every exit says what is left of the job and how to remove it.");
   Options o;
   app.add_option("--nodes", o.nodes, "nodes, comma separated (n1,n2,...)");
   app.add_option("--hostfile", o.hostfile, "a file of node names, one per line")
       ->check(CLI::ExistingFile);
-  app.add_option("--ranks-per-node", o.ranks_per_node, "ranks on each node")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--ranks-per-node", o.ranks_per_node, "ranks on each node (default 1)");
   app.add_option("--spares", o.spares, "the last N nodes are spares");
   app.add_option("--spare-nodes", o.spare_nodes, "spare nodes, comma separated");
   app.add_option("--job", o.job,
-                 "job tag, stable across relaunches (default: slurm-<job id>, else fresh)");
-  app.add_option("--launch", o.launch, "auto, local (virtual nodes on this host) or rankfile");
+                 "job tag, stable across relaunches (default: slurm-<job id> in Slurm, else "
+                 "run-<hash of the directory, nodes and command>: the same command here is the "
+                 "same job)");
+  app.add_option("--launch", o.launch,
+                 "auto, local (virtual nodes on this host) or hosts (real nodes)");
   app.add_option("--launcher", o.launcher, "the mpirun to use");
   app.add_option("--launcher-args", o.launcher_args, "extra mpirun arguments, split at spaces");
   app.add_option("--probe", o.probe,
-                 "slurm, ping, local or cmd:PROGRAM (default: slurm in Slurm, else local)");
+                 "slurm, ping, local or cmd:PROGRAM (default: slurm in Slurm, local for virtual "
+                 "nodes, else ping)");
   app.add_option("--registry", o.registry,
-                 "the local probe's registry directory (SKT_RUN_REGISTRY)");
-  app.add_option("--max-restarts", o.max_restarts, "relaunches allowed")
-      ->check(CLI::NonNegativeNumber);
+                 "the local probe's registry (default: the state directory's registry/; or "
+                 "SKT_RUN_REGISTRY)");
+  app.add_option("--state-dir", o.state_dir, "where the job's state lives (see below)");
+  app.add_option("--max-restarts", o.max_restarts, "relaunches allowed (default 5)");
   app.add_option("--backoff", o.backoff,
-                 "seconds before the first relaunch, doubled for each next one")
-      ->check(CLI::NonNegativeNumber);
+                 "seconds before the first relaunch, doubled for each next one");
+  app.add_option("--silence", o.silence,
+                 "seconds a rank may go without a word before its run counts as hung")
+      ->capture_default_str();
+  app.add_option("--startup", o.startup,
+                 "seconds every rank has to start before its run counts as hung")
+      ->capture_default_str();
+  app.add_option("--progress-floor", o.progress_floor,
+                 "the least time without a checkpoint that counts as hung, once the job's cadence "
+                 "is known")
+      ->capture_default_str();
+  app.add_option("--hang-timeout", o.hang_timeout,
+                 "a run with no checkpoint for this many seconds is hung, whatever its cadence");
+  app.add_option("--probe-interval", o.probe_interval,
+                 "seconds between probes of the nodes while a run is up (default 5; 0: never)");
+  app.add_option("--monitor-host", o.monitor_host,
+                 "the address ranks report to (default: this host's name, 127.0.0.1 for virtual "
+                 "nodes)");
   app.add_option("--ranklist-out", o.ranklist_out,
-                 "where the ranklist is written (default skt-run-<job>.ranklist)");
+                 "also write the ranklist here (it is always in the state directory)");
   app.add_option("--shm-tool", o.shm_tool,
                  "the skt-shm program (default: next to skt-run, or in PATH)");
-  app.add_flag("--dry-run", o.dry_run, "print the launch command and the rankfile, and exit");
+  app.add_option("--revive", o.revive,
+                 "mark this virtual node alive again in the job's registry (after skt-inject), "
+                 "and exit");
+  app.add_flag("--dry-run", o.dry_run, "print the launch command, and exit");
   app.add_flag("--fresh-if-unrecoverable", o.fresh_if_unrecoverable,
                "when the program finds its checkpoint unrecoverable (exit 3), remove the job's "
                "segments and start it afresh instead of stopping");
-  app.add_option("command", o.command, "the program and its arguments, after --")
-      ->required()
-      ->expected(-1);
+  app.add_option("command", o.command, "the program and its arguments, after --")->expected(-1);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  try {
+    validate(o);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "skt-run: {}\n", e.what());
+    return kExitUsage;
+  }
+  if (!o.revive.empty()) {
+    if (o.job.empty() && o.registry.empty() && o.state_dir.empty()) {
+      fmt::print(stderr, "skt-run: --revive needs --job (or --state-dir, or --registry)\n");
+      return kExitUsage;
+    }
+    const std::string registry = !o.registry.empty()    ? o.registry
+                                 : !o.state_dir.empty() ? o.state_dir + "/registry"
+                                                        : default_registry(o.job);
+    const bool was_dead = mark_alive(registry, o.revive);
+    fmt::print("node {} {} in {}\n", o.revive, was_dead ? "marked alive" : "was not marked dead",
+               registry);
+    return 0;
+  }
+  if (o.command.empty()) {
+    fmt::print(stderr, "skt-run: no program: give it after --, with its arguments\n");
+    return kExitUsage;
   }
 
   Log log;
@@ -382,7 +887,15 @@ int run(int argc, char** argv) {
     plan = plan_from(o, log);
   } catch (const std::exception& e) {
     fmt::print(stderr, "skt-run: {}\n", e.what());
-    return 2;
+    return kExitUsage;
+  }
+  if (o.dry_run) {
+    fmt::print("{}\n", shell_quoted(launch_command(o, plan)));
+    fmt::print("# job {}, {} ranks on {}, spares: {}, probe {}, state in {}\n", o.job,
+               plan.ranklist.size(), fmt::join(nodes_of(plan.ranklist), ","),
+               plan.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan.spares, ",")),
+               plan.probe->name(), o.state_dir);
+    return 0;
   }
   if (find_program(o.launcher).empty()) {
     fmt::print(stderr,
@@ -390,140 +903,31 @@ int run(int argc, char** argv) {
                o.launcher);
     return kExitLaunchFailed;
   }
-  if (find_program(o.command[0]).empty()) {
+  // Only virtual nodes share this host's files; a real node may have the program where this one
+  // has not, and if it has not, its launcher says so (exit 7).
+  if (plan.local && find_program(o.command[0]).empty()) {
     fmt::print(stderr, "skt-run: the program '{}' is not found\n", o.command[0]);
-    return 2;
+    return kExitUsage;
   }
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("skt-run-" + o.job + "-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  struct RemoveDir {
-    std::string path;
-    ~RemoveDir() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } remove_dir{dir};
-  const std::string rankfile = dir + "/rankfile";
-
-  if (o.dry_run) {
-    fmt::print("{}\n", shell_quoted(launch_command(o, plan, rankfile)));
-    if (!plan.local) fmt::print("# {}:\n{}", rankfile, rankfile_text(plan.ranklist));
-    fmt::print("# job {}, {} ranks on {}, spares: {}, probe {}\n", o.job, plan.ranklist.size(),
-               fmt::join(nodes_of(plan.ranklist), ","),
-               plan.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan.spares, ",")),
-               plan.probe->name());
-    return 0;
+  std::unique_ptr<StateDir> dir;
+  try {
+    dir = std::make_unique<StateDir>(o.state_dir);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "skt-run: job {}: {}\n", o.job, e.what());
+    return kExitUsage;
   }
 
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    fmt::print(stderr, "skt-run: pipe: {}\n", std::strerror(errno));
+    return 1;
+  }
   struct sigaction action {};
-  action.sa_handler = forward_signal;
+  action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-
-  log("job {}: {} ranks on {} ({} per node), spares: {}; probe {}; launch {}", o.job,
-      plan.ranklist.size(), fmt::join(nodes_of(plan.ranklist), ","), o.ranks_per_node,
-      plan.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan.spares, ",")),
-      plan.probe->name(), plan.local ? "local (virtual nodes)" : "rankfile");
-  std::optional<Clock::time_point> failed_at;
-  bool fresh = false;  // the next launch starts afresh: SKT_RESTART=0
-  for (int attempt = 0;; ++attempt) {
-    write_ranklist(o.ranklist_out, plan.ranklist);
-    if (!plan.local) std::ofstream(rankfile) << rankfile_text(plan.ranklist);
-    const auto argv_run = launch_command(o, plan, rankfile);
-    const auto launched = Clock::now();
-    Child child;
-    try {
-      child =
-          spawn(argv_run,
-                {{"SKT_JOB", o.job}, {"SKT_RESTART", fresh ? "0" : std::to_string(attempt)}}, true);
-      fresh = false;
-    } catch (const std::exception& e) {
-      log("cannot launch: {}", e.what());
-      return kExitLaunchFailed;
-    }
-    g_child = child.pid;
-    if (g_signal != 0) ::kill(child.pid, g_signal);
-    if (failed_at) {
-      log("relaunched (run {}) {:.3f} s after the failure was seen", attempt + 1,
-          Log::seconds_since(*failed_at));
-    } else {
-      log("launched: {}", shell_quoted(argv_run));
-    }
-    const RunOutput seen = pass_through(child.out.get(), launched);
-    const int code = wait_exit(child.pid);
-    g_child = -1;
-    if (failed_at && seen.first_output) {
-      log("the relaunched program ran {:.3f} s after the failure was seen (its first output)",
-          std::chrono::duration<double>(launched - *failed_at).count() + *seen.first_output);
-    }
-    if (seen.restored_epoch) log("the program reports restored epoch {}", *seen.restored_epoch);
-    if (g_signal != 0) {
-      log("stopped by signal {} (run exit {}); the job's checkpoints are kept: relaunch with --job "
-          "{}",
-          g_signal.load(), code, o.job);
-      return 128 + g_signal;
-    }
-    if (code == 0) {
-      log("run {} succeeded", attempt + 1);
-      clean_segments(o, plan, dir, log);
-      log("final ranklist in {}", o.ranklist_out);
-      return 0;
-    }
-    if (code == 3 && o.fresh_if_unrecoverable && attempt < o.max_restarts) {
-      log("run {} found its checkpoint unrecoverable (exit 3): removing the job's segments and "
-          "starting afresh (--fresh-if-unrecoverable)",
-          attempt + 1);
-      clean_segments(o, plan, dir, log);
-      fresh = true;
-      failed_at = Clock::now();
-      continue;
-    }
-    if (code == 2 || code == 3 || code == 4) {
-      log("run {} ended with exit {}: {}; not relaunching", attempt + 1, code,
-          code == 2 ? "bad usage or configuration, or a relaunch that does not match its checkpoint"
-          : code == 3 ? "unrecoverable (a group lost more members than it tolerates)"
-                      : "the result failed verification");
-      return code;
-    }
-    failed_at = Clock::now();
-    log("run {} failed (exit {}); probing {} node(s) and {} spare(s) with {}", attempt + 1, code,
-        nodes_of(plan.ranklist).size(), plan.spares.size(), plan.probe->name());
-    if (attempt >= o.max_restarts) {
-      log("--max-restarts {} reached; giving up (the job's checkpoints are kept)", o.max_restarts);
-      return kExitRestartBudget;
-    }
-    auto probed = nodes_of(plan.ranklist);
-    probed.insert(probed.end(), plan.spares.begin(), plan.spares.end());
-    std::set<std::string> dead;
-    try {
-      dead = plan.probe->dead(probed);
-      log("probed in {:.3f} s: {}", Log::seconds_since(*failed_at),
-          dead.empty() ? std::string("every node is alive (a process crash)")
-                       : fmt::format("dead: {}", fmt::join(dead, ",")));
-    } catch (const std::exception& e) {
-      log("probe failed: {}; relaunching on the same nodes", e.what());
-    }
-    if (!dead.empty()) {
-      try {
-        const Replacement r = replace_dead_nodes(plan.ranklist, dead, plan.spares);
-        for (const auto& [from, to] : r.replaced)
-          log("replacing node {} by spare {}", from, to);
-        plan.ranklist = r.ranklist;
-        plan.spares = r.spares_left;
-      } catch (const OutOfSpares& e) {
-        log("out of spares: {}; giving up (the job's checkpoints are kept)", e.what());
-        write_ranklist(o.ranklist_out, plan.ranklist);
-        return kExitOutOfSpares;
-      }
-    }
-    if (o.backoff > 0) {
-      const double wait = o.backoff * static_cast<double>(1 << std::min(attempt, 20));
-      log("waiting {:.1f} s before relaunching", wait);
-      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-    }
-  }
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP})
+    sigaction(sig, &action, nullptr);
+  Supervisor supervisor(o, plan, *dir, log);
+  return supervisor.run();
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "daemon/process.hpp"
+#include "daemon/state.hpp"
 
 namespace skt::run {
 
@@ -131,9 +132,14 @@ bool slurm_state_is_dead(const std::set<std::string>& state) {
   return false;
 }
 
-std::string default_registry() {
+std::string default_registry(const std::string& job) {
   if (const char* r = std::getenv("SKT_RUN_REGISTRY")) return r;
-  return fmt::format("/tmp/skt-nodes-{}", ::getuid());
+  return default_state_dir(job) + "/registry";
+}
+
+bool mark_alive(const std::string& registry, const std::string& node) {
+  std::error_code ec;
+  return std::filesystem::remove(std::filesystem::path(registry) / (node + ".dead"), ec);
 }
 
 void mark_dead(const std::string& registry, const std::string& node) {

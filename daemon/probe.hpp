@@ -26,8 +26,11 @@ std::map<std::string, std::set<std::string>> parse_slurm_states(const std::strin
 // DOWN, DRAIN (and DRAINED/DRAINING), FAIL (and FAILING) and NOT_RESPONDING are dead.
 bool slurm_state_is_dead(const std::set<std::string>& state);
 
-// The local registry: a directory where a file NODE.dead marks a virtual node as dead.
-std::string default_registry();
+// The local registry of a job: a directory where a file NODE.dead marks a virtual node as dead.
+// Its default is the job's state directory's "registry" (SKT_RUN_REGISTRY overrides it).
+std::string default_registry(const std::string& job);
 void mark_dead(const std::string& registry, const std::string& node);
+// Returns whether the node was marked dead.
+bool mark_alive(const std::string& registry, const std::string& node);
 
 }  // namespace skt::run

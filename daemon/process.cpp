@@ -1,7 +1,11 @@
 #include "daemon/process.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,6 +121,78 @@ int wait_exit(pid_t pid) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 255;
+}
+
+Supervised launch_supervised(const std::vector<std::string>& argv, const EnvChanges& env) {
+  const std::string program = find_program(argv.at(0));
+  if (program.empty()) {
+    throw std::system_error(ENOENT, std::generic_category(),
+                            "cannot run '" + argv[0] + "': not found");
+  }
+  std::vector<std::string> args = argv;
+  std::vector<std::string> environment = merged_environment(env);
+  auto arg_pointers = pointers(args);
+  auto env_pointers = pointers(environment);
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+  Fd out_read(out[0]), out_write(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+  Fd err_read(err[0]), err_write(err[1]);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
+  if (pid == 0) {
+    // Only async-signal-safe calls from here on.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the supervisor died already
+    ::dup2(out_write.get(), STDOUT_FILENO);
+    ::dup2(err_write.get(), STDERR_FILENO);
+    ::execve(program.c_str(), arg_pointers.data(), env_pointers.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here, so that it holds before either side goes on
+  Supervised s;
+  s.pid = pid;
+  s.out = std::move(out_read);
+  s.err = std::move(err_read);
+  return s;
+}
+
+std::optional<int> reap(pid_t pid) {
+  int status = 0;
+  const pid_t done = ::waitpid(pid, &status, WNOHANG);
+  if (done != pid) return std::nullopt;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 255;
+}
+
+Listener::Listener() {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
+  fd_ = Fd(fd);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    throw std::system_error(errno, std::generic_category(), "bind");
+  }
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  port_ = ntohs(address.sin_port);
+}
+
+std::vector<std::string> Listener::receive_all() {
+  std::vector<std::string> out;
+  char buffer[1024];
+  for (;;) {
+    const ssize_t n = ::recv(fd_.get(), buffer, sizeof buffer, 0);
+    if (n <= 0) break;
+    out.emplace_back(buffer, static_cast<std::size_t>(n));
+  }
+  return out;
 }
 
 Captured capture(const std::vector<std::string>& argv, const EnvChanges& env) {

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,36 @@ Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool ca
 
 // Waits for the child; returns its exit code, or 128 + the signal that ended it.
 int wait_exit(pid_t pid);
+
+// A supervised run: the launcher's pid, leader of its own process group (so that a terminal's
+// signals reach the supervisor, which decides), and its standard output and error.
+struct Supervised {
+  pid_t pid = -1;
+  Fd out;
+  Fd err;
+};
+
+// Starts argv (searched in PATH) with the changes to the environment; it is killed (SIGKILL) when
+// this process dies, so that a launcher never outlives its supervisor. Throws std::system_error
+// when it cannot start.
+Supervised launch_supervised(const std::vector<std::string>& argv, const EnvChanges& env);
+
+// The exit code (128 + signal for a signal) if the process has ended, else nothing.
+std::optional<int> reap(pid_t pid);
+
+// A UDP socket bound to a port of its own on every interface, for the ranks' reports.
+class Listener {
+ public:
+  Listener();
+  int fd() const noexcept { return fd_.get(); }
+  int port() const noexcept { return port_; }
+  // Every datagram waiting, one string each.
+  std::vector<std::string> receive_all();
+
+ private:
+  Fd fd_;
+  int port_ = 0;
+};
 
 struct Captured {
   int code = 0;

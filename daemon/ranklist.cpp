@@ -94,13 +94,8 @@ std::vector<std::string> nodes_of(const std::vector<std::string>& ranklist) {
   return out;
 }
 
-std::string rankfile_text(const std::vector<std::string>& ranklist) {
-  std::string out;
-  std::map<std::string, int> slots;
-  for (std::size_t r = 0; r < ranklist.size(); ++r) {
-    out += fmt::format("rank {}={} slot={}\n", r, ranklist[r], slots[ranklist[r]]++);
-  }
-  return out;
+std::string seq_host_list(const std::vector<std::string>& ranklist) {
+  return fmt::format("{}", fmt::join(ranklist, ","));
 }
 
 }  // namespace skt::run

@@ -9,7 +9,7 @@
 
 namespace skt::run {
 
-// Node names go into rankfiles and command lines: letters, digits, '.', '_' and '-' only, starting
+// Node names go into command lines: letters, digits, '.', '_' and '-' only, starting
 // with a letter or digit, at most 63 characters.
 bool valid_node_name(const std::string& name);
 
@@ -41,7 +41,11 @@ Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
 // The distinct nodes of a ranklist, in order of first rank.
 std::vector<std::string> nodes_of(const std::vector<std::string>& ranklist);
 
-// An Open MPI rankfile: "rank R=NODE slot=S" with S counting the node's ranks from 0.
-std::string rankfile_text(const std::vector<std::string>& ranklist);
+// The --host list for Open MPI's sequential mapper (--map-by seq): entry r names rank r's node, and
+// a node's entries are its slots. Unlike a rankfile it binds no rank to a core (ranks bind as
+// mpirun binds them by default), and unlike a hostfile it needs no file and names only the nodes
+// it lists, which keeps mpirun's daemons off the allocation's other nodes, the dead ones among
+// them.
+std::string seq_host_list(const std::vector<std::string>& ranklist);
 
 }  // namespace skt::run

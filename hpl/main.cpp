@@ -353,10 +353,11 @@ int run(int argc, char** argv) {
   const std::string base = base_job_tag(MPI_COMM_WORLD);
   const char* restart_env = std::getenv("SKT_RESTART");
   const std::string restart = restart_env != nullptr ? restart_env : "";
-  setenv("SKT_JOB", (base + ".hpl").c_str(), 1);
+  setenv("SKT_JOB", (base + "+hpl").c_str(), 1);
   skt::Context progress(MPI_COMM_WORLD);
   auto records = progress.alloc<TestRecord>("tests", tests.size());
-  progress.recover();
+  // Committed at once on a first launch, so that a relaunch finds it even when no test finished.
+  if (progress.recover() == 0) progress.checkpoint();
   int passed = 0, failed = 0;
   std::size_t resume = 0;
   while (resume < tests.size() && records[resume].done != 0) {
@@ -367,7 +368,7 @@ int run(int argc, char** argv) {
   for (std::size_t i = resume; i < tests.size(); ++i) {
     const Test& t = tests[i];
     // Only the test that was running can have checkpoints; later ones are first launches.
-    setenv("SKT_JOB", fmt::format("{}.t{}", base, i).c_str(), 1);
+    setenv("SKT_JOB", fmt::format("{}+t{}", base, i).c_str(), 1);
     if (i > resume && !restart.empty()) setenv("SKT_RESTART", "0", 1);
     std::string printed;
     bool ok = false;

@@ -185,10 +185,10 @@ int main(int argc, char** argv) {
       "skt-inject: kill a virtual node (its processes and its memory) or one rank of a job, or\n"
       "corrupt one bit of a rank's memory"};
   app.require_subcommand(1);
-  std::string job, node, registry = skt::run::default_registry();
+  std::string job, node, registry;
   int rank = -1;
   auto job_check = [](const std::string& v) {
-    return skt::run::valid_node_name(v) ? std::string() : "not a valid job tag: " + v;
+    return skt::valid_job_tag(v) ? std::string() : "not a valid job tag: " + v;
   };
   auto* node_cmd = app.add_subcommand(
       "node", "kill every process of the job on a node, destroy its memory, mark it dead");
@@ -198,7 +198,9 @@ int main(int argc, char** argv) {
         return skt::run::valid_node_name(v) ? std::string() : "not a valid node name: " + v;
       });
   node_cmd->add_option("--job", job, "job tag (SKT_JOB)")->required()->check(job_check);
-  node_cmd->add_option("--registry", registry, "the local probe's registry (SKT_RUN_REGISTRY)");
+  node_cmd->add_option("--registry", registry,
+                       "the local probe's registry (default: the job's skt-run state directory's "
+                       "registry/, or SKT_RUN_REGISTRY)");
   auto* rank_cmd = app.add_subcommand("rank", "kill one rank's process; its memory stays");
   rank_cmd->add_option("rank", rank, "rank in MPI_COMM_WORLD")
       ->required()
@@ -224,7 +226,11 @@ int main(int argc, char** argv) {
                    "B (committed copy, default), C (its checksum), W (workspace) or D (the other "
                    "checksum area, self mode)")
       ->check(CLI::IsMember({"B", "C", "W", "D"}));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   if (*flip_cmd) return flip(target);
   if (*rank_cmd) {
@@ -232,20 +238,34 @@ int main(int argc, char** argv) {
         processes_with({{"SKT_JOB", job}, {"OMPI_COMM_WORLD_RANK", std::to_string(rank)}}),
         fmt::format("rank {} of job {}", rank, job));
   }
-  // Marked dead first: a daemon that sees the run fail must find the node dead.
-  skt::run::mark_dead(registry, node);
-  const int code = kill_all(processes_with({{"SKT_JOB", job}, {"SKT_NODE", node}}),
-                            fmt::format("job {} on node {}", job, node));
   const std::string tool = shm_tool();
   if (tool.empty()) {
-    fmt::print(stderr, "skt-inject: skt-shm not found: node {}'s segments are left\n", node);
+    fmt::print(stderr, "skt-inject: skt-shm not found: node {}'s segments cannot be removed\n",
+               node);
     return 1;
   }
+  const auto processes = processes_with({{"SKT_JOB", job}, {"SKT_NODE", node}});
+  const auto listed =
+      skt::run::capture({tool, "list", "--job", job, "--node", node}, {{"SKT_LOG", "off"}});
+  const bool segments = listed.out.find(" 0x") != std::string::npos;
+  if (processes.empty() && !segments) {
+    // A mark on a node the job does not use would make a later job replace a healthy node.
+    fmt::print(stderr,
+               "skt-inject: no process and no segment of job {} on node {}: nothing done, "
+               "the node is not marked dead\n",
+               job, node);
+    return 1;
+  }
+  if (registry.empty()) registry = skt::run::default_registry(job);
+  // Marked dead first: a daemon that sees the run fail must find the node dead.
+  skt::run::mark_dead(registry, node);
+  const int code = kill_all(processes, fmt::format("job {} on node {}", job, node));
   const auto cleaned = skt::run::capture({tool, "clean", "--job", job, "--node", node, "--force"},
                                          {{"SKT_LOG", "off"}});
   const auto last = cleaned.out.rfind('\n', cleaned.out.size() > 1 ? cleaned.out.size() - 2 : 0);
   fmt::print("node {}'s memory destroyed: {}", node,
              cleaned.out.substr(last == std::string::npos ? 0 : last + 1));
-  fmt::print("node {} marked dead in {}\n", node, registry);
-  return code != 0 || cleaned.code != 0 ? 1 : 0;
+  fmt::print("node {} marked dead in {} (skt-run --revive {} --job {} undoes it)\n", node, registry,
+             node, job);
+  return cleaned.code != 0 || (code != 0 && !segments) ? 1 : 0;
 }

@@ -23,12 +23,12 @@ struct Filter {
   std::string node;
   std::optional<int> rank;
 
-  // A job covers its sub-jobs, TAG.<name>: the contexts a program derives from its tag, like
-  // skt-hpl's TAG.hpl and TAG.t0.
+  // A job covers its sub-jobs, TAG+<name>: the contexts a program derives from its tag, like
+  // skt-hpl's TAG+hpl and TAG+t0.
   bool job_matches(const std::string& tag) const {
     return job.empty() || tag == job ||
            (tag.size() > job.size() && tag.compare(0, job.size(), job) == 0 &&
-            tag[job.size()] == '.');
+            tag[job.size()] == '+');
   }
 
   bool matches(const skt::SegmentHeader& h) const {
@@ -170,10 +170,10 @@ int clean(const Filter& filter, bool force) {
 
 void add_filter(CLI::App* command, Filter& filter, bool job_required) {
   auto* job =
-      command->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG.*");
+      command->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG+*");
   if (job_required) job->required();
   job->check([](const std::string& v) {
-    return skt::valid_name(v) ? std::string() : "not a valid job tag: " + v;
+    return skt::valid_job_tag(v) ? std::string() : "not a valid job tag: " + v;
   });
   command->add_option("--node", filter.node, "only segments of this node (failure domain)");
   command->add_option("--rank", filter.rank, "only segments of this rank");
@@ -209,10 +209,10 @@ int main(int argc, char** argv) {
       "(or repaired); 1: corruption found; 2: some group could not be verified (members on other "
       "nodes, no checkpoint yet, or a checkpoint being written). When the job spans nodes, run it "
       "with one process per node: mpirun --map-by ppr:1:node skt-shm verify --job TAG");
-  verify_cmd->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG.*")
+  verify_cmd->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG+*")
       ->required()
       ->check([](const std::string& v) {
-        return skt::valid_name(v) ? std::string() : "not a valid job tag: " + v;
+        return skt::valid_job_tag(v) ? std::string() : "not a valid job tag: " + v;
       });
   verify_cmd->add_option("--show", show, "corrupt rows to describe per group (default 10)")
       ->check(CLI::NonNegativeNumber);
@@ -224,7 +224,11 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("--node", filter.node,
                          "read only this node's segments: each process of a run on virtual nodes "
                          "of one host stands for one node (default: SKT_NODE, if set)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (verify_cmd->parsed()) {
     if (filter.node.empty() && std::getenv("SKT_NODE") != nullptr)
       filter.node = std::getenv("SKT_NODE");

@@ -233,6 +233,10 @@ int skt_exit_code(int code) {
     case SKT_ERR_STATE:
     case SKT_ERR_STALE:
     case SKT_ERR_BUSY:
+    // A resource limit (kernel.shmmax, shmmni, shmall, the node's memory) refuses a relaunch just
+    // as it refused this run: the daemon must not retry it, and the message names the setting.
+    case SKT_ERR_SHM:
+    case SKT_ERR_NOMEM:
       return 2;
     case SKT_ERR_UNRECOVERABLE:
       return 3;

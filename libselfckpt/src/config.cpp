@@ -11,6 +11,7 @@
 #include <functional>
 #include <string_view>
 
+#include "libselfckpt/src/monitor.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 extern char** environ;
@@ -83,9 +84,9 @@ const std::vector<Option>& options() {
   static const std::vector<Option> table = {
       {"job", "SKT_JOB", "job tag, stable across relaunches",
        [](Config& c, const std::string& origin, const std::string& v) {
-         if (!valid_name(v)) {
+         if (!valid_job_tag(v)) {
            bad(origin, fmt::format("'{}' is not a valid job tag (1 to 63 of A-Z a-z 0-9 . _ -, "
-                                   "starting with a letter or digit)",
+                                   "starting with a letter or digit; a sub-job adds +NAME)",
                                    v));
          }
          c.job = v;
@@ -163,6 +164,14 @@ const std::vector<Option>& options() {
                                    v));
          }
          c.attach_wait_seconds = *seconds;
+       }},
+      {"monitor", "SKT_MONITOR",
+       "host:port where the job's supervisor (skt-run) hears each rank's liveness and progress",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         if (!v.empty() && !parse_monitor_address(v)) {
+           bad(origin, fmt::format("'{}' is not host:port (a port from 1 to 65535)", v));
+         }
+         c.monitor = v;
        }},
       {"log", "SKT_LOG", "log level",
        [](Config& c, const std::string& origin, const std::string& v) {
@@ -310,6 +319,12 @@ bool valid_name(const std::string& text) {
   return std::all_of(text.begin(), text.end(), [](unsigned char ch) {
     return std::isalnum(ch) || ch == '.' || ch == '_' || ch == '-';
   });
+}
+
+bool valid_job_tag(const std::string& text) {
+  const auto plus = text.find('+');
+  if (plus == std::string::npos) return valid_name(text);
+  return text.size() <= 63 && valid_name(text.substr(0, plus)) && valid_name(text.substr(plus + 1));
 }
 
 std::optional<std::size_t> parse_size(const std::string& text) {

@@ -55,6 +55,8 @@ struct Config {
   bool huge_pages = false;
   // How long a relaunch waits for processes of an earlier launch to let go of the job's segments.
   double attach_wait_seconds = 10;
+  // host:port of the job's supervisor (skt-run), told of each rank's liveness and progress.
+  std::string monitor;
   LogLevel log_level = LogLevel::warn;
   std::optional<FaultSpec> fault;
   std::optional<int> restart;  // relaunch count given by the launcher; 0 = first launch
@@ -80,6 +82,9 @@ std::optional<LogLevel> parse_log_level(const std::string& text);
 // Seconds, with an optional unit: s, m, h or d.
 std::optional<double> parse_duration(const std::string& text);
 bool valid_name(const std::string& text);
+// A job tag is a name, or a sub-job's: the job's name, '+', the sub-job's (skt-hpl's TAG+hpl). A
+// user's tag has no '+', so that no sub-job of one job can be another job.
+bool valid_job_tag(const std::string& text);
 std::string_view fault_step_name(FaultStep step) noexcept;
 
 }  // namespace skt

@@ -103,6 +103,12 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
     }
   }
   log_ = std::make_unique<Logger>(config_.log_level, rank_, config_.node);
+  effects_->agree([&] {
+    if (!config_.monitor.empty()) {
+      monitor_ = std::make_unique<Monitor>(*parse_monitor_address(config_.monitor), config_.job,
+                                           rank_, config_.restart.value_or(0));
+    }
+  });
   fault_ = std::make_unique<FaultInjector>(config_.fault, rank_, config_.restart.value_or(0),
                                            log_.get());
   effects_ = std::make_unique<MpiEffects>(comm_.get(), nodes_, config_.node, fault_.get());
@@ -169,16 +175,23 @@ void Session::check_not_stale(SegmentKind kind) const {
 
 Arena& Session::arena() {
   if (!arena_) {
-    arena_ = std::make_unique<Arena>(Arena::Options{identity(SegmentKind::workspace), nranks_,
-                                                    config_.huge_pages, !ephemeral_job_,
+    const auto make = [&](bool find_existing) {
+      return std::make_unique<Arena>(Arena::Options{identity(SegmentKind::workspace), nranks_,
+                                                    config_.huge_pages, find_existing,
                                                     config_.attach_wait_seconds});
-    if (arena_->found()) {
-      try {
-        check_not_stale(SegmentKind::workspace);
-      } catch (...) {
-        arena_.reset();
-        throw;
-      }
+    };
+    try {
+      arena_ = make(!ephemeral_job_);
+      if (arena_->found()) check_not_stale(SegmentKind::workspace);
+    } catch (const Error&) {
+      // What this rank found refuses the launch (another number of ranks, a first launch over old
+      // segments, segments still attached), but other ranks may have found nothing and go on to
+      // create theirs. The refusal is said at skt_recover, by every rank together, so that each
+      // removes what it created; until then the program's regions live in a new arena, and what
+      // was found is left as it was.
+      refusal_ = std::current_exception();
+      arena_.reset();
+      arena_ = make(false);
     }
   }
   return *arena_;
@@ -438,6 +451,7 @@ std::uint64_t Session::restore() {
   Finding mine;
   effects_->agree([&] {
     arena();  // a program with no region still has a workspace: its staged private objects
+    if (refusal_) std::rethrow_exception(refusal_);
     std::sort(privates_.begin(), privates_.end(),
               [](const PrivateObject& a, const PrivateObject& b) { return a.name < b.name; });
     std::size_t stage_bytes = 0;
@@ -500,6 +514,7 @@ std::uint64_t Session::restore() {
   recovered_ = true;
   last_recover_seconds_ = MPI_Wtime() - start;
   last_verify_seconds_ = protocol_->stats().verify_seconds;
+  if (monitor_) monitor_->recovered(epoch_);
   log_->debug(
       "recovery took {:.4f} s: {:.4f} s to inspect and decide, {:.4f} s to join the group, "
       "{:.4f} s to verify, rebuild and settle",
@@ -554,6 +569,7 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
   SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, comm_.get()));
   epoch_ = next;
   log_->set_epoch(epoch_);
+  if (monitor_) monitor_->committed(epoch_);
   last_checkpoint_seconds_ = elapsed;
   last_commit_time_ = MPI_Wtime();
   log_->job("checkpoint {} committed in {:.3f} s", epoch_, last_checkpoint_seconds_);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <set>
 #include <string>
@@ -19,6 +20,7 @@
 #include "libselfckpt/src/fault.hpp"
 #include "libselfckpt/src/layout.hpp"
 #include "libselfckpt/src/log.hpp"
+#include "libselfckpt/src/monitor.hpp"
 #include "libselfckpt/src/mpi_effects.hpp"
 #include "libselfckpt/src/protocol.hpp"
 #include "libselfckpt/src/segment.hpp"
@@ -87,8 +89,10 @@ class Session {
   std::unique_ptr<FaultInjector> fault_;
   std::vector<std::string> nodes_;
   std::unique_ptr<MpiEffects> effects_;
+  std::unique_ptr<Monitor> monitor_;  // when a supervisor listens (SKT_MONITOR)
 
   std::unique_ptr<Arena> arena_;
+  std::exception_ptr refusal_;  // what refused the arena this rank found, said at skt_recover
   std::vector<PrivateObject> privates_;
   std::set<std::string> found_names_;  // regions a relaunch got back from the arena it found
   int next_malloc_ = 0;

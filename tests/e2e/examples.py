@@ -15,18 +15,14 @@ import sys
 import tempfile
 
 import harness
+from harness import result_of
 
 EXAMPLES = {"heat3d": ["40", "40", "40", "120", "10"], "cg": ["64", "300"]}
 SCHEMES = [("xor", 1, 2), ("rs", 2, 4)]
 STEPS = {"xor": ["stage", "encode", "encoded", "agreed", "flush", "committed"], "rs": ["stage", "flush"]}
 
 
-def result_of(output):
-    m = re.search(r"^RESULT (\w+)", output, re.M)
-    return m.group(1) if m else None
-
-
-def one_failure(options, env, expect, name, args, reference, scheme, parity, group_size, step):
+def one_failure(options, expect, name, args, reference, scheme, parity, group_size, step):
     job = harness.Cluster.new_job(f"ex{name}{scheme}")
     with tempfile.TemporaryDirectory() as registry:
         probe = os.path.join(registry, "probe")
@@ -45,10 +41,10 @@ exit 0
         run = subprocess.run(
             [options.run, "--nodes", "n1,n2,n3,n4,n5", "--spares", "1", "--probe", f"cmd:{probe}",
              "--job", job, "--launcher", options.mpirun, "--shm-tool", options.shm,
-             "--ranklist-out", os.path.join(registry, "ranklist"), "--",
+             "--state-dir", os.path.join(registry, "state"), "--",
              os.path.join(options.bin, name), *args],
-            env=dict(env, SKT_GROUP_SIZE=str(group_size), SKT_SCHEME=scheme, SKT_PARITY=str(parity),
-                     SKT_FAULT=f"{step}:1:2:0", SKT_MTBF="1s"),
+            env=harness.daemon_env(SKT_GROUP_SIZE=str(group_size), SKT_SCHEME=scheme, SKT_PARITY=str(parity),
+                                   SKT_FAULT=f"{step}:1:2:0", SKT_MTBF="1s"),
             capture_output=True, text=True, timeout=options.timeout)
         out = run.stdout + run.stderr
         expect(run.returncode == 0 and result_of(run.stdout) == reference,
@@ -85,7 +81,7 @@ def main(argv):
                plain.stdout + plain.stderr)
         for scheme, parity, group_size in SCHEMES:
             for step in STEPS[scheme]:
-                one_failure(options, env, expect, name, args, reference, scheme, parity, group_size, step)
+                one_failure(options, expect, name, args, reference, scheme, parity, group_size, step)
     return harness.report_failures(checks.failures)
 
 

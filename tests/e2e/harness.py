@@ -22,6 +22,16 @@ MPI_ENV = {
 }
 
 
+def daemon_env(**extra):
+    """The environment for skt-run as an operator runs it: root allowed, but nothing that makes
+    mpirun oversubscribe (skt-run must ask for it itself where it should), whatever the test
+    runner set."""
+    env = {k: v for k, v in os.environ.items() if k != "OMPI_MCA_rmaps_base_oversubscribe"}
+    env.update({k: v for k, v in MPI_ENV.items() if k != "OMPI_MCA_rmaps_base_oversubscribe"})
+    env.update(extra)
+    return env
+
+
 @dataclasses.dataclass
 class Run:
     code: int  # exit code; -1 when the run hung and was killed
@@ -196,3 +206,113 @@ def report_failures(failures):
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)
     return 1 if failures else 0
+
+
+class SktRun:
+    """skt-run as an operator runs it: on virtual nodes of this host, each job with its state
+    directory under `root`, in daemon_env(). Output is standard output and error together."""
+
+    def __init__(self, options, root):
+        self.options = options
+        self.root = root
+
+    def state_dir(self, job):
+        return os.path.join(self.root, job)
+
+    def registry(self, job):
+        return os.path.join(self.state_dir(job), "registry")
+
+    def command(self, job, nodes, spares, app_args, extra=(), program=None):
+        return [self.options.run, "--nodes", ",".join(nodes), "--spares", str(spares), "--job", job,
+                "--state-dir", self.state_dir(job), "--launcher", self.options.mpirun,
+                "--shm-tool", self.options.shm, *extra, "--", *(program or [self.options.app]),
+                *app_args]
+
+    @staticmethod
+    def start(command, env=None):
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=daemon_env(SKT_GROUP_SIZE="2", **(env or {})),
+                                start_new_session=True)
+
+    def drive(self, process, on_line=None, timeout=None):
+        """Reads the output to its end; calls on_line(line, lines so far) for every line. Kills the
+        whole session after `timeout`. Returns the output."""
+        import threading
+        lines = []
+        timer = threading.Timer(timeout or self.options.timeout,
+                                lambda: os.killpg(process.pid, signal.SIGKILL))
+        timer.start()
+        try:
+            for line in process.stdout:
+                lines.append(line)
+                if on_line:
+                    on_line(line, lines)
+            process.wait()
+        finally:
+            timer.cancel()
+        return "".join(lines)
+
+    def run(self, command, env=None, on_pause=None, timeout=None):
+        """Runs skt-run to its end; on_pause(n) at the n-th PAUSED line. Returns (code, output)."""
+        pauses = []
+
+        def on_line(line, _):
+            if line.startswith("PAUSED") and on_pause:
+                on_pause(len(pauses))
+                pauses.append(line)
+
+        process = self.start(command, env)
+        out = self.drive(process, on_line, timeout)
+        return process.returncode, out
+
+    def kill_node(self, job, node):
+        subprocess.run([self.options.inject, "node", node, "--job", job, "--registry", self.registry(job)],
+                       check=True, capture_output=True, text=True)
+
+    def ranklist(self, job):
+        """The nodes of the job's ranks, in rank order, as skt-run last wrote them."""
+        with open(os.path.join(self.state_dir(job), "ranklist")) as f:
+            return f.read().split()[1::2]
+
+
+def result_of(output):
+    m = re.search(r"^RESULT (\w+)", output, re.M)
+    return m.group(1) if m else None
+
+
+def processes_of(job, rank=None):
+    """Pids of the processes started with SKT_JOB=job (and OMPI_COMM_WORLD_RANK=rank if given)."""
+    wanted = {f"SKT_JOB={job}".encode()}
+    if rank is not None:
+        wanted.add(f"OMPI_COMM_WORLD_RANK={rank}".encode())
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                variables = set(f.read().split(b"\0"))
+        except OSError:
+            continue
+        if wanted <= variables:
+            found.append(int(entry))
+    return found
+
+
+def running(pid):
+    """Whether a process exists and is not a zombie (an exited process nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(job, timeout):
+    """Seconds until no process of the job is left; None if some outlive `timeout`."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if not processes_of(job):
+            return time.monotonic() - start
+        time.sleep(0.05)
+    return None

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """skt-run under a real Slurm: a local cluster of 6 virtual nodes (tools/cluster: slurmctld,
-munged, one slurmd per node, each in its own IPC namespace). Inside `salloc --no-kill`, the daemon
-takes its nodes from the allocation and the last two as spares; a node is killed for real (its
-slurmd, its processes, its memory) and marked DOWN; the daemon sees it through Slurm's node state,
-replaces it, relaunches with a rankfile, and the job ends with the result of a run without
-failure; a second node uses the second spare; with no spare left, a clear failure (exit 5)."""
+munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm). Inside
+`salloc --no-kill`, the daemon takes its nodes from the allocation and the last two as spares.
+
+- 4 ranks on each node (16 ranks, groups of 4 across nodes): a node is killed for real (its
+  slurmd, its processes, its memory) and marked DOWN; the daemon sees it through Slurm, moves its
+  4 ranks to a spare, relaunches, and a second node goes the same way; the job ends with the
+  result of a run without failure.
+- A node drained in Slurm while its processes run (Slurm kills nothing, mpirun notices nothing):
+  the daemon's periodic probe sees it, ends the run and replaces the node.
+- With no spare left, a clear failure (exit 5)."""
 
 import os
 import re
@@ -36,11 +41,11 @@ def main(argv):
     expect = checks.expect
 
     local = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
-    reference = local.reference(4, APP_ARGS)
+    reference_16 = local.reference(16, APP_ARGS, group_size=4)
+    reference_4 = local.reference(4, APP_ARGS)
     with tempfile.TemporaryDirectory() as state:
-        env = dict(os.environ, **harness.MPI_ENV, SKT_GROUP_SIZE="2",
-                   SKT_TOOLS_CLUSTER_DIR=os.path.join(state, "cluster"),
-                   SLURM_CONF=os.path.join(state, "cluster", "slurm.conf"))
+        env = harness.daemon_env(SKT_TOOLS_CLUSTER_DIR=os.path.join(state, "cluster"),
+                                 SLURM_CONF=os.path.join(state, "cluster", "slurm.conf"))
         started = subprocess.run([options.cluster, "start", "6"], env=env, capture_output=True, text=True)
         if started.returncode != 0:
             print(f"FAILED: tools/cluster start 6:\n{started.stdout}\n{started.stderr}", file=sys.stderr)
@@ -50,48 +55,73 @@ def main(argv):
         def kill(node):
             subprocess.run([options.cluster, "kill", node], env=env, check=True, capture_output=True)
 
-        def daemon(nodes, job, pauses, victims, spares):
+        def drain(node):
+            subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=skt-test"],
+                           env=env, check=True, capture_output=True)
+
+        def daemon(nodes, job, pauses, on_pause, spares, ranks_per_node=1, group_size=2, extra=()):
+            # The virtual nodes have 2 CPUs each: 4 ranks on one is more than its slots, which
+            # mpirun refuses unless told.
+            launcher_args = ["--launcher-args=--oversubscribe"] if ranks_per_node > 2 else []
             command = ["salloc", "-N", str(nodes), "--no-kill", options.run, "--spares", str(spares),
-                       "--job", job, "--ranklist-out", os.path.join(state, job + ".ranklist"),
-                       "--shm-tool", options.shm, "--launcher", options.mpirun, "--",
+                       "--ranks-per-node", str(ranks_per_node), "--job", job,
+                       "--state-dir", os.path.join(state, job), "--shm-tool", options.shm,
+                       "--launcher", options.mpirun, *launcher_args, *extra, "--",
                        options.app, *APP_ARGS, *sum((["--pause", p] for p in pauses), [])]
             process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, env=env, start_new_session=True)
+                                       text=True, env=dict(env, SKT_GROUP_SIZE=str(group_size)),
+                                       start_new_session=True)
             timer = threading.Timer(options.timeout, process.kill)
             timer.start()
             lines, paused = [], 0
             for line in process.stdout:
                 lines.append(line)
                 if line.startswith("PAUSED"):
-                    kill(victims[paused])
+                    on_pause(paused)
                     paused += 1
             process.wait()
             timer.cancel()
             return process.returncode, "".join(lines)
 
         try:
-            code, out = daemon(6, "slurm-e2e-a", ["0:6", "1:9"], ["n2", "n4"], 2)
-            expect(code == 0, f"two nodes killed, two spares: exit 0 (got {code})", out)
-            expect(re.search(r"^RESULT " + reference, out, re.M) is not None,
-                   "the result is that of a run without failure", out)
+            code, out = daemon(5, "slurm-e2e-probe", ["0:6"], lambda k: drain("n3"), 1,
+                               extra=["--probe-interval", "1"])
+            expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None,
+                   f"a node drained while its ranks run: exit 0, right result (got {code})", out)
+            expect("probe: node n3 dead while the run is up; ending it" in out
+                   and "replacing node n3 by spare n5" in out,
+                   "the periodic probe saw n3 leave service (Slurm kills nothing on a drained node, "
+                   "mpirun notices nothing), ended the run and replaced the node", out)
+
+            # n3's slurmd lives: it comes back, and the next job may use it.
+            subprocess.run(["scontrol", "update", "NodeName=n3", "State=RESUME"], env=env,
+                           capture_output=True)
+
+            victims = ["n2", "n4"]
+            code, out = daemon(6, "slurm-e2e-a", ["0:6", "1:9"], lambda k: kill(victims[k]), 2,
+                               ranks_per_node=4, group_size=4)
+            expect(code == 0, f"4 ranks per node, two nodes killed, two spares: exit 0 (got {code})", out)
+            expect(re.search(r"^RESULT " + reference_16, out, re.M) is not None,
+                   "16 ranks: the result is that of a run without failure, bit for bit", out)
             expect("probe slurm" in out and "nodes from the Slurm allocation" in out,
                    "nodes from the allocation, probed through Slurm", out)
             expect("dead: n2" in out and "replacing node n2 by spare n5" in out,
                    "n2 seen DOWN in Slurm and replaced by n5", out)
             expect("dead: n4" in out and "replacing node n4 by spare n6" in out,
                    "n4 seen DOWN and replaced by n6", out)
-            with open(os.path.join(state, "slurm-e2e-a.ranklist")) as f:
-                ranklist = f.read().split()
-            expect(ranklist == ["0", "n1", "1", "n5", "2", "n3", "3", "n6"],
-                   f"final ranklist: {' '.join(ranklist)}")
-            for t in re.findall(r"relaunched program ran ([\d.]+) s after the failure", out):
-                print(f"     failure seen -> relaunched program running: {t} s")
+            with open(os.path.join(state, "slurm-e2e-a", "ranklist")) as f:
+                ranklist = f.read().split()[1::2]
+            expect(ranklist == ["n1"] * 4 + ["n5"] * 4 + ["n3"] * 4 + ["n6"] * 4,
+                   f"final ranklist: the 4 ranks of each dead node moved together: {' '.join(ranklist)}")
+            for t in re.findall(r"restored epoch \d+, ([\d.]+) s after the failure", out):
+                print(f"     failure seen -> 16 ranks restored: {t} s")
             listed = subprocess.run(["salloc", "-N", "4", "srun", "--ntasks-per-node", "1", options.shm,
                                      "list", "--job", "slurm-e2e-a"], env=env, capture_output=True, text=True)
             expect(listed.returncode == 0 and not re.search(r"^\s*\d+\s+0x", listed.stdout, re.M),
                    "no segments of the job left on any live node", listed.stdout + listed.stderr)
 
-            code, out = daemon(4, "slurm-e2e-b", ["0:6"], ["n3"], 0)
+            # n1, n3, n5 and n6 are left.
+            code, out = daemon(4, "slurm-e2e-b", ["0:6"], lambda k: kill("n3"), 0)
             expect(code == 5, f"a node killed with no spare: exit 5 (got {code})", out)
             expect("out of spares: 1 node dead (n3) but 0 live spares left" in out,
                    "the message names the dead node and says no spare is left", out)

@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
   CHECK(skt_exit_code(SKT_OK) == 0);
   CHECK(skt_exit_code(SKT_ERR_CONFIG) == 2);
   CHECK(skt_exit_code(SKT_ERR_UNRECOVERABLE) == 3);
+  CHECK(skt_exit_code(SKT_ERR_SHM) == 2);
+  CHECK(skt_exit_code(SKT_ERR_NOMEM) == 2);
   CHECK(skt_exit_code(SKT_ERR_MPI) == 1);
   CHECK(skt_finalize(ctx, 1) == SKT_OK);
   CHECK(skt_malloc(8) == NULL); /* no default context any more */

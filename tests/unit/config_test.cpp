@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "libselfckpt/src/monitor.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt {
@@ -85,6 +86,10 @@ TEST(Config, ImpossibleValuesSayWhatToChange) {
             std::string::npos);
   EXPECT_NE(config_error("", {{"SKT_JOB", "bad tag!"}}).find("not a valid job tag"),
             std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_JOB", "a+b+c"}}).find("not a valid job tag"),
+            std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_MONITOR", "host"}}).find("host:port"), std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_MONITOR", "host:70000"}}).find("host:port"), std::string::npos);
   EXPECT_NE(config_error("", {{"SKT_FAULT", "flush"}}).find("<step>:<rank>"), std::string::npos);
   EXPECT_NE(config_error("", {{"SKT_LOG", "loud"}}).find("unknown log level"), std::string::npos);
   EXPECT_NE(config_error("", {{"SKT_HUGE_PAGES", "maybe"}}).find("boolean"), std::string::npos);
@@ -164,6 +169,29 @@ TEST(Config, Sizes) {
   EXPECT_EQ(parse_size("2g"), 2147483648u);
   EXPECT_FALSE(parse_size("12Q").has_value());
   EXPECT_FALSE(parse_size("").has_value());
+}
+
+TEST(Config, JobTagsAndSubJobs) {
+  EXPECT_TRUE(valid_job_tag("run-1a2b"));
+  EXPECT_TRUE(valid_job_tag("run-1a2b+hpl"));
+  EXPECT_TRUE(valid_job_tag("x.2+t12"));
+  EXPECT_FALSE(valid_job_tag("+hpl"));
+  EXPECT_FALSE(valid_job_tag("job+"));
+  EXPECT_FALSE(valid_job_tag("job+a+b"));
+  EXPECT_FALSE(valid_job_tag(std::string(60, 'a') + "+hpl"));  // 64 characters in all
+  EXPECT_TRUE(valid_job_tag(std::string(59, 'a') + "+hpl"));
+}
+
+TEST(Config, MonitorAddresses) {
+  const auto a = parse_monitor_address("127.0.0.1:4000");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 4000);
+  EXPECT_EQ(parse_monitor_address("login-1.cluster:65535")->host, "login-1.cluster");
+  EXPECT_FALSE(parse_monitor_address(":4000").has_value());
+  EXPECT_FALSE(parse_monitor_address("host:").has_value());
+  EXPECT_FALSE(parse_monitor_address("host:0").has_value());
+  EXPECT_FALSE(parse_monitor_address("host:12x").has_value());
 }
 
 TEST(Config, SharedSettingsIgnoreTheNode) {

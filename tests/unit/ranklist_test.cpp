@@ -1,4 +1,4 @@
-// skt-run's planning: node lists, ranklists, replacement of dead nodes by spares, rankfiles, and
+// skt-run's planning: node lists, ranklists, replacement of dead nodes by spares, host lists, and
 // the reading of Slurm node states.
 #include <gtest/gtest.h>
 
@@ -74,9 +74,9 @@ TEST(Replace, OutOfSparesSaysHowMany) {
   }
 }
 
-TEST(Rankfile, SlotsCountPerNode) {
-  EXPECT_EQ(rankfile_text({"a", "a", "b", "a"}),
-            "rank 0=a slot=0\nrank 1=a slot=1\nrank 2=b slot=0\nrank 3=a slot=2\n");
+TEST(SeqHostList, EntryRIsTheNodeOfRankR) {
+  // After a replacement a node's ranks need not be contiguous: rank 3 is back on a.
+  EXPECT_EQ(seq_host_list({"a", "a", "b", "a"}), "a,a,b,a");
 }
 
 TEST(SlurmStates, DeadStatesAreRecognised) {

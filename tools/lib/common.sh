@@ -38,12 +38,13 @@ skt_ensure_packages() {
   "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# Open MPI refuses to run as root without these; tests run more ranks than cores. The runs stay on
-# this host, where PMIx's native security is enough (a stale munge socket delays each launch).
+# Open MPI refuses to run as root without these. The runs stay on this host, where PMIx's native
+# security is enough (a stale munge socket delays each launch). Nothing here oversubscribes: a
+# command that runs more ranks than cores says so (mpirun --oversubscribe; skt-run does it for
+# virtual nodes by itself).
 skt_mpi_environment() {
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export PMIX_MCA_psec=${PMIX_MCA_psec:-native}
-  export OMPI_MCA_rmaps_base_oversubscribe=1
   export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 }
 

@@ -153,7 +153,9 @@ const char* skt_last_error(void);
 int skt_last_error_code(void);
 
 /* The process exit code that the restart daemon expects for an error code (DESIGN section 9):
- * 0 for SKT_OK, 2 for usage and configuration errors, 3 for SKT_ERR_UNRECOVERABLE, 1 otherwise. */
+ * 0 for SKT_OK; 2 for usage and configuration errors and for the refusals that a relaunch would
+ * meet again (SKT_ERR_SHM, SKT_ERR_NOMEM: a kernel limit or the node's memory), which the daemon
+ * does not retry; 3 for SKT_ERR_UNRECOVERABLE; 1 otherwise. */
 int skt_exit_code(int code);
 
 #ifdef __cplusplus

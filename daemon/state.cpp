@@ -1,0 +1,161 @@
+#include "daemon/state.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace skt::run {
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::stringstream in(text);
+  std::vector<std::string> out;
+  std::string w;
+  while (in >> w)
+    out.push_back(w);
+  return out;
+}
+
+std::string default_job_tag(const std::string& directory, const std::vector<std::string>& nodes,
+                            int ranks_per_node, const std::vector<std::string>& command) {
+  // FNV-1a, 64 bits: stable across builds and platforms, unlike std::hash. Each field ends with a
+  // zero byte, so that no two different inputs concatenate alike.
+  std::uint64_t hash = 14695981039346656037ull;
+  const auto add = [&](const std::string& field) {
+    for (const char c : field)
+      hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    hash *= 1099511628211ull;
+  };
+  add(directory);
+  for (const auto& node : nodes)
+    add(node);
+  add(std::to_string(ranks_per_node));
+  for (const auto& word : command)
+    add(word);
+  return fmt::format("run-{:012x}", hash >> 16);
+}
+
+std::string format_state(const JobState& s) {
+  return fmt::format(
+      "job {}\nstatus {}\nlaunches {}\nranklist {}\nspares {}\ncadence {:.3f}\nnote {}\n", s.job,
+      s.status, s.launches, fmt::join(s.ranklist, " "), fmt::join(s.spares, " "), s.cadence,
+      s.note);
+}
+
+std::optional<JobState> parse_state(const std::string& text) {
+  JobState s;
+  std::stringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    const auto space = line.find(' ');
+    const std::string key = line.substr(0, space);
+    const std::string value = space == std::string::npos ? "" : line.substr(space + 1);
+    try {
+      if (key == "job") {
+        s.job = value;
+      } else if (key == "status") {
+        s.status = value;
+      } else if (key == "launches") {
+        std::size_t used = 0;
+        s.launches = std::stoi(value, &used);
+        if (used != value.size() || s.launches < 0) return std::nullopt;
+      } else if (key == "ranklist") {
+        s.ranklist = split_words(value);
+      } else if (key == "spares") {
+        s.spares = split_words(value);
+      } else if (key == "cadence") {
+        s.cadence = std::stod(value);
+      } else if (key == "note") {
+        s.note = value;
+      } else {
+        return std::nullopt;
+      }
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  if (s.job.empty()) return std::nullopt;
+  return s;
+}
+
+std::string default_state_dir(const std::string& job) {
+  const char* xdg = std::getenv("XDG_STATE_HOME");
+  std::string base;
+  if (xdg != nullptr && *xdg != '\0') {
+    base = xdg;
+  } else {
+    const char* home = std::getenv("HOME");
+    base = std::string(home != nullptr && *home != '\0' ? home : "/tmp") + "/.local/state";
+  }
+  return base + "/skt-run/" + job;
+}
+
+StateDir::StateDir(std::string path) : path_(std::move(path)) {
+  std::error_code ec;
+  std::filesystem::create_directories(path_, ec);
+  if (ec) {
+    throw std::runtime_error(
+        fmt::format("cannot create the state directory {}: {}", path_, ec.message()));
+  }
+  const std::string lock = file("lock");
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) {
+    throw std::runtime_error(fmt::format("cannot open {}: {}", lock, std::strerror(errno)));
+  }
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    std::ifstream in(lock);
+    std::string holder;
+    std::getline(in, holder);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw std::runtime_error(
+        fmt::format("the job is being run by another skt-run ({}); it must end first (or stop it: "
+                    "kill {})",
+                    holder.empty() ? "unknown process" : holder,
+                    holder.rfind("pid ", 0) == 0 ? holder.substr(4, holder.find(' ', 4) - 4)
+                                                 : std::string("<pid>")));
+  }
+  const std::string holder = fmt::format("pid {} on {}\n", ::getpid(), [] {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    return std::string(host);
+  }());
+  if (::ftruncate(lock_fd_, 0) != 0 ||
+      ::pwrite(lock_fd_, holder.data(), holder.size(), 0) != static_cast<ssize_t>(holder.size())) {
+    // The lock holds without the note; only the message to a second skt-run is poorer.
+  }
+}
+
+StateDir::~StateDir() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
+}
+
+std::optional<JobState> StateDir::load() const {
+  std::ifstream in(file("state"));
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_state(text.str());
+}
+
+void StateDir::save(const JobState& state) const {
+  const std::string temporary = file("state.new");
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << format_state(state);
+    if (!out.flush()) throw std::runtime_error("cannot write " + temporary);
+  }
+  std::filesystem::rename(temporary, file("state"));
+}
+
+}  // namespace skt::run

@@ -1,0 +1,65 @@
+// What skt-run keeps of a job between its runs, in the job's state directory: the ranklist (where
+// each rank's memory is), the spares left, how many launches there were, how the last one ended,
+// and the checkpoint cadence seen so far. The same command run again resumes from it; a lock in
+// the directory lets only one skt-run drive a job at a time.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace skt::run {
+
+struct JobState {
+  std::string job;
+  std::string status = "new";  // new, running, stopped, failed, unrecoverable, done
+  int launches = 0;            // launches so far (the next one's SKT_RESTART)
+  std::vector<std::string> ranklist;
+  std::vector<std::string> spares;
+  double cadence = 0;  // the longest time seen between two checkpoints, seconds
+  std::string note;    // how the last run ended, in words
+
+  bool operator==(const JobState&) const = default;
+};
+
+// One "key value" line per field; the lists are space-separated node names.
+std::string format_state(const JobState& state);
+// Nothing if the text is not a state (unknown key, bad number, no job).
+std::optional<JobState> parse_state(const std::string& text);
+
+// The words of a text, split at white space.
+std::vector<std::string> split_words(const std::string& text);
+
+// The job tag when none is given outside Slurm: one per directory, nodes, ranks per node and
+// command ("run-" and 12 hex digits), so that the same command in the same place is the same job,
+// and resumes it.
+std::string default_job_tag(const std::string& directory, const std::vector<std::string>& nodes,
+                            int ranks_per_node, const std::vector<std::string>& command);
+
+// The state directory of a job when --state-dir is not given:
+// ${XDG_STATE_HOME:-$HOME/.local/state}/skt-run/<job>.
+std::string default_state_dir(const std::string& job);
+
+// A job's state directory, locked while this object lives.
+class StateDir {
+ public:
+  // Creates the directory if needed and takes its lock; throws std::runtime_error naming the
+  // process that holds it when another skt-run drives the job.
+  explicit StateDir(std::string path);
+  ~StateDir();
+  StateDir(const StateDir&) = delete;
+  StateDir& operator=(const StateDir&) = delete;
+
+  const std::string& path() const noexcept { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  std::optional<JobState> load() const;
+  // Written whole, then renamed into place: a reader never sees half of it.
+  void save(const JobState& state) const;
+
+ private:
+  std::string path_;
+  int lock_fd_ = -1;
+};
+
+}  // namespace skt::run

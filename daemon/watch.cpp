@@ -1,0 +1,95 @@
+#include "daemon/watch.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <sstream>
+
+namespace skt::run {
+
+std::optional<Heard> parse_heard(std::string_view line) {
+  std::stringstream in{std::string(line)};
+  std::string magic;
+  Heard h;
+  if (!(in >> magic >> h.job >> h.rank >> h.launch >> h.pid >> h.kind >> h.epoch)) {
+    return std::nullopt;
+  }
+  if (magic != "skt1" || h.rank < 0) return std::nullopt;
+  return h;
+}
+
+Watchdog::Watchdog(std::string job, int launch, int ranks, WatchLimits limits, double cadence,
+                   double started)
+    : job_(std::move(job)),
+      launch_(launch),
+      limits_(limits),
+      cadence_(cadence),
+      started_at_(started),
+      ranks_(ranks),
+      last_progress_(started) {}
+
+bool Watchdog::ours(const Heard& h) const {
+  const bool job =
+      h.job == job_ || (h.job.size() > job_.size() && h.job.compare(0, job_.size(), job_) == 0 &&
+                        h.job[job_.size()] == '+');
+  return job && h.launch == launch_ && h.rank < ranks_;
+}
+
+void Watchdog::heard(const Heard& h, double now) {
+  if (!ours(h)) return;
+  started_.insert(h.rank);
+  if (h.kind == "bye") {
+    voices_.erase({h.job, h.rank});
+  } else if (h.kind == "hello" || voices_.count({h.job, h.rank}) != 0) {
+    // A beat that overtook its context's hello, or came after its bye, says nothing new.
+    voices_[{h.job, h.rank}] = now;
+  }
+  if (h.kind == "recovered") {
+    if (!restored_ || h.epoch > *restored_) restored_ = h.epoch;
+    if (!restored_at_) restored_at_ = now;
+    last_progress_ = std::max(last_progress_, now);
+  } else if (h.kind == "commit" && commits_.insert({h.job, h.epoch}).second) {
+    // Every rank reports the commit; the first report of an epoch is the commit.
+    if (last_commit_ >= 0) cadence_ = std::max(cadence_, now - last_commit_);
+    last_commit_ = now;
+    last_progress_ = now;
+  } else if (h.kind == "hello" || h.kind == "bye") {
+    last_progress_ = std::max(last_progress_, now);
+  }
+}
+
+std::optional<double> Watchdog::progress_bound() const {
+  if (limits_.progress_fixed) return limits_.progress_fixed;
+  if (cadence_ <= 0) return std::nullopt;
+  return std::max(limits_.progress_floor, limits_.progress_factor * cadence_);
+}
+
+std::optional<std::string> Watchdog::hung(double now) const {
+  for (const auto& [voice, last] : voices_) {
+    if (now - last > limits_.silence) {
+      return fmt::format("rank {} has been silent for {:.1f} s (stopped, or its node frozen)",
+                         voice.second, now - last);
+    }
+  }
+  if (now - started_at_ > limits_.startup && static_cast<int>(started_.size()) < ranks_) {
+    int first = 0;
+    while (started_.count(first) != 0)
+      ++first;
+    return fmt::format("{} of the {} ranks (rank {} first) did not start within {:.0f} s",
+                       ranks_ - static_cast<int>(started_.size()), ranks_, first, limits_.startup);
+  }
+  const auto bound = progress_bound();
+  if (bound && !voices_.empty() && now - last_progress_ > *bound) {
+    return fmt::format(
+        "no checkpoint for {:.1f} s, beyond its bound of {:.1f} s ({}): every rank beats, but "
+        "none gets on (a deadlock?)",
+        now - last_progress_, *bound,
+        limits_.progress_fixed
+            ? std::string("--hang-timeout")
+            : fmt::format("{:.0f} x the {:.1f} s seen between checkpoints, at least {:.0f} s",
+                          limits_.progress_factor, cadence_, limits_.progress_floor));
+  }
+  return std::nullopt;
+}
+
+}  // namespace skt::run

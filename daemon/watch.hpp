@@ -1,0 +1,78 @@
+// What the ranks of a run tell skt-run (the library's SKT_MONITOR datagrams), and whether the run
+// is hung: a rank silent too long (stopped, or its node frozen), a rank that never started, or no
+// checkpoint for much longer than the job's own cadence (a deadlock). Pure: times are given.
+//
+// Each context of a rank speaks for itself (a program may hold several: skt-hpl's TAG+hpl and
+// TAG+t0) from its hello to its bye; a context that said bye is silent as it should be. A program
+// that has no context left is not watched.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace skt::run {
+
+struct Heard {
+  std::string job;
+  int rank = 0;
+  int launch = 0;
+  long pid = 0;
+  std::string kind;  // hello, beat, recovered, commit, bye
+  std::uint64_t epoch = 0;
+};
+std::optional<Heard> parse_heard(std::string_view line);
+
+struct WatchLimits {
+  double silence = 10;   // a rank that spoke and then says nothing this long is hung
+  double startup = 120;  // every rank speaks within this long of the launch
+  // No checkpoint for max(floor, factor x the longest interval between checkpoints seen) is a
+  // hang; before two checkpoints were seen there is no cadence, and no such bound unless fixed.
+  double progress_floor = 300;
+  double progress_factor = 3;
+  std::optional<double> progress_fixed;  // --hang-timeout: this bound, whatever the cadence
+};
+
+class Watchdog {
+ public:
+  // `cadence`: the longest interval between checkpoints seen in earlier runs of the job.
+  Watchdog(std::string job, int launch, int ranks, WatchLimits limits, double cadence,
+           double started);
+
+  // Counts what a rank of this launch of this job (or of a sub-job, JOB+name) says.
+  void heard(const Heard& heard, double now);
+  // Why the run is hung at `now`, in words; nothing while it is not.
+  std::optional<std::string> hung(double now) const;
+
+  bool anyone_started() const noexcept { return !started_.empty(); }
+  // The epoch the ranks restored, and when the first said so.
+  std::optional<std::uint64_t> restored() const noexcept { return restored_; }
+  std::optional<double> restored_at() const noexcept { return restored_at_; }
+  double cadence() const noexcept { return cadence_; }
+  // The bound on the time without a checkpoint now, if there is one.
+  std::optional<double> progress_bound() const;
+
+ private:
+  bool ours(const Heard& h) const;
+
+  std::string job_;
+  int launch_;
+  WatchLimits limits_;
+  double cadence_;
+  double started_at_;  // the launch
+  int ranks_;
+  // When each (context, rank) last spoke; a context that said bye is gone from it.
+  std::map<std::pair<std::string, int>, double> voices_;
+  std::set<int> started_;  // ranks heard from
+  double last_progress_;
+  double last_commit_ = -1;
+  std::optional<std::uint64_t> restored_;
+  std::optional<double> restored_at_;
+  std::set<std::pair<std::string, std::uint64_t>> commits_;  // (job or sub-job, epoch) seen
+};
+
+}  // namespace skt::run

@@ -1,0 +1,89 @@
+#include "libselfckpt/src/monitor.hpp"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstring>
+
+#include "selfckpt/selfckpt.hpp"
+
+namespace skt {
+
+std::optional<MonitorAddress> parse_monitor_address(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return std::nullopt;
+  MonitorAddress a;
+  a.host = text.substr(0, colon);
+  const char* first = text.data() + colon + 1;
+  const char* last = text.data() + text.size();
+  const auto [end, ec] = std::from_chars(first, last, a.port);
+  if (ec != std::errc() || end != last || a.port < 1 || a.port > 65535) return std::nullopt;
+  return a;
+}
+
+Monitor::Monitor(const MonitorAddress& address, std::string job, int rank, int launch)
+    : job_(std::move(job)), rank_(rank), launch_(launch) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(address.host.c_str(), nullptr, &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    throw Error(SKT_ERR_CONFIG,
+                fmt::format("SKT_MONITOR: cannot resolve '{}': {} (skt-run --monitor-host names an "
+                            "address every node can reach)",
+                            address.host, gai_strerror(rc)));
+  }
+  std::memcpy(&to_, found->ai_addr, sizeof to_);
+  freeaddrinfo(found);
+  to_.sin_port = htons(static_cast<std::uint16_t>(address.port));
+  fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) {
+    throw Error(SKT_ERR_CONFIG,
+                fmt::format("SKT_MONITOR: cannot open a socket: {}", std::strerror(errno)));
+  }
+  send("hello");
+  thread_ = std::thread([this] { beat(); });
+}
+
+Monitor::~Monitor() {
+  send("bye");
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (fd_ >= 0) close(fd_);
+}
+
+void Monitor::send(const char* kind) {
+  const std::string line =
+      fmt::format("skt1 {} {} {} {} {} {}\n", job_, rank_, launch_, getpid(), kind, epoch_.load());
+  // Lost datagrams only delay what the supervisor learns; nothing here may stop the program.
+  sendto(fd_, line.data(), line.size(), MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to_),
+         sizeof to_);
+}
+
+void Monitor::beat() {
+  std::unique_lock lock(mutex_);
+  while (!wake_.wait_for(lock, std::chrono::milliseconds(kBeatMilliseconds), [&] { return stop_; }))
+    send("beat");
+}
+
+void Monitor::recovered(std::uint64_t epoch) {
+  epoch_ = epoch;
+  send("recovered");
+}
+
+void Monitor::committed(std::uint64_t epoch) {
+  epoch_ = epoch;
+  send("commit");
+}
+
+}  // namespace skt

@@ -1,0 +1,61 @@
+// Liveness and progress, told to whoever supervises the job (skt-run, through SKT_MONITOR): a
+// datagram when a rank's context starts, when it recovers, at every commit, when the context ends,
+// and every second from a thread of its own. A rank that stops (SIGSTOP, a frozen node) goes
+// silent; one that waits in a deadlock keeps beating but commits nothing: the supervisor tells both
+// from a slow job. Best effort (UDP, no replies): nothing changes for the program when nobody
+// listens.
+//
+// A datagram is one line: "skt1 <job> <rank> <launch> <pid> <kind> <epoch>", kind one of hello,
+// beat, recovered, commit, bye.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace skt {
+
+// "host:port", the host a name or an IPv4 address; nothing if it does not parse.
+struct MonitorAddress {
+  std::string host;
+  int port = 0;
+};
+std::optional<MonitorAddress> parse_monitor_address(const std::string& text);
+
+class Monitor {
+ public:
+  static constexpr int kBeatMilliseconds = 1000;
+
+  // Resolves the address (throws skt::Error(SKT_ERR_CONFIG) when it cannot), says hello and
+  // starts beating; the destructor says bye.
+  Monitor(const MonitorAddress& address, std::string job, int rank, int launch);
+  ~Monitor();
+  Monitor(const Monitor&) = delete;
+  Monitor& operator=(const Monitor&) = delete;
+
+  void recovered(std::uint64_t epoch);
+  void committed(std::uint64_t epoch);
+
+ private:
+  void send(const char* kind);
+  void beat();
+
+  std::string job_;
+  int rank_;
+  int launch_;
+  int fd_ = -1;
+  sockaddr_in to_{};
+  std::atomic<std::uint64_t> epoch_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace skt

@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""skt-run left alone by its operator, on virtual nodes of this host:
+
+- watchdog: a rank stopped (SIGSTOP) is found silent, a deadlock (every rank beats, none
+  checkpoints) is found by the progress bound; both runs are ended and relaunched, and the job
+  finishes right;
+- resume: the same command after SIGTERM, SIGINT, or skt-run's own SIGKILL (which takes its run
+  with it: no process of the job outlives it) resumes from the checkpoint; a second skt-run on a
+  running job is refused and names the first; segments without skt-run's state are resumed;
+- launch failures (a program missing on a node, mpirun's refusal) end with exit 7 and the
+  launcher's reason, never retried; refusals of the program that would repeat end with exit 2;
+  virtual nodes oversubscribe by themselves;
+- remote launches: through a stand-in for ssh that starts each node with an empty environment,
+  every SKT_* variable still reaches the ranks (a crash on launch 0 is relaunched and restored);
+- isolation: skt-inject marks nothing when it matched nothing; a node killed in one job is not
+  dead for another job on the same nodes; --revive; a job's tag does not cover another's;
+- leftovers: a relaunch with more ranks than the checkpoint is refused and removes what it
+  created; a resume with another number of nodes is refused before anything is launched."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import harness
+from harness import result_of
+
+APP_ARGS = ["--iterations", "12", "--checkpoint-every", "3", "--bytes", "20000", "--verify-recovery"]
+NODES = ["n1", "n2", "n3", "n4"]
+
+
+def status_of(d, job):
+    with open(os.path.join(d.state_dir(job), "state")) as f:
+        return dict(line.split(" ", 1) for line in f.read().splitlines() if " " in line)
+
+
+def stopped_rank(d, cluster, checks, reference):
+    """SIGSTOP on one rank: no crash, no exit, only silence."""
+    job = cluster.new_job("wstop")
+    stopped = {}
+
+    def on_line(line, _):
+        if line.startswith("PAUSED"):
+            pids = harness.processes_of(job, rank=2)
+            stopped["pid"] = pids[0] if pids else None
+            stopped["at"] = time.monotonic()
+            if pids:
+                os.kill(pids[0], signal.SIGSTOP)
+        elif "the run is hung" in line and "seen" not in stopped:
+            stopped["seen"] = time.monotonic()
+
+    process = d.start(d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"], extra=["--silence", "3"]))
+    out = d.drive(process, on_line)
+    checks.expect(stopped.get("pid") is not None, "found rank 2's process to stop", out)
+    checks.expect(process.returncode == 0 and result_of(out) == reference,
+                  "a stopped rank: the job finishes with the right result", out)
+    checks.expect("the run is hung: rank 2 has been silent for" in out and "reports restored epoch 2" in out,
+                  "the watchdog names the silent rank; the relaunch restores epoch 2", out)
+    if "seen" in stopped:
+        print(f"     SIGSTOP -> hang seen: {stopped['seen'] - stopped['at']:.2f} s (--silence 3)")
+    checks.expect(stopped.get("pid") is None or not harness.running(stopped["pid"]),
+                  "the stopped rank is gone (killed with its run)")
+    cluster.clean(job)
+
+
+def deadlock(d, cluster, checks, reference):
+    """Every rank alive and beating, none checkpointing (the paused program): the progress bound
+    from the job's own cadence, at least --progress-floor."""
+    job = cluster.new_job("wlock")
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"],
+                                extra=["--progress-floor", "2"]))
+    checks.expect(code == 0 and result_of(out) == reference,
+                  "a run that stops checkpointing: ended, relaunched, right result", out)
+    checks.expect(re.search(r"no checkpoint for [\d.]+ s, beyond its bound of 2.0 s \(3 x the [\d.]+ s seen "
+                            r"between checkpoints, at least 2 s\)", out) is not None,
+                  "the watchdog says the bound and where it comes from", out)
+    cluster.clean(job)
+
+
+def resume_after_signals(d, cluster, checks, reference):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        job = cluster.new_job("rsig")
+        command = d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"])
+        second = {}
+        process = d.start(command)
+
+        def on_line(line, _):
+            if line.startswith("PAUSED"):
+                if sig == signal.SIGTERM:
+                    # While it runs, the same command is refused, naming who drives the job.
+                    done = subprocess.run(command, capture_output=True, text=True,
+                                          env=harness.daemon_env(SKT_GROUP_SIZE="2"))
+                    second["code"], second["out"] = done.returncode, done.stderr
+                os.kill(process.pid, sig)
+
+        out = d.drive(process, on_line)
+        name = signal.Signals(sig).name
+        if sig == signal.SIGTERM:
+            checks.expect(second.get("code") == 2 and f"being run by another skt-run (pid {process.pid}"
+                          in second.get("out", ""),
+                          "a second skt-run on a running job: refused (exit 2), naming the first's pid",
+                          second.get("out"))
+        checks.expect(process.returncode == 128 + sig and "the same command resumes it" in out
+                      and status_of(d, job)["status"] == "stopped",
+                      f"{name}: exit {128 + sig}, state 'stopped', says the same command resumes it", out)
+        code, out = d.run(command)
+        checks.expect(code == 0 and result_of(out) == reference and "reports restored epoch 2" in out
+                      and "resuming job" in out,
+                      f"after {name}, the same command resumes from epoch 2 and finishes right", out)
+        cluster.clean(job)
+
+    # skt-run itself killed: its run must die with it, and the next skt-run takes the job back.
+    job = cluster.new_job("rkill")
+    command = d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"])
+    gone = {}
+    process = d.start(command)
+
+    def kill_daemon(line, _):
+        if line.startswith("PAUSED"):
+            os.kill(process.pid, signal.SIGKILL)
+            gone["after"] = harness.wait_gone(job, 10)
+
+    d.drive(process, kill_daemon)
+    within = "" if gone.get("after") is None else f" within {gone['after']:.2f} s"
+    checks.expect(gone.get("after") is not None,
+                  f"skt-run SIGKILLed: its mpirun and every rank died with it{within}",
+                  f"left: {harness.processes_of(job)}")
+    code, out = d.run(command)
+    checks.expect(code == 0 and result_of(out) == reference and "the skt-run of the last one died" in out
+                  and "reports restored epoch 2" in out,
+                  "after skt-run's death, the same command resumes from epoch 2 and finishes right", out)
+    cluster.clean(job)
+
+    # Segments without skt-run's state (lost, or the job first ran under mpirun by hand).
+    job = cluster.new_job("rnostate")
+    run = cluster.start([f"{n}" for n in NODES], APP_ARGS + ["--pause", "0:6"],
+                        {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0"})[0]
+    for line in run.stdout:
+        if line.startswith("PAUSED"):
+            break
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    cluster.wait_detached(job)
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS))
+    checks.expect(code == 0 and result_of(out) == reference and "resuming from them" in out
+                  and "reports restored epoch 2" in out,
+                  "segments skt-run has no state of: resumed from (epoch 2), right result", out)
+    cluster.clean(job)
+
+
+def launch_failures(d, cluster, checks, reference):
+    job = cluster.new_job("lmiss")
+    code, out = d.run(d.command(job, ["localhost"], 0, [], extra=["--launch", "hosts", "--probe", "local"],
+                                program=["/nonexistent/skt-program"]))
+    checks.expect(code == 7 and "it said:" in out and "Executable: /nonexistent/skt-program" in out.split("it said:")[1]
+                  and "relaunched" not in out and "a launch failure is not a crash" in out,
+                  f"a program missing on a node: exit 7 (got {code}) with mpirun's reason, no relaunch", out)
+    checks.expect(status_of(d, job)["launches"] == "0", "a launch that failed is not counted as one")
+    job = cluster.new_job("lrefuse")
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS, extra=["--launcher-args=--no-such-option"]))
+    checks.expect(code == 7 and "unknown option" in out and "relaunched" not in out,
+                  f"mpirun's refusal: exit 7 (got {code}), its reason, no relaunch", out)
+    job = cluster.new_job("lconf")
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS), env={"SKT_CHUNK_SIZE": "1000"})
+    checks.expect(code == 2 and "multiple of 64" in out and "relaunched" not in out
+                  and f"no segment of job {job} is left" in out,
+                  f"a configuration the program refuses: exit 2 (got {code}), not retried, and nothing left", out)
+    job = cluster.new_job("lhuge")
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS), env={"SKT_HUGE_PAGES": "true"})
+    if code == 0:
+        print("skip the resource refusal: this machine has huge pages reserved (vm.nr_hugepages)")
+    else:
+        checks.expect(code == 2 and "vm.nr_hugepages" in out and "relaunched" not in out
+                      and f"no segment of job {job} is left" in out,
+                      f"huge pages asked for, none reserved: exit 2 (got {code}), the setting named, not "
+                      "retried, nothing left", out)
+    job = cluster.new_job("lover")
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS, extra=["--ranks-per-node", "2"]))
+    checks.expect(code == 0 and "--oversubscribe" in out,
+                  "8 ranks on virtual nodes of a 2-core host: oversubscribed by skt-run itself", out)
+    cluster.clean(job)
+
+
+FAKE_SSH = """#!/bin/sh
+# A stand-in for ssh: runs the command on this host as a login on node $host would, with an empty
+# environment but for the node's own name and its own /tmp.
+while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
+host=$1; shift
+mkdir -p "{root}/$host"
+exec env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR="{root}/$host" SKT_NODE="$host" sh -c "$*"
+"""
+
+
+def remote_environment(d, cluster, checks, reference):
+    with tempfile.TemporaryDirectory() as root:
+        agent = os.path.join(root, "fake-ssh")
+        with open(agent, "w") as f:
+            f.write(FAKE_SSH.replace("{root}", root))
+        os.chmod(agent, 0o755)
+        # The fake nodes are this host under other addresses: Open MPI's shared-memory topology
+        # and TCP interfaces must not mix them up.
+        launcher_args = (f"--mca plm_rsh_agent {agent} --mca rtc ^hwloc --mca btl_tcp_if_include lo "
+                         "--mca oob_tcp_if_include lo")
+        hosts = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
+        # First, that the stand-in does what it says: a variable of the caller's does not arrive.
+        probe = subprocess.run([d.options.mpirun, *launcher_args.split(), "--host", "127.0.0.2", "-n", "1",
+                                "sh", "-c", 'echo "seen: ${SKT_PROBE_VARIABLE:-nothing}"'],
+                               capture_output=True, text=True, timeout=60,
+                               env=harness.daemon_env(SKT_PROBE_VARIABLE="here"))
+        checks.expect("seen: nothing" in probe.stdout,
+                      "the stand-in for ssh starts the remote side with an empty environment",
+                      probe.stdout + probe.stderr)
+        job = cluster.new_job("remote")
+        code, out = d.run(d.command(job, hosts, 0, APP_ARGS,
+                                    extra=["--launch", "hosts", "--probe", "local", f"--launcher-args={launcher_args}"]),
+                          env={"SKT_FAULT": "flush:1:2:0"})
+        checks.expect(code == 0 and result_of(out) == reference, f"remote launch: exit 0, right result (got {code})",
+                      out)
+        checks.expect("relaunched (run 2, SKT_RESTART=1)" in out and "reports restored epoch 2" in out,
+                      "SKT_FAULT, SKT_JOB, SKT_RESTART and SKT_MONITOR reached the remote ranks: the crash on "
+                      "launch 0 happened, the relaunch restored epoch 2 and said so", out)
+        cluster.clean(job)
+
+
+def isolation(d, cluster, checks, reference):
+    done = subprocess.run([d.options.inject, "node", "n2", "--job", "nosuch", "--registry", d.registry("nosuch")],
+                          capture_output=True, text=True)
+    checks.expect(done.returncode == 1 and "nothing done" in done.stderr
+                  and not os.path.exists(os.path.join(d.registry("nosuch"), "n2.dead")),
+                  "skt-inject on a job with nothing there: exit 1, marks nothing", done.stdout + done.stderr)
+
+    # Jobs A and B side by side on the same virtual nodes; A loses n2.
+    job_a, job_b = cluster.new_job("isoa"), cluster.new_job("isob")
+    b = d.start(d.command(job_b, NODES + ["n5"], 1, APP_ARGS + ["--pause", "0:6"]))
+    for line in b.stdout:
+        if line.startswith("PAUSED"):
+            break
+    code, out = d.run(d.command(job_a, NODES + ["n5"], 1, APP_ARGS + ["--pause", "0:6"]),
+                      on_pause=lambda k: d.kill_node(job_a, "n2"))
+    checks.expect(code == 0 and result_of(out) == reference and "replacing node n2 by spare n5" in out,
+                  "job A loses n2, replaced by its spare", out)
+    # B crashes afterwards (its rank 1, on n2, killed): for B, n2 is alive.
+    subprocess.run([d.options.inject, "rank", "1", "--job", job_b], check=True, capture_output=True)
+    out = d.drive(b)
+    checks.expect(b.returncode == 0 and result_of(out) == reference and "every node is alive" in out
+                  and d.ranklist(job_b) == NODES,
+                  "job B on the same nodes: n2 is not dead for it; relaunched in place, right result", out)
+    done = subprocess.run([d.options.run, "--revive", "n2", "--state-dir", d.state_dir(job_a)],
+                          capture_output=True, text=True)
+    checks.expect(done.returncode == 0 and "node n2 marked alive" in done.stdout
+                  and not os.path.exists(os.path.join(d.registry(job_a), "n2.dead")),
+                  "skt-run --revive n2 undoes the mark", done.stdout + done.stderr)
+    cluster.clean(job_a)
+    cluster.clean(job_b)
+
+    # A job's tag covers its sub-jobs (TAG+name), not another job whose tag starts alike.
+    base = cluster.new_job("tag")
+    other = base + ".2"
+    run = cluster.start(NODES, APP_ARGS + ["--pause", "0:6"], {"SKT_JOB": other, "SKT_RESTART": "0"})[0]
+    for line in run.stdout:
+        if line.startswith("PAUSED"):
+            break
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    cluster.wait_detached(other)
+    before = cluster.segment_count(other)
+    subprocess.run([d.options.shm, "clean", "--job", base], check=True, capture_output=True)
+    checks.expect(before > 0 and cluster.segment_count(other) == before,
+                  f"skt-shm clean --job {base} leaves job {other} alone")
+    cluster.clean(other)
+
+
+def leftovers(d, cluster, checks, reference):
+    # The library: a relaunch with more ranks than the checkpoint is refused by every rank, and the
+    # ranks that found nothing remove what they created.
+    job = cluster.new_job("more")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    run = cluster.start(NODES, APP_ARGS + ["--pause", "0:6"], dict(env, SKT_RESTART="0"))[0]
+    for line in run.stdout:
+        if line.startswith("PAUSED"):
+            break
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    cluster.wait_detached(job)
+    refused = cluster.launch(NODES + ["n5", "n6"], APP_ARGS, dict(env, SKT_RESTART="1"))
+    listing = cluster.shm_tool("list", "--job", job)
+    ranks = sorted({int(line.split()[3]) for line in listing.splitlines()[1:] if line.strip()})
+    checks.expect(refused.code == 2 and "written by 4 ranks, this run has 6" in refused.err
+                  and ranks == [0, 1, 2, 3],
+                  f"6 ranks on a 4-rank checkpoint: refused (exit {refused.code}) by all, ranks 4 and 5 leave "
+                  f"nothing (segments of ranks {ranks})", refused)
+    ok = cluster.launch(NODES, APP_ARGS, dict(env, SKT_RESTART="1"))
+    checks.expect(ok.code == 0 and ok.result == reference, "the 4-rank checkpoint is intact: resumed right", ok)
+    cluster.clean(job)
+
+    # skt-run: a resume with another number of nodes is refused before anything is launched.
+    job = cluster.new_job("renodes")
+    process = d.start(d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"]))
+
+    def stop(line, _):
+        if line.startswith("PAUSED"):
+            os.kill(process.pid, signal.SIGTERM)
+
+    d.drive(process, stop)
+    code, out = d.run(d.command(job, NODES + ["n5", "n6"], 0, APP_ARGS))
+    checks.expect(code == 2 and "ran 4 ranks" in out and "launched" not in out,
+                  "a resume with 6 nodes of a 4-rank job: refused before launching", out)
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS))
+    checks.expect(code == 0 and result_of(out) == reference, "the right command then resumes it", out)
+    cluster.clean(job)
+
+
+def main(argv):
+    options = harness.arguments(argv, tools=("run", "inject"), timeout=180)
+    cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
+    checks = harness.Checks()
+    reference = cluster.reference(4, APP_ARGS)
+    with tempfile.TemporaryDirectory() as root:
+        d = harness.SktRun(options, root)
+        for case in (stopped_rank, deadlock, resume_after_signals, launch_failures, remote_environment,
+                     isolation, leftovers):
+            case(d, cluster, checks, reference)
+    return harness.report_failures(checks.failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,225 @@
+// skt-run's memory of a job (its state file, its lock, its default tag) and its watchdog, which
+// tells a hung run from a slow one by what the ranks say.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "daemon/state.hpp"
+#include "daemon/watch.hpp"
+
+namespace skt::run {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char name[] = "/tmp/skt-run-state-XXXXXX";
+    path_ = ::mkdtemp(name);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(JobState, RoundTripsThroughItsText) {
+  JobState s;
+  s.job = "run-0123456789ab";
+  s.status = "stopped";
+  s.launches = 3;
+  s.ranklist = {"n1", "n5", "n3", "n5"};
+  s.spares = {"n6"};
+  s.cadence = 12.5;
+  s.note = "stopped by signal 15";
+  EXPECT_EQ(parse_state(format_state(s)), s);
+  JobState none;
+  none.job = "j";
+  EXPECT_EQ(parse_state(format_state(none)), none);  // empty lists survive
+}
+
+TEST(JobState, RejectsWhatIsNotAState) {
+  EXPECT_FALSE(parse_state("").has_value());  // no job
+  EXPECT_FALSE(parse_state("job j\nlaunches two\n").has_value());
+  EXPECT_FALSE(parse_state("job j\nlaunches -1\n").has_value());
+  EXPECT_FALSE(parse_state("job j\ncolour blue\n").has_value());
+}
+
+TEST(StateDir, SavesLoadsAndLetsOneSktRunDriveTheJob) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/job";
+  {
+    StateDir first(dir);
+    EXPECT_FALSE(first.load().has_value());
+    JobState s;
+    s.job = "j";
+    s.launches = 1;
+    first.save(s);
+    EXPECT_EQ(first.load(), s);
+    try {
+      StateDir second(dir);
+      ADD_FAILURE() << "a second holder of the job's lock";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("pid {}", ::getpid())), std::string::npos)
+          << e.what();
+    }
+  }
+  StateDir again(dir);  // the lock went with its holder
+  EXPECT_EQ(again.load()->launches, 1);
+}
+
+TEST(DefaultJobTag, TheSameCommandInTheSamePlaceIsTheSameJob) {
+  const auto tag = default_job_tag("/home/a", {"n1", "n2"}, 1, {"app", "--n", "4"});
+  EXPECT_EQ(tag, default_job_tag("/home/a", {"n1", "n2"}, 1, {"app", "--n", "4"}));
+  EXPECT_EQ(tag.size(), 16u);
+  EXPECT_EQ(tag.rfind("run-", 0), 0u);
+  EXPECT_NE(tag, default_job_tag("/home/b", {"n1", "n2"}, 1, {"app", "--n", "4"}));
+  EXPECT_NE(tag, default_job_tag("/home/a", {"n1", "n3"}, 1, {"app", "--n", "4"}));
+  EXPECT_NE(tag, default_job_tag("/home/a", {"n1", "n2"}, 2, {"app", "--n", "4"}));
+  EXPECT_NE(tag, default_job_tag("/home/a", {"n1", "n2"}, 1, {"app", "--n4"}));
+}
+
+Heard said(const std::string& job, int rank, const std::string& kind, std::uint64_t epoch = 0,
+           int launch = 0) {
+  return Heard{job, rank, launch, 1000 + rank, kind, epoch};
+}
+
+TEST(Watchdog, ReadsTheLibrarysDatagrams) {
+  const auto h = parse_heard("skt1 run-1+hpl 3 2 4242 commit 17\n");
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->job, "run-1+hpl");
+  EXPECT_EQ(h->rank, 3);
+  EXPECT_EQ(h->launch, 2);
+  EXPECT_EQ(h->pid, 4242);
+  EXPECT_EQ(h->kind, "commit");
+  EXPECT_EQ(h->epoch, 17u);
+  EXPECT_FALSE(parse_heard("skt2 j 0 0 1 beat 0").has_value());
+  EXPECT_FALSE(parse_heard("skt1 j -1 0 1 beat 0").has_value());
+  EXPECT_FALSE(parse_heard("skt1 j 0 0").has_value());
+}
+
+TEST(Watchdog, ASilentRankIsHungAndOneThatSaidByeIsNot) {
+  WatchLimits limits;
+  limits.silence = 10;
+  Watchdog w("j", 0, 2, limits, 0, 0);
+  w.heard(said("j", 0, "hello"), 1);
+  w.heard(said("j", 1, "hello"), 1);
+  w.heard(said("j", 0, "beat"), 9);
+  EXPECT_FALSE(w.hung(10).has_value());
+  const auto why = w.hung(11.5);  // rank 1 silent since 1
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("rank 1 has been silent for 10.5 s"), std::string::npos) << *why;
+  w.heard(said("j", 1, "bye"), 11.6);
+  w.heard(said("j", 0, "bye"), 11.6);
+  w.heard(said("j", 1, "beat"), 11.7);  // a beat that overtook its bye
+  EXPECT_FALSE(w.hung(100).has_value());
+}
+
+TEST(Watchdog, EachContextOfARankSpeaksForItself) {
+  // skt-hpl: TAG+hpl lives through the run, TAG+t0 ends; a rank stopped after that is silent
+  // in TAG+hpl.
+  WatchLimits limits;
+  limits.silence = 5;
+  Watchdog w("j", 1, 1, limits, 0, 0);
+  w.heard(said("j+hpl", 0, "hello", 0, 1), 1);
+  w.heard(said("j+t0", 0, "hello", 0, 1), 1);
+  w.heard(said("j+t0", 0, "bye", 0, 1), 2);
+  w.heard(said("j+hpl", 0, "beat", 0, 1), 3);
+  EXPECT_FALSE(w.hung(7).has_value());
+  EXPECT_TRUE(w.hung(8.5).has_value());
+}
+
+TEST(Watchdog, OnlyThisJobAndLaunchCount) {
+  WatchLimits limits;
+  limits.silence = 5;
+  Watchdog w("j", 2, 2, limits, 0, 0);
+  w.heard(said("j", 0, "hello", 0, 1), 1);   // the previous launch
+  w.heard(said("jx", 0, "hello", 0, 2), 1);  // another job whose tag starts alike
+  w.heard(said("j.2", 0, "hello", 0, 2), 1);
+  w.heard(said("j", 7, "hello", 0, 2), 1);  // no such rank
+  EXPECT_FALSE(w.anyone_started());
+  EXPECT_FALSE(w.hung(100).has_value());  // nothing heard, before the startup bound
+}
+
+TEST(Watchdog, RanksThatNeverStartAreHungAfterTheStartupBound) {
+  WatchLimits limits;
+  limits.startup = 60;
+  Watchdog w("j", 0, 3, limits, 0, 0);
+  w.heard(said("j", 0, "hello"), 1);
+  w.heard(said("j", 2, "hello"), 1);
+  for (double t = 2; t <= 60; t += 1) {
+    w.heard(said("j", 0, "beat"), t);
+    w.heard(said("j", 2, "beat"), t);
+  }
+  EXPECT_FALSE(w.hung(60).has_value());
+  const auto why = w.hung(61);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("1 of the 3 ranks (rank 1 first) did not start within 60 s"),
+            std::string::npos)
+      << *why;
+}
+
+// Every rank beats each second; commits come as the test says.
+void beat_until(Watchdog& w, int ranks, double from, double to) {
+  for (double t = from; t <= to; t += 1) {
+    for (int r = 0; r < ranks; ++r)
+      w.heard(said("j", r, "beat"), t);
+  }
+}
+
+TEST(Watchdog, NoCheckpointForThreeCadencesIsADeadlock) {
+  WatchLimits limits;
+  limits.progress_floor = 30;
+  Watchdog w("j", 0, 2, limits, 0, 0);
+  w.heard(said("j", 0, "hello"), 0);
+  w.heard(said("j", 1, "hello"), 0);
+  EXPECT_FALSE(w.progress_bound().has_value());  // no cadence yet: no bound
+  w.heard(said("j", 0, "commit", 1), 5);
+  w.heard(said("j", 1, "commit", 1), 5.1);  // the same commit, told by another rank
+  w.heard(said("j", 0, "commit", 2), 25);
+  w.heard(said("j", 1, "commit", 2), 25.2);
+  EXPECT_DOUBLE_EQ(w.cadence(), 20);
+  EXPECT_DOUBLE_EQ(*w.progress_bound(), 60);  // 3 x 20, above the floor of 30
+  beat_until(w, 2, 26, 85);
+  EXPECT_FALSE(w.hung(85).has_value());
+  beat_until(w, 2, 86, 86);
+  const auto why = w.hung(86);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("no checkpoint for 61.0 s"), std::string::npos) << *why;
+}
+
+TEST(Watchdog, TheFloorAndTheFixedBound) {
+  WatchLimits limits;
+  limits.progress_floor = 300;
+  Watchdog fast("j", 0, 1, limits, 2, 0);  // a cadence of 2 s from earlier runs
+  EXPECT_DOUBLE_EQ(*fast.progress_bound(), 300);
+  limits.progress_fixed = 45;
+  Watchdog fixed("j", 0, 1, limits, 0, 0);
+  EXPECT_DOUBLE_EQ(*fixed.progress_bound(), 45);
+  fixed.heard(said("j", 0, "hello"), 0);
+  beat_until(fixed, 1, 1, 46);
+  ASSERT_TRUE(fixed.hung(46).has_value());
+  EXPECT_NE(fixed.hung(46)->find("--hang-timeout"), std::string::npos);
+}
+
+TEST(Watchdog, AProgramWithNoContextLeftIsNotWatched) {
+  WatchLimits limits;
+  limits.progress_fixed = 10;
+  Watchdog w("j", 0, 1, limits, 0, 0);
+  w.heard(said("j", 0, "hello"), 0);
+  w.heard(said("j", 0, "bye"), 1);
+  EXPECT_FALSE(w.hung(1000).has_value());
+}
+
+TEST(Watchdog, TheRestoredEpochAndWhen) {
+  Watchdog w("j", 1, 2, WatchLimits{}, 0, 0);
+  w.heard(said("j", 1, "recovered", 4, 1), 2.5);
+  w.heard(said("j", 0, "recovered", 4, 1), 2.7);
+  EXPECT_EQ(w.restored(), 4u);
+  EXPECT_DOUBLE_EQ(*w.restored_at(), 2.5);
+}
+
+}  // namespace
+}  // namespace skt::run
