@@ -10,8 +10,9 @@ set -euo pipefail
 source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$source_dir/tools/lib/common.sh"
 
-skt_ensure_packages iputils-ping  # for the ping probe's test
+skt_ensure_packages iputils-ping cmake  # for the ping probe's test and the CMake package's
 skt_mpi_environment
+skt_check_free_memory
 build_dir=${SKT_TOOLS_BUILD_DIR:-$source_dir/build-check}
 skt_say "building in a fresh $build_dir"
 rm -rf "$build_dir"

@@ -63,13 +63,64 @@ void copy_touched(std::byte* to, std::byte* from, std::size_t bytes) {
   }
 }
 
-std::string describe_entries(const std::vector<RegionEntry>& entries, std::size_t stage_bytes) {
-  std::string text;
-  for (const auto& e : entries)
-    text += fmt::format("{}'{}' ({} bytes)", text.empty() ? "" : ", ", e.name, e.bytes);
-  if (text.empty()) text = "no regions";
-  if (stage_bytes > 0) text += fmt::format(" and {} bytes of private objects", stage_bytes);
-  return text;
+// "malloc.3" is the 4th unnamed allocation of the default scope: say so, and how to escape the
+// order.
+std::string unnamed_hint(const std::string& name) {
+  const auto dot = name.rfind('.');
+  if (dot == std::string::npos || dot + 1 == name.size() ||
+      name.find_first_not_of("0123456789", dot + 1) != std::string::npos) {
+    return {};
+  }
+  const int k = std::stoi(name.substr(dot + 1));
+  return fmt::format(
+      " (allocation #{} of scope '{}' by skt_malloc or skt::allocator: they must "
+      "come in the same order with the same sizes; skt_malloc_named, "
+      "skt::allocator<T>(\"name\") or skt_malloc_scope make a name independent of "
+      "the order)",
+      k + 1, name.substr(0, dot));
+}
+
+// What differs between the regions a workspace records and those a launch declared, the first
+// difference in words and how many more there are.
+std::string workspace_differences(const std::vector<RegionEntry>& recorded,
+                                  std::size_t recorded_stage, const std::vector<RegionEntry>& live,
+                                  std::size_t live_stage) {
+  std::vector<std::string> found;
+  for (const auto& r : recorded) {
+    const auto it = std::find_if(live.begin(), live.end(),
+                                 [&](const RegionEntry& e) { return e.name == r.name; });
+    if (it == live.end()) {
+      found.push_back(
+          fmt::format("region '{}' ({} bytes) is in the checkpoint but this launch did "
+                      "not allocate it{}",
+                      r.name, r.bytes, unnamed_hint(r.name)));
+    } else if (it->bytes != r.bytes) {
+      found.push_back(
+          fmt::format("region '{}' has {} bytes in the checkpoint but {} in this "
+                      "launch{}",
+                      r.name, r.bytes, it->bytes, unnamed_hint(r.name)));
+    }
+  }
+  for (const auto& l : live) {
+    if (std::none_of(recorded.begin(), recorded.end(),
+                     [&](const RegionEntry& e) { return e.name == l.name; })) {
+      found.push_back(
+          fmt::format("this launch allocated region '{}' ({} bytes), which the "
+                      "checkpoint does not have{}",
+                      l.name, l.bytes, unnamed_hint(l.name)));
+    }
+  }
+  if (recorded_stage != live_stage) {
+    found.push_back(
+        fmt::format("the protected objects take {} bytes in the checkpoint but {} in "
+                    "this launch",
+                    recorded_stage, live_stage));
+  }
+  if (found.empty()) return "its regions lie elsewhere";
+  return found.front() + (found.size() > 1
+                              ? fmt::format(" (and {} more difference{})", found.size() - 1,
+                                            found.size() == 2 ? "" : "s")
+                              : std::string());
 }
 
 }  // namespace
@@ -162,14 +213,9 @@ std::byte* Arena::allocate(const std::string& name, std::size_t bytes) {
   if (found_) {
     const auto it = std::find_if(recorded_.begin(), recorded_.end(),
                                  [&](const RegionEntry& e) { return !e.staged && e.name == name; });
-    if (it != recorded_.end()) {
-      if (it->bytes != bytes) {
-        throw Error(SKT_ERR_MISMATCH,
-                    fmt::format("region '{}' has {} bytes in the checkpoint of job '{}' but {} "
-                                "now; a relaunch must declare the same regions with the same "
-                                "sizes",
-                                name, it->bytes, options_.identity.job, bytes));
-      }
+    // A region recorded with another size gets ordinary memory like an unknown one: seal(), which
+    // every rank reaches together, refuses the launch, naming it.
+    if (it != recorded_.end() && it->bytes == bytes) {
       live_.push_back(*it);
       return regions() + it->offset;
     }
@@ -219,14 +265,15 @@ void Arena::seal(std::size_t stage_bytes) {
     std::sort(recorded.begin(), recorded.end(),
               [](const RegionEntry& a, const RegionEntry& b) { return a.offset < b.offset; });
     if (live != recorded || record_.stage_bytes != stage_bytes) {
-      throw Error(SKT_ERR_MISMATCH,
-                  fmt::format("the workspace of job '{}' rank {} holds {}, but this launch "
-                              "declared {}; a relaunch must declare the same regions, with the "
-                              "same names and sizes, and protect the same private objects (or "
-                              "remove the job's segments to start afresh: skt-shm clean --job {})",
-                              options_.identity.job, options_.identity.rank,
-                              describe_entries(recorded, record_.stage_bytes),
-                              describe_entries(live, stage_bytes), options_.identity.job));
+      throw Error(
+          SKT_ERR_MISMATCH,
+          fmt::format("the workspace of job '{}' rank {} does not match this launch: {}; "
+                      "a relaunch must allocate the same regions, with the same names "
+                      "and sizes, and protect the same private objects (or remove the "
+                      "job's segments to start afresh: skt-shm clean --job {})",
+                      options_.identity.job, options_.identity.rank,
+                      workspace_differences(recorded, record_.stage_bytes, live, stage_bytes),
+                      options_.identity.job));
     }
     sealed_ = true;
     return;

@@ -72,6 +72,10 @@ int skt_init(MPI_Comm comm, const char* config_path, skt_context** ctx) {
   });
 }
 
+int skt_init_fortran(MPI_Fint comm, const char* config_path, skt_context** ctx) {
+  return skt_init(MPI_Comm_f2c(comm), config_path, ctx);
+}
+
 int skt_alloc(skt_context* ctx, const char* name, size_t bytes, void** ptr) {
   if (ctx == nullptr || name == nullptr || ptr == nullptr) {
     return bad_argument("skt_alloc: ctx, name and ptr must not be NULL");
@@ -171,6 +175,22 @@ void* skt_malloc_named(const char* name, size_t bytes) {
   void* p = nullptr;
   guarded([&] { p = default_context->impl->alloc(name, bytes); });
   return p;
+}
+
+skt_context* skt_default_context(void) {
+  return default_context;
+}
+
+int skt_malloc_scope(const char* name) {
+  if (default_context == nullptr) {
+    fail(SKT_ERR_STATE, "skt_malloc_scope: no context; call skt_init first");
+    return SKT_ERR_STATE;
+  }
+  return guarded([&] { default_context->impl->set_scope(name == nullptr ? "malloc" : name); });
+}
+
+const char* skt_malloc_scope_name(void) {
+  return default_context == nullptr ? "malloc" : default_context->impl->scope().c_str();
 }
 
 void skt_free(void* ptr) {

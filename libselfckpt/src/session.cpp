@@ -245,8 +245,25 @@ void Session::protect(const std::string& name, void* ptr, std::size_t bytes) {
   privates_.push_back({name, static_cast<std::byte*>(ptr), bytes});
 }
 
+std::string Session::next_unnamed() const {
+  const auto it = unnamed_counts_.find(scope_);
+  return fmt::format("{}.{}", scope_, it == unnamed_counts_.end() ? 0 : it->second);
+}
+
 void* Session::allocate_next(std::size_t bytes) {
-  return alloc(fmt::format("malloc.{}", next_malloc_++), bytes);
+  const std::string name = next_unnamed();
+  void* p = alloc(name, bytes);
+  ++unnamed_counts_[scope_];
+  return p;
+}
+
+void Session::set_scope(const std::string& scope) {
+  if (!valid_name(scope) || scope.find('.') != std::string::npos) {
+    throw Error(SKT_ERR_ARG, fmt::format("skt_malloc_scope: '{}' is not 1 to 63 of A-Z a-z 0-9 _ - "
+                                         "starting with a letter or digit",
+                                         scope));
+  }
+  scope_ = scope;
 }
 
 void* Session::reallocate(void* ptr, std::size_t bytes) {
@@ -255,7 +272,7 @@ void* Session::reallocate(void* ptr, std::size_t bytes) {
     throw Error(SKT_ERR_ARG, "skt_realloc: the pointer is not a region of this context");
   }
   const std::size_t old_bytes = old->bytes;
-  const std::string fresh_name = fmt::format("malloc.{}", next_malloc_);
+  const std::string fresh_name = next_unnamed();
   void* fresh = allocate_next(bytes);
   // On a relaunch the new region comes back from the workspace, holding data skt_recover needs:
   // it is left alone.

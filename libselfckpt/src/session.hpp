@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -50,6 +51,9 @@ class Session {
 
   // The drop-in allocator's bookkeeping: region names by allocation order.
   void* allocate_next(std::size_t bytes);
+  // The scope that names the next unnamed allocations (skt_malloc_scope).
+  void set_scope(const std::string& scope);
+  const std::string& scope() const noexcept { return scope_; }
   // A region allocated by allocate_next, grown or shrunk into the next one; throws if ptr is not
   // one of this session's regions.
   void* reallocate(void* ptr, std::size_t bytes);
@@ -63,6 +67,7 @@ class Session {
   };
 
   void require_recovered(const char* call) const;
+  std::string next_unnamed() const;
   void check_declaration(const char* call, const std::string& name) const;
   SegmentIdentity identity(SegmentKind kind) const;
   void check_not_stale(SegmentKind kind) const;
@@ -95,7 +100,10 @@ class Session {
   std::exception_ptr refusal_;  // what refused the arena this rank found, said at skt_recover
   std::vector<PrivateObject> privates_;
   std::set<std::string> found_names_;  // regions a relaunch got back from the arena it found
-  int next_malloc_ = 0;
+  // Unnamed allocations (skt_malloc, skt::allocator) are named <scope>.<k>, k counting in each
+  // scope: a relaunch gets each back if it allocates in the same order within its scope.
+  std::string scope_ = "malloc";
+  std::map<std::string, int> unnamed_counts_;
   std::set<const void*> released_;  // freed after recovery: still in the workspace until finalize
 
   bool recovered_ = false;

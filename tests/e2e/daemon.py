@@ -150,7 +150,7 @@ def ping_probe(d, cluster, checks):
         print("skip the ping probe: ping is not installed (iputils-ping)")
         return
     job = cluster.new_job("dping")
-    code, out = d.run(d.command(job, ["localhost", "gone.invalid"], 0, [],
+    code, out = d.run(d.command(job, ["localhost", "gone.invalid"], None, [],
                                 extra=["--spare-nodes", "127.0.0.1", "--probe", "ping", "--max-restarts", "1"],
                                 program=["sh", "-c", 'test "$SKT_RESTART" = 1 || kill -9 $$']))
     checks.expect(code == 0 and "dead: gone.invalid" in out

@@ -223,7 +223,9 @@ class SktRun:
         return os.path.join(self.state_dir(job), "registry")
 
     def command(self, job, nodes, spares, app_args, extra=(), program=None):
-        return [self.options.run, "--nodes", ",".join(nodes), "--spares", str(spares), "--job", job,
+        """spares=None leaves --spares out (for --spare-nodes, which it may not be combined with)."""
+        spare_count = [] if spares is None else ["--spares", str(spares)]
+        return [self.options.run, "--nodes", ",".join(nodes), *spare_count, "--job", job,
                 "--state-dir", self.state_dir(job), "--launcher", self.options.mpirun,
                 "--shm-tool", self.options.shm, *extra, "--", *(program or [self.options.app]),
                 *app_args]

@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
-"""`meson install` into a staging directory, then programs built outside the tree with nothing but
-`pkg-config --cflags --libs selfckpt`: a C++ one using skt::allocator and the C example heat3d,
-run under mpirun against the installed shared library (heat3d's result must equal the in-tree
-plain build's). Also the static library with `pkg-config --static`."""
+"""`meson install` into a staging directory, then moved elsewhere (a relocated install, nothing
+edited), and programs built outside the tree against it the ways people build:
+
+- plain gcc/g++ with `pkg-config selfckpt` and their MPI's own pkg-config (ompi-c, ompi-cxx);
+- the MPI compiler wrappers (mpicc, mpicxx, mpifort) with `pkg-config selfckpt` (selfckpt-fortran);
+- CMake with find_package(selfckpt) (C, C++ and, when built, Fortran);
+- static linking with `pkg-config --static`.
+
+Each is run (without LD_LIBRARY_PATH: the library is found through the run path pkg-config and
+CMake give) on two virtual nodes; the examples must give their in-tree plain builds' results. Also:
+the shared library exports skt_* only, and `pkg-config --cflags selfckpt` carries no private flags."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +28,11 @@ def run(command, **kw):
     return done.stdout
 
 
+def result(text):
+    m = re.search(r"^RESULT \w+", text, re.M)
+    return m.group(0) if m else None
+
+
 def main(argv):
     import argparse
 
@@ -30,65 +43,143 @@ def main(argv):
     parser.add_argument("--extra-flags", default="", help="compiler flags the build used (sanitizers)")
     options = parser.parse_args(argv)
     env = dict(os.environ, **harness.MPI_ENV, SKT_GROUP_SIZE="2")
-    with tempfile.TemporaryDirectory() as stage:
+    env.pop("LD_LIBRARY_PATH", None)
+    checks = harness.Checks()
+    extra = options.extra_flags.split()
+    examples = os.path.join(options.source, "examples")
+    outside = os.path.join(options.source, "tests/e2e/outside")
+    fortran = os.path.exists(os.path.join(options.build, "examples", "jacobi2d"))
+
+    with tempfile.TemporaryDirectory() as work:
+        stage = os.path.join(work, "stage")
         run(["meson", "install", "-C", options.build, "--destdir", stage, "--quiet"])
         pcs = [os.path.join(d, f) for d, _, fs in os.walk(stage) for f in fs if f == "selfckpt.pc"]
         if len(pcs) != 1:
             print(f"FAILED: expected one selfckpt.pc under {stage}, found {pcs}", file=sys.stderr)
             return 1
-        for tool in ["skt-run", "skt-hpl", "skt-shm", "skt-inject", "heat3d", "cg"]:
-            if not any(tool in fs for _, _, fs in os.walk(stage)):
-                print(f"FAILED: {tool} is not installed", file=sys.stderr)
-                return 1
-        # The .pc names the install prefix; a copy of it points into the staging directory instead.
-        with open(pcs[0]) as f:
-            text = f.read()
-        prefix = re.search(r"^prefix=(.*)$", text, re.M).group(1)
-        pc_dir = os.path.join(stage, "pc")
-        os.mkdir(pc_dir)
-        with open(os.path.join(pc_dir, "selfckpt.pc"), "w") as f:
-            f.write(text.replace(f"prefix={prefix}", f"prefix={stage}{prefix}", 1))
-        pkg = ["pkg-config", "selfckpt"]
-        pc_env = dict(env, PKG_CONFIG_PATH=pc_dir)
-        extra = options.extra_flags.split()
-        flags = run([*pkg, "--cflags", "--libs"], env=pc_env).split() + extra
-        static_flags = run([*pkg, "--static", "--cflags", "--libs"], env=pc_env).split() + extra
-        libdir = next(f[2:] for f in flags if f.startswith("-L"))
-        print(f"pkg-config --cflags --libs selfckpt: {' '.join(flags)}")
-        out = os.path.join(stage, "out")
+        for tool in ["skt-run", "skt-hpl", "skt-shm", "skt-inject", "heat3d", "cg"] + (["jacobi2d"] if fortran else []):
+            checks.expect(any(tool in files for _, _, files in os.walk(stage)), f"{tool} is installed")
+        # The install prefix (e.g. /usr/local) moves to another directory as a whole.
+        libdir = os.path.dirname(os.path.dirname(pcs[0]))  # <prefix>/<libdir>
+        prefix_in_stage = libdir
+        while not os.path.isdir(os.path.join(prefix_in_stage, "include")):
+            prefix_in_stage = os.path.dirname(prefix_in_stage)
+        prefix = os.path.join(work, "moved", "selfckpt")
+        os.makedirs(os.path.dirname(prefix))
+        shutil.move(prefix_in_stage, prefix)
+        libdir = prefix + libdir[len(prefix_in_stage):]
+        pc_env = dict(env, PKG_CONFIG_PATH=os.path.join(libdir, "pkgconfig"))
+
+        exported = run(["nm", "-D", "--defined-only", os.path.join(libdir, "libselfckpt.so")]).split("\n")
+        names = [line.split()[-1] for line in exported if line.strip()]
+        checks.expect(names and all(n.startswith("skt_") for n in names),
+                      f"libselfckpt.so exports skt_* only ({len(names)} symbols)",
+                      " ".join(n for n in names if not n.startswith("skt_")))
+        def normalized(flags):
+            # pkg-config gives ${pcfiledir}/../../../include: the same directory.
+            return [re.sub(r"(/[^ ]*)", lambda m: os.path.normpath(m.group(1)), f) for f in flags]
+
+        cflags = normalized(run(["pkg-config", "--cflags", "selfckpt"], env=pc_env).split())
+        libs = normalized(run(["pkg-config", "--libs", "selfckpt"], env=pc_env).split())
+        print(f"pkg-config --cflags --libs selfckpt: {' '.join(cflags + libs)}")
+        checks.expect(cflags == [f"-I{os.path.join(prefix, 'include')}"],
+                      "--cflags: the relocated include directory, and nothing private", " ".join(cflags))
+        checks.expect(f"-L{libdir}" in libs and f"-Wl,-rpath,{libdir}" in libs,
+                      "--libs: the relocated library, with its run path", " ".join(libs))
+
+        out = os.path.join(work, "out")
         os.mkdir(out)
-        run(["mpicxx", "-std=c++20", os.path.join(options.source, "tests/e2e/outside/vectors.cpp"),
-             "-o", os.path.join(out, "vectors"), *flags], env=pc_env)
-        run(["mpicc", "-DUSE_SELFCKPT", os.path.join(options.source, "examples/heat3d.c"),
-             "-o", os.path.join(out, "heat3d"), *flags], env=pc_env)
-        run(["mpicc", "-DUSE_SELFCKPT", os.path.join(options.source, "examples/heat3d.c"),
-             "-o", os.path.join(out, "heat3d-static"),
-             *sum((["-Wl,-Bstatic", f, "-Wl,-Bdynamic"] if f == "-lselfckpt" else [f] for f in static_flags), [])],
-            env=pc_env)
-        run_env = dict(env, LD_LIBRARY_PATH=libdir)
-        args = ["24", "24", "24", "40", "10"]
-        plain = run([options.mpirun, "-n", "2", os.path.join(options.build, "examples", "heat3d-plain"), *args], env=run_env)
-        failures = []
+
+        def build(name, command):
+            try:
+                run([*command, *extra], env=pc_env)
+                return True
+            except RuntimeError as e:
+                checks.expect(False, f"{name} builds", str(e))
+                return False
+
+        def pc(*packages, static=False):
+            return run(["pkg-config", *(["--static"] if static else []), "--cflags", "--libs", *packages],
+                       env=pc_env).split()
+
+        static_flags = sum((["-Wl,-Bstatic", f, "-Wl,-Bdynamic"] if f == "-lselfckpt" else [f]
+                            for f in pc("selfckpt", static=True)), [])
+        heat3d = os.path.join(examples, "heat3d.c")
+        programs = {
+            "heat3d, gcc + pkg-config selfckpt ompi-c":
+                ["gcc", "-DUSE_SELFCKPT", heat3d, "-o", os.path.join(out, "heat3d-gcc"), *pc("selfckpt", "ompi-c")],
+            "heat3d, mpicc + pkg-config selfckpt":
+                ["mpicc", "-DUSE_SELFCKPT", heat3d, "-o", os.path.join(out, "heat3d-mpicc"), *pc("selfckpt")],
+            "heat3d, static, mpicc + pkg-config --static selfckpt":
+                ["mpicc", "-DUSE_SELFCKPT", heat3d, "-o", os.path.join(out, "heat3d-static"), *static_flags],
+            "vectors, g++ + pkg-config selfckpt ompi-cxx":
+                ["g++", "-std=c++20", os.path.join(outside, "vectors.cpp"), "-o", os.path.join(out, "vectors-gxx"),
+                 *pc("selfckpt", "ompi-cxx")],
+            "vectors, mpicxx + pkg-config selfckpt":
+                ["mpicxx", "-std=c++20", os.path.join(outside, "vectors.cpp"), "-o",
+                 os.path.join(out, "vectors-mpicxx"), *pc("selfckpt")],
+        }
+        if fortran:
+            programs["jacobi2d, mpifort + pkg-config selfckpt-fortran"] = [
+                "mpifort", "-DUSE_SELFCKPT", os.path.join(examples, "jacobi2d.F90"), "-o",
+                os.path.join(out, "jacobi2d-mpifort"), *pc("selfckpt-fortran")]
+        built = {name: build(name, command) for name, command in programs.items()}
+
+        cmake_build = os.path.join(work, "cmake")
+        cmake_ok = False
+        if shutil.which("cmake") is None:
+            checks.expect(False, "cmake is installed (Debian: cmake)")
+        else:
+            try:
+                flags = " ".join(extra)
+                run(["cmake", "-S", outside, "-B", cmake_build, f"-DCMAKE_PREFIX_PATH={prefix}",
+                     f"-DEXAMPLES={examples}", f"-DWITH_FORTRAN={'ON' if fortran else 'OFF'}",
+                     f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}", f"-DCMAKE_EXE_LINKER_FLAGS={flags}"],
+                    env=env)
+                run(["cmake", "--build", cmake_build], env=env)
+                cmake_ok = True
+                checks.expect(True, "CMake: find_package(selfckpt) from the relocated install, and the build")
+            except RuntimeError as e:
+                checks.expect(False, "CMake: find_package(selfckpt) from the relocated install, and the build", str(e))
 
         def on_own_nodes(job, program, *args):
             # One virtual node per rank, so that groups of 2 can form on one host.
-            return [options.mpirun, "-n", "2", "sh", "-c", 'SKT_NODE=o$OMPI_COMM_WORLD_RANK exec "$0" "$@"',
-                    program, *args], dict(run_env, SKT_JOB=job)
+            return run([options.mpirun, "--oversubscribe", "-n", "2", "sh", "-c",
+                        'SKT_NODE=o$OMPI_COMM_WORLD_RANK exec "$0" "$@"', program, *args],
+                       env=dict(env, SKT_JOB=job))
 
-        for program in ["heat3d", "heat3d-static"]:
-            command, job_env = on_own_nodes(f"outside-{program}-{os.getpid()}", os.path.join(out, program), *args)
-            got = run(command, env=job_env)
-            same = re.search(r"^RESULT \w+", got, re.M).group(0) == re.search(r"^RESULT \w+", plain, re.M).group(0)
-            print(f"{'ok  ' if same else 'FAIL'} {program} built outside the tree gives the plain build's result")
-            if not same:
-                failures.append(f"{program}: {got} vs {plain}")
-        command, job_env = on_own_nodes(f"outside-vectors-{os.getpid()}", os.path.join(out, "vectors"))
-        got = run(command, env=job_env)
-        ok = "rank 0: epoch 3, v[999] = 999" in got and "rank 1: epoch 3, v[999] = 1000" in got
-        print(f"{'ok  ' if ok else 'FAIL'} a C++ program with skt::allocator built outside the tree runs")
-        if not ok:
-            failures.append(got)
-        return harness.report_failures(failures)
+        heat_args = ["24", "24", "24", "40", "10"]
+        jacobi_args = ["48", "48", "60", "10"]
+        plain = {
+            "heat3d": result(run([options.mpirun, "--oversubscribe", "-n", "2",
+                                  os.path.join(options.build, "examples", "heat3d-plain"), *heat_args], env=env)),
+        }
+        if fortran:
+            plain["jacobi2d"] = result(run([options.mpirun, "--oversubscribe", "-n", "2",
+                                            os.path.join(options.build, "examples", "jacobi2d-plain"),
+                                            *jacobi_args], env=env))
+        to_run = [(name, os.path.join(out, command[command.index("-o") + 1])) for name, command in programs.items()
+                  if built[name]]
+        if cmake_ok:
+            to_run += [("heat3d, CMake", os.path.join(cmake_build, "heat3d")),
+                       ("vectors, CMake", os.path.join(cmake_build, "vectors"))]
+            if fortran:
+                to_run.append(("jacobi2d, CMake", os.path.join(cmake_build, "jacobi2d")))
+        for name, program in to_run:
+            example = name.split(",")[0]
+            job = f"outside-{re.sub(r'[^a-z0-9]+', '-', name)}-{os.getpid()}"[:48]
+            try:
+                got = on_own_nodes(job, program, *({"heat3d": heat_args, "jacobi2d": jacobi_args}.get(example, [])))
+            except RuntimeError as e:
+                checks.expect(False, f"{name}: runs", str(e))
+                continue
+            if example == "vectors":
+                ok = "rank 0: epoch 3, v[999] = 999, cells[99] = 0" in got and "rank 1: epoch 3, v[999] = 1000" in got
+                checks.expect(ok, f"{name}: runs (scoped, named and unnamed allocations; default context)", got)
+            else:
+                checks.expect(result(got) == plain[example] and plain[example] is not None,
+                              f"{name}: the plain build's result", got)
+    return harness.report_failures(checks.failures)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """The baselines next to self-checkpoint: a node lost in the middle of a checkpoint update (the
 flush, for self; the copy into the only copy, for single) is survived by self and double, and ends
-single with the 'unrecoverable' code; a crash that loses no memory is survived by all three."""
+single with the 'unrecoverable' code; a crash that loses no memory is survived by all three.
+And the memory self-checkpoint takes: 40 regions of uneven sizes cost two segments per rank and
+within 1 % of the formula W + B + C + D = 2W·G/(G-1)."""
 
+import os
+import re
+import signal
 import sys
 
 import harness
@@ -31,6 +36,46 @@ def failure_during_update(cluster, checks, reference, mode, memory_lost):
         cluster.clean(job)
 
 
+def memory_per_rank(cluster, checks):
+    for group_size in (2, 4):
+        job = cluster.new_job(f"mem{group_size}")
+        try:
+            run = cluster.launch([f"n{r}" for r in range(4)],
+                                 ["--iterations", "3", "--checkpoint-every", "3", "--bytes", "1000000",
+                                  "--regions", "40", "--uneven", "--report-memory"],
+                                 {"SKT_JOB": job, "SKT_GROUP_SIZE": str(group_size), "SKT_RESTART": "0"})
+            lines = re.findall(r"^MEMORY rank \d+ .*$", run.out, re.M)
+            ratios = [int(re.search(r"shm_segments (\d+)", l).group(1)) /
+                      float(re.search(r"formula_2WG/\(G-1\) ([\d.]+)", l).group(1)) for l in lines]
+            checks.expect(run.code == 0 and len(ratios) == 4 and max(ratios) <= 1.01,
+                          f"40 uneven regions, G = {group_size}: shared memory / 2WG/(G-1) = "
+                          f"{max(ratios, default=0):.4f} (at most 1.01)", run)
+        finally:
+            cluster.clean(job)
+    # While a job runs, each rank has exactly two segments, however many regions it has.
+    job = cluster.new_job("segs")
+    process, _ = cluster.start([f"n{r}" for r in range(4)],
+                               ["--iterations", "6", "--checkpoint-every", "3", "--bytes", "20000", "--regions",
+                                "40", "--pause", "0:3"],
+                               {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0"})
+    try:
+        for line in process.stdout:
+            if line.startswith("PAUSED"):
+                break
+        listing = cluster.shm_tool("list", "--job", job).splitlines()[1:]
+        per_rank = {}
+        for line in listing:
+            rank = int(line.split()[3])
+            per_rank[rank] = per_rank.get(rank, 0) + 1
+        checks.expect(per_rank == {0: 2, 1: 2, 2: 2, 3: 2},
+                      f"40 regions: 2 segments per rank ({per_rank})", "\n".join(listing))
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        cluster.wait_detached(job)
+        cluster.clean(job)
+
+
 def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
@@ -39,6 +84,7 @@ def main(argv):
     for mode in ("self", "double", "single"):
         for memory_lost in (True, False):
             failure_during_update(cluster, checks, reference, mode, memory_lost)
+    memory_per_rank(cluster, checks)
     return harness.report_failures(checks.failures)
 
 

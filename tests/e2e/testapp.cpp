@@ -37,6 +37,9 @@ struct Options {
   bool verify_recovery = false;
   bool report_memory = false;
   bool doubles = false;
+  // Region sizes from 1/8 to 3 times --bytes, the same on every rank, as a real code's arrays in a
+  // balanced decomposition.
+  bool uneven = false;
   std::uint64_t seed = 20181001;
   std::vector<std::string> pauses;  // "L:K": on launch L (SKT_RESTART), stop after iteration K
   // Before recovering, write into every region as real programs do (zero-filling containers,
@@ -65,8 +68,11 @@ std::uint64_t splitmix(std::uint64_t x) {
 }
 
 std::size_t region_bytes(const Options& o, int rank, int region) {
-  const std::size_t bytes =
-      o.bytes + 4099u * static_cast<std::size_t>(rank) + 777u * static_cast<std::size_t>(region);
+  const std::size_t bytes = o.uneven
+                                ? o.bytes * (1 + static_cast<std::size_t>(region) * 37 % 23) / 8 +
+                                      777u * static_cast<std::size_t>(region)
+                                : o.bytes + 4099u * static_cast<std::size_t>(rank) +
+                                      777u * static_cast<std::size_t>(region);
   return o.doubles ? bytes / sizeof(double) * sizeof(double) : bytes;
 }
 
@@ -279,7 +285,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--bytes", o.bytes, "base size of each region in bytes")
       ->check(CLI::PositiveNumber);
-  app.add_option("--regions", o.regions, "workspace regions per rank")->check(CLI::Range(1, 16));
+  app.add_option("--regions", o.regions, "workspace regions per rank")->check(CLI::Range(1, 64));
+  app.add_flag("--uneven", o.uneven,
+               "region sizes from 1/8 to 3 times --bytes, unevenly, the same on every rank");
   app.add_option("--crash-at", o.crash_at, "iteration after which --crash-rank kills itself");
   app.add_option("--crash-rank", o.crash_rank, "rank that crashes at --crash-at");
   app.add_flag("--crash-launcher", o.crash_launcher,

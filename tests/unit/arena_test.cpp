@@ -80,13 +80,37 @@ TEST(Arena, ARelaunchThatDeclaresOtherRegionsIsRefusedAndTouchesNothing) {
     arena.seal(0);
   }
   {
+    // The size differs: refused at seal (which every rank reaches together), not at allocate.
     Arena other(options("arena-b"));
+    other.allocate("a", 5001);
+    other.allocate("b", 100);
     try {
-      other.allocate("a", 5001);
+      other.seal(0);
       FAIL() << "a different size was accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), SKT_ERR_MISMATCH);
-      EXPECT_NE(std::string(e.what()).find("region 'a' has 5000 bytes"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find("region 'a' has 5000 bytes in the checkpoint but 5001"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  {
+    // Unnamed allocations: the message says which one, in which scope, and how to name it.
+    Arena other(options("arena-b"));
+    other.allocate("a", 5000);
+    other.allocate("b", 100);
+    other.allocate("malloc.2", 64);
+    other.allocate("malloc.3", 64);
+    try {
+      other.seal(0);
+      FAIL() << "extra regions were accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("allocated region 'malloc.2' (64 bytes), which the checkpoint does not "
+                          "have (allocation #3 of scope 'malloc'"),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find("(and 1 more difference)"), std::string::npos) << what;
     }
   }
   {

@@ -2,7 +2,7 @@
 # only when missing, and the environment MPI runs need here.
 
 SKT_PACKAGES=(
-  g++ meson ninja-build pkg-config python3
+  g++ gfortran meson ninja-build pkg-config python3
   libopenmpi-dev openmpi-bin
   libisal-dev libopenblas-dev libscalapack-openmpi-dev
   libgtest-dev libgmock-dev
@@ -46,6 +46,18 @@ skt_mpi_environment() {
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export PMIX_MCA_psec=${PMIX_MCA_psec:-native}
   export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+}
+
+# A build and the suite need a few GiB. Shared memory left by killed jobs stays until removed and
+# counts as used memory; say so before a compile is starved of it.
+skt_check_free_memory() {
+  local available_kib
+  available_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+  if [ "$available_kib" -lt $((4 * 1024 * 1024)) ]; then
+    skt_say "only $((available_kib / 1024)) MiB of memory available; SysV shared memory in use:" \
+      "$(ipcs -m | awk 'NR > 3 {n++; b += $5} END {printf "%d segments, %.1f GiB", n, b / 2^30}')" \
+      "(see skt-shm list; remove stale ones with skt-shm clean --job TAG)"
+  fi
 }
 
 skt_build() {

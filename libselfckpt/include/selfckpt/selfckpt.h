@@ -59,6 +59,10 @@ typedef struct skt_context skt_context;
  * used by skt_malloc. */
 int skt_init(MPI_Comm comm, const char* config_path, skt_context** ctx);
 
+/* skt_init for a communicator held as a Fortran handle (MPI_Fint): what the Fortran module calls.
+ */
+int skt_init_fortran(MPI_Fint comm, const char* config_path, skt_context** ctx);
+
 /* A workspace region of `bytes` bytes in shared memory, page aligned. Must be called before
  * skt_recover. On a relaunch the same name and size give back the same region. */
 int skt_alloc(skt_context* ctx, const char* name, size_t bytes, void** ptr);
@@ -103,12 +107,17 @@ int skt_need_checkpoint(skt_context* ctx, int* need);
  * relaunch can recover. Frees ctx in both cases. */
 int skt_finalize(skt_context* ctx, int discard);
 
-/* The drop-in allocator, on the default context (the first one created): allocation number k is
- * the region "malloc.k", so a program that allocates in the same order on relaunch gets its regions
- * back. C semantics otherwise, with one rule: every allocation happens before skt_recover (the
- * workspace is fixed from then on; a later one fails with SKT_ERR_STATE in skt_last_error).
- * Returns NULL on error (the message is in skt_last_error). Before skt_recover, memory holds zeros
- * on a fresh start and the previous run's data on a relaunch; skt_recover restores it.
+/* The default context: the first one created and not yet finalized (NULL if none). It is the one
+ * skt_malloc allocates from; code deep in a program can checkpoint through it without a global. */
+skt_context* skt_default_context(void);
+
+/* The drop-in allocator, on the default context: unnamed allocation number k is the region
+ * "<scope>.k", the scope being "malloc" unless skt_malloc_scope chose another, so a program that
+ * allocates in the same order within each scope on relaunch gets its regions back. C semantics
+ * otherwise, with one rule: every allocation happens before skt_recover (the workspace is fixed
+ * from then on; a later one fails with SKT_ERR_STATE in skt_last_error). Returns NULL on error (the
+ * message is in skt_last_error). Before skt_recover, memory holds zeros on a fresh start and the
+ * previous run's data on a relaunch; skt_recover restores it.
  *   skt_calloc        checks count*size for overflow.
  *   skt_realloc       before skt_recover: a new region (the next number), the old contents
  *                     copied, the old region freed; realloc(NULL, n) is skt_malloc(n),
@@ -121,6 +130,13 @@ void* skt_calloc(size_t count, size_t size);
 void* skt_realloc(void* ptr, size_t bytes);
 void* skt_malloc_named(const char* name, size_t bytes);
 void skt_free(void* ptr);
+
+/* Names the next unnamed allocations "<name>.0", "<name>.1", ... (each scope counts on its own;
+ * NULL: back to "malloc"), so that a component's allocations keep their names whatever other
+ * components allocate, and errors name them. A name is 1 to 63 of A-Z a-z 0-9 _ -.
+ * skt_malloc_scope_name gives the current one (C++: skt::allocation_scope does both). */
+int skt_malloc_scope(const char* name);
+const char* skt_malloc_scope_name(void);
 
 /* Sizes and state of a context. */
 typedef struct skt_stats {

@@ -64,27 +64,12 @@ class Region {
   std::size_t size_ = 0;
 };
 
-class Context {
+// What a context does, on a handle it may or may not own (Context owns one, ContextRef not). Every
+// call throws skt::Error on failure (code() is the SKT_ERR_* value, exit_code() what to exit with);
+// the collective ones throw the same error on every rank.
+class ContextOps {
  public:
-  // Collective. config_path may be null (defaults, SKT_CONFIG, SKT_* variables).
-  explicit Context(MPI_Comm comm, const char* config_path = nullptr) {
-    detail::check(skt_init(comm, config_path, &ctx_));
-  }
-  // A context that was not finalized keeps its segments, so that a relaunch can recover.
-  ~Context() {
-    if (ctx_ != nullptr) skt_finalize(ctx_, 0);
-  }
-  Context(Context&& other) noexcept : ctx_(std::exchange(other.ctx_, nullptr)) {}
-  Context& operator=(Context&& other) noexcept {
-    if (this != &other) {
-      if (ctx_ != nullptr) skt_finalize(ctx_, 0);
-      ctx_ = std::exchange(other.ctx_, nullptr);
-    }
-    return *this;
-  }
-  Context(const Context&) = delete;
-  Context& operator=(const Context&) = delete;
-
+  // A workspace region of `count` elements: same name and size on a relaunch give it back.
   template <class T>
   Region<T> alloc(const std::string& name, std::size_t count) {
     void* p = nullptr;
@@ -92,21 +77,24 @@ class Context {
     return Region<T>(static_cast<T*>(p), count);
   }
 
+  // A small private object, staged at each checkpoint and written back by recover().
   template <class T>
   void protect(const std::string& name, T& object) {
     static_assert(std::is_trivially_copyable_v<T>, "protected objects must be trivially copyable");
     detail::check(skt_protect(ctx_, name.c_str(), &object, sizeof(T)));
   }
 
+  // Collective: the restored epoch, 0 on a fresh start.
   std::uint64_t recover() {
     std::uint64_t epoch = 0;
     detail::check(skt_recover(ctx_, &epoch));
     return epoch;
   }
 
+  // Collective.
   void checkpoint() { detail::check(skt_checkpoint(ctx_)); }
 
-  // An incremental checkpoint: only these ranges changed since the last one.
+  // Collective. An incremental checkpoint: only these ranges changed since the last one.
   void checkpoint_dirty(const skt_range* ranges, std::size_t count) {
     detail::check(skt_checkpoint_dirty(ctx_, ranges, count));
   }
@@ -128,21 +116,76 @@ class Context {
     return s;
   }
 
+  skt_context* get() const noexcept { return ctx_; }
+
+ protected:
+  explicit ContextOps(skt_context* ctx) noexcept : ctx_(ctx) {}
+  skt_context* ctx_ = nullptr;
+};
+
+class Context : public ContextOps {
+ public:
+  // Collective. config_path may be null (defaults, SKT_CONFIG, SKT_* variables).
+  explicit Context(MPI_Comm comm, const char* config_path = nullptr) : ContextOps(nullptr) {
+    detail::check(skt_init(comm, config_path, &ctx_));
+  }
+  // A context that was not finalized keeps its segments, so that a relaunch can recover.
+  ~Context() {
+    if (ctx_ != nullptr) skt_finalize(ctx_, 0);
+  }
+  Context(Context&& other) noexcept : ContextOps(std::exchange(other.ctx_, nullptr)) {}
+  Context& operator=(Context&& other) noexcept {
+    if (this != &other) {
+      if (ctx_ != nullptr) skt_finalize(ctx_, 0);
+      ctx_ = std::exchange(other.ctx_, nullptr);
+    }
+    return *this;
+  }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
   // Collective; discard = true removes the job's segments (the run is complete).
   void finalize(bool discard) {
     skt_context* ctx = std::exchange(ctx_, nullptr);
     detail::check(skt_finalize(ctx, discard ? 1 : 0));
   }
+};
 
-  skt_context* get() const noexcept { return ctx_; }
+// A context this code does not own: it is never finalized through it.
+class ContextRef : public ContextOps {
+ public:
+  explicit ContextRef(skt_context* ctx) noexcept : ContextOps(ctx) {}
+};
+
+// The default context (the first one created and not yet finalized), for code deep in a program
+// that checkpoints without being handed the Context. Throws skt::Error(SKT_ERR_STATE) if none.
+inline ContextRef default_context() {
+  skt_context* ctx = skt_default_context();
+  if (ctx == nullptr)
+    throw Error(SKT_ERR_STATE, "no selfckpt context: create an skt::Context first");
+  return ContextRef(ctx);
+}
+
+// Names the unnamed allocations made while it lives (skt::allocator without a name, skt_malloc)
+// "<name>.0", "<name>.1", ...: a component's regions keep their names whatever others allocate,
+// and an error names them. The previous scope comes back when it ends. Throws skt::Error.
+class allocation_scope {
+ public:
+  explicit allocation_scope(const std::string& name) : previous_(skt_malloc_scope_name()) {
+    detail::check(skt_malloc_scope(name.c_str()));
+  }
+  ~allocation_scope() { skt_malloc_scope(previous_.c_str()); }
+  allocation_scope(const allocation_scope&) = delete;
+  allocation_scope& operator=(const allocation_scope&) = delete;
 
  private:
-  skt_context* ctx_ = nullptr;
+  std::string previous_;
 };
 
 // A standard allocator over the workspace, for containers whose data should survive a failure:
 //   std::vector<double, skt::allocator<double>> x(n);                      // region malloc.<k>
 //   std::vector<double, skt::allocator<double>> y(n, skt::allocator<double>("y"));  // by name
+//   { skt::allocation_scope s("mesh"); std::vector<int, skt::allocator<int>> c(m); }  // mesh.<k>
 // The rule of skt_malloc holds: allocate (construct, resize, reserve) before Context::recover, and
 // do not grow afterwards (the workspace is fixed; growing throws skt::Error with SKT_ERR_STATE).
 // Elements are default-initialised, not zero-filled: `x(n)` leaves what a relaunch finds in the
@@ -150,7 +193,9 @@ class Context {
 // `x(n, 0.0)`, no initialisation code): fill them when it returns 0. The library detects such
 // writes and restores the checkpoint over them, or refuses to recover when it cannot, but a
 // program that follows the rule never makes it choose. A named allocator makes exactly one
-// allocation under its name. Needs a Context (the first one created is the default).
+// allocation under its name. Needs a Context (the first one created is the default). allocate()
+// throws skt::Error (e.g. SKT_ERR_STATE when growing after recover()): catch it at the top of the
+// program and exit with exit_code(), so that a restart daemon knows what happened.
 template <class T>
 class allocator {
  public:
