@@ -9,11 +9,19 @@
 // Each rank is its own node (SKT_NODE). A full checkpoint writes the whole workspace; an
 // incremental one declares a slice of it (the same place on every rank, as in LU) as changed. A
 // recovery follows the loss of one node: the workspace was changed after the checkpoint, so every
-// survivor rolls back and the lost rank is rebuilt by its group.
+// survivor rolls back and the lost rank is rebuilt by its group. These run with SKT_FIND_CHANGES=0,
+// so that a checkpoint without declared ranges is a full one.
+//
+// A second table measures checkpoints that find what changed by themselves (skt_checkpoint, self
+// mode, xor and rs): a workspace of which a third (a "mesh") is written once and the rest (a
+// "field") changes between checkpoints, checkpointed in full, by finding the changes, and by
+// finding them with the mesh marked static (skt_mark_static); time, bytes sent to the group and
+// the time spent comparing, side by side.
 #include <fmt/format.h>
 #include <mpi.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -40,6 +48,22 @@ std::vector<std::string> split(const std::string& text, char separator = ',') {
   return out;
 }
 
+// Every group size of `groups` that the job can form, with every variant that fits in it.
+std::vector<std::pair<int, Variant>> configurations(const std::string& groups,
+                                                    const std::string& variants, int size) {
+  std::vector<std::pair<int, Variant>> out;
+  for (const auto& g_text : split(groups)) {
+    const int g = std::stoi(g_text);
+    if (g < 2 || g > size) continue;
+    for (const auto& v_text : split(variants)) {
+      const auto parts = split(v_text, ':');
+      const Variant v{parts.at(0), parts.at(1), std::stoi(parts.at(2))};
+      if (v.parity < g) out.emplace_back(g, v);
+    }
+  }
+  return out;
+}
+
 void remove_job(const std::string& job, int rank) {
   for (const auto& s : skt::list_own_segments()) {
     if (s.header.identity.job == job && s.header.identity.rank == rank) {
@@ -60,6 +84,57 @@ double slowest(double seconds) {
   return seconds;
 }
 
+std::string shared_job_tag(const std::string& prefix) {
+  std::array<char, 64> tag{};
+  const auto t = fmt::format("{}-{}", prefix, getpid());
+  std::memcpy(tag.data(), t.data(), std::min(t.size(), tag.size() - 1));
+  MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
+  return tag.data();
+}
+
+// How one way of checkpointing the mesh-and-field workload did: the best of `repeats`
+// checkpoints after the first (slowest rank), and rank 0's bytes sent and time comparing.
+struct ChangesResult {
+  double seconds = 1e30;
+  double sent_mib = 0;
+  double scan_seconds = 0;
+};
+
+ChangesResult checkpoint_changes(const std::string& job, std::size_t doubles, int repeats,
+                                 double changing_percent, bool find, bool mark_static, int rank) {
+  setenv("SKT_JOB", job.c_str(), 1);
+  setenv("SKT_FIND_CHANGES", find ? "1" : "0", 1);
+  ChangesResult result;
+  {
+    skt::Context ctx(MPI_COMM_WORLD);
+    auto mesh = ctx.alloc<double>("mesh", doubles / 3);
+    auto field = ctx.alloc<double>("field", doubles - doubles / 3);
+    ctx.recover();
+    for (std::size_t i = 0; i < mesh.size(); ++i)
+      mesh[i] = static_cast<double>(i % 977) + rank;
+    for (std::size_t i = 0; i < field.size(); ++i)
+      field[i] = static_cast<double>(i % 1000);
+    if (mark_static) ctx.mark_static(mesh.data());
+    ctx.checkpoint();
+    const auto changing = static_cast<std::size_t>(field.size() * changing_percent / 100.0);
+    for (int i = 0; i < repeats; ++i) {
+      for (std::size_t j = 0; j < changing; ++j)
+        field[j] += 1.0;
+      ctx.checkpoint();
+      const skt_stats s = ctx.stats();
+      const double scan = slowest(s.last_scan_seconds);
+      if (s.last_checkpoint_seconds < result.seconds) {  // the slowest rank's: the same everywhere
+        result.seconds = s.last_checkpoint_seconds;
+        result.sent_mib = static_cast<double>(s.last_sent_bytes) / (1 << 20);
+        result.scan_seconds = scan;
+      }
+    }
+    ctx.finalize(true);
+  }
+  unsetenv("SKT_FIND_CHANGES");
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,6 +150,8 @@ int main(int argc, char** argv) {
   int repeats = 3;
   std::string chunk = "256K";
   std::string csv = "checkpoint.csv";
+  std::string changes_csv = "checkpoint-changes.csv";
+  double changing_percent = 100;
   app.add_option("--mib", mib, "workspace per rank in MiB");
   app.add_option("--groups", groups, "group sizes, comma separated");
   app.add_option("--variants", variants_text, "mode:scheme:parity, comma separated");
@@ -84,6 +161,15 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed repetitions (best kept)");
   app.add_option("--chunk", chunk, "SKT_CHUNK_SIZE");
   app.add_option("--csv", csv, "CSV output (rank 0)");
+  app.add_option("--changes-csv", changes_csv, "CSV output of the second table (rank 0)");
+  std::string tables = "checkpoint,changes";
+  app.add_option("--tables", tables,
+                 "which tables: checkpoint (modes, schemes, recovery), changes (checkpoints that "
+                 "find what changed), comma separated");
+  app.add_option("--changing-percent", changing_percent,
+                 "share of the field (two thirds of the workspace) that changes between "
+                 "checkpoints in the second table")
+      ->check(CLI::Range(0.0, 100.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -96,40 +182,35 @@ int main(int argc, char** argv) {
   setenv("SKT_LOG", "warn", 0);  // a default; the caller's SKT_LOG wins
   const std::size_t bytes = mib << 20;
   const std::size_t doubles = bytes / sizeof(double);
-
-  std::vector<double> scratch(doubles, 1.0), target(doubles);
-  const double memcpy_time = skt::bench::slowest(
-      MPI_COMM_WORLD, repeats, [&] { std::memcpy(target.data(), scratch.data(), bytes); });
+  const auto wanted = split(tables);
+  auto wants = [&](const char* name) {
+    return std::find(wanted.begin(), wanted.end(), name) != wanted.end();
+  };
   std::unique_ptr<skt::bench::Table> table;
-  if (rank == 0) {
-    fmt::print(
-        "{} ranks, {} MiB workspace per rank; memcpy of it by every rank at once: {:.4f} s\n", size,
-        mib, memcpy_time);
-    table = std::make_unique<skt::bench::Table>(
-        std::vector<std::string>{"mode", "scheme", "m", "G", "ckpt_s", "ckpt/memcpy", "incr_s",
-                                 "incr/full", "recover_s", "recover/ckpt", "verify_s",
-                                 "verify/ckpt", "relaunch_s", "mem_usable", "formula"},
-        csv);
-  }
 
-  for (const auto& g_text : split(groups)) {
-    const int g = std::stoi(g_text);
-    if (g < 2 || g > size) continue;
-    for (const auto& v_text : split(variants_text)) {
-      const auto parts = split(v_text, ':');
-      const Variant v{parts.at(0), parts.at(1), std::stoi(parts.at(2))};
-      if (v.parity >= g) continue;
+  if (wants("checkpoint")) {
+    setenv("SKT_FIND_CHANGES", "0", 1);
+    std::vector<double> scratch(doubles, 1.0), target(doubles);
+    const double memcpy_time = skt::bench::slowest(
+        MPI_COMM_WORLD, repeats, [&] { std::memcpy(target.data(), scratch.data(), bytes); });
+    if (rank == 0) {
+      fmt::print(
+          "{} ranks, {} MiB workspace per rank; memcpy of it by every rank at once: {:.4f} s\n",
+          size, mib, memcpy_time);
+      table = std::make_unique<skt::bench::Table>(
+          std::vector<std::string>{"mode", "scheme", "m", "G", "ckpt_s", "ckpt/memcpy", "incr_s",
+                                   "incr/full", "recover_s", "recover/ckpt", "verify_s",
+                                   "verify/ckpt", "relaunch_s", "mem_usable", "formula"},
+          csv);
+    }
+
+    for (const auto& [g, v] : configurations(groups, variants_text, size)) {
       setenv("SKT_MODE", v.mode.c_str(), 1);
       setenv("SKT_SCHEME", v.scheme.c_str(), 1);
       setenv("SKT_PARITY", std::to_string(v.parity).c_str(), 1);
       setenv("SKT_GROUP_SIZE", std::to_string(g).c_str(), 1);
-      std::array<char, 64> tag{};
-      if (rank == 0) {
-        const auto t = fmt::format("bench-{}-{}-{}-{}-{}", v.mode, v.scheme, v.parity, g, getpid());
-        std::memcpy(tag.data(), t.data(), std::min(t.size(), tag.size() - 1));
-      }
-      MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
-      const std::string job = tag.data();
+      const std::string job =
+          shared_job_tag(fmt::format("bench-{}-{}-{}-{}", v.mode, v.scheme, v.parity, g));
       setenv("SKT_JOB", job.c_str(), 1);
 
       double full = 1e30, incremental = 1e30, recover = 0, relaunch = 0, usable = 0, verify = 0;
@@ -196,6 +277,45 @@ int main(int argc, char** argv) {
                     skt::bench::num(verify, 4), skt::bench::num(verify / full, 3),
                     skt::bench::num(relaunch, 4), skt::bench::num(usable, 4),
                     skt::bench::num(usable_fraction(v.mode, g, v.parity), 4)});
+      }
+    }
+    unsetenv("SKT_FIND_CHANGES");
+  }
+
+  if (wants("changes")) {
+    if (rank == 0) {
+      fmt::print(
+          "\nCheckpoints that find what changed: a third of the workspace written once (mesh), "
+          "{:.0f} %"
+          " of the rest changed between checkpoints\n",
+          changing_percent);
+      table = std::make_unique<skt::bench::Table>(
+          std::vector<std::string>{"scheme", "m", "G", "full_s", "found_s", "found/full",
+                                   "static_s", "static/full", "full_sent_MiB", "found_sent_MiB",
+                                   "static_sent_MiB", "found_scan_s", "static_scan_s"},
+          changes_csv);
+    }
+    for (const auto& [g, v] : configurations(groups, variants_text, size)) {
+      if (v.mode != "self" || v.scheme == "sum") continue;
+      setenv("SKT_MODE", "self", 1);
+      setenv("SKT_SCHEME", v.scheme.c_str(), 1);
+      setenv("SKT_PARITY", std::to_string(v.parity).c_str(), 1);
+      setenv("SKT_GROUP_SIZE", std::to_string(g).c_str(), 1);
+      const std::string job = shared_job_tag(fmt::format("bench-changes-{}-{}", v.scheme, g));
+      const auto full =
+          checkpoint_changes(job, doubles, repeats, changing_percent, false, false, rank);
+      const auto found =
+          checkpoint_changes(job, doubles, repeats, changing_percent, true, false, rank);
+      const auto fixed =
+          checkpoint_changes(job, doubles, repeats, changing_percent, true, true, rank);
+      if (rank == 0) {
+        table->row(
+            {v.scheme, std::to_string(v.parity), std::to_string(g),
+             skt::bench::num(full.seconds, 4), skt::bench::num(found.seconds, 4),
+             skt::bench::num(found.seconds / full.seconds, 3), skt::bench::num(fixed.seconds, 4),
+             skt::bench::num(fixed.seconds / full.seconds, 3), skt::bench::num(full.sent_mib, 1),
+             skt::bench::num(found.sent_mib, 1), skt::bench::num(fixed.sent_mib, 1),
+             skt::bench::num(found.scan_seconds, 4), skt::bench::num(fixed.scan_seconds, 4)});
       }
     }
   }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Draws the PNG plots of a benchmark directory (encode.csv, checkpoint.csv, kernels.csv, hpl.csv) with
+"""Draws the PNG plots of a benchmark directory (encode.csv, checkpoint.csv, checkpoint-changes.csv,
+tracking.csv, kernels.csv, hpl.csv) with
 gnuplot: one plot per CSV found, next to it."""
 
 import csv
@@ -96,6 +97,25 @@ plot (x-1)/(2*x) lw 2 title "self (G-1)/(2G)", (x-1)/(3*x-1) lw 2 title "double 
      (x-1)/(2*x-1) lw 2 title "single (G-1)/(2G-1)", {plots}
 """, blocks)
         made += ["checkpoint.png", "recovery.png", "memory.png"]
+    if (d / "checkpoint-changes.csv").exists():
+        t = rows(d / "checkpoint-changes.csv")
+        lines = [f'"{r["scheme"]} m={r["m"]} G={r["G"]}" 1 {r["found/full"]} {r["static/full"]}' for r in t]
+        histogram(d / "checkpoint-changes.png",
+                  "Checkpoint time / full checkpoint: a third static, the rest changed", "ratio", lines,
+                  "set key outside right\nset yrange [0:*]",
+                  "using 2:xtic(1) title 'full', '' using 3 title 'changes found', "
+                  "'' using 4 title 'changes found, static marked'")
+        made.append("checkpoint-changes.png")
+    if (d / "tracking.csv").exists():
+        t = rows(d / "tracking.csv")
+        tracked = [r for r in t if r["tracking_s"] != "-"]
+        groups = {"comparing with the copy": [f'{r["rewritten_%"]} {r["compare_s"]}' for r in t]}
+        if tracked:
+            groups["kernel write tracking (faults + scan)"] = [
+                f'{r["rewritten_%"]} {r["tracking_s"]}' for r in tracked]
+        line_plot(d / "tracking.png", "Finding what changed in the workspace",
+                  "share of the workspace rewritten (%)", "seconds", groups, "unset logscale x")
+        made.append("tracking.png")
     if (d / "kernels.csv").exists():
         t = rows(d / "kernels.csv")
         lines = [f'"{r["scheme"]} m={r["m"]}" {r["kernel_GBs"]} {r["raw_isal_GBs"].replace("-", "0")} '

@@ -43,19 +43,28 @@ def main(directory, target):
           f"Written by `bench/report` on {datetime.date.today().isoformat()}; the run started {machine.replace(' on ', ', on ', 1)}. "
           "These machines are noisy (±10–25 % between repeats): compare ratios within one run.\n"]
 
+    def measured(word, what, name, images):
+        """A section: the command that measured it and what it shows, its CSV as a table, plots."""
+        md.append(command(word) + what + "\n")
+        records = rows(os.path.join(d, name + ".csv"))
+        md.append(table(records, list(records[0].keys())))
+        md.append("\n" + " ".join(f"![{i}]({rel}/{i}.png)" for i in images) + "\n")
+
     md.append("## Encoding and checkpoints\n")
-    md.append(command("bench-kernels") + "\n")
-    md.append(table(rows(os.path.join(d, "kernels.csv")), list(rows(os.path.join(d, "kernels.csv"))[0].keys())))
-    md.append(f"\n![kernels]({rel}/kernels.png)\n")
-    md.append(command("bench-encode") + "\n")
-    enc = rows(os.path.join(d, "encode.csv"))
-    md.append(table(enc, list(enc[0].keys())))
-    md.append(f"\n![encode]({rel}/encode.png)\n")
-    md.append(command("bench-checkpoint") + " — checkpoint and recovery time by mode, scheme and group "
-              "size; `mem_usable` is measured from the segments, `formula` is the usable fraction.\n")
-    ck = rows(os.path.join(d, "checkpoint.csv"))
-    md.append(table(ck, list(ck[0].keys())))
-    md.append(f"\n![checkpoint]({rel}/checkpoint.png) ![recovery]({rel}/recovery.png) ![memory]({rel}/memory.png)\n")
+    measured("bench-kernels", "", "kernels", ["kernels"])
+    measured("bench-encode", "", "encode", ["encode"])
+    measured("bench-checkpoint", " — checkpoint and recovery time by mode, scheme and group size; "
+             "`mem_usable` is measured from the segments, `formula` is the usable fraction.",
+             "checkpoint", ["checkpoint", "recovery", "memory"])
+    measured("--tables changes", " — checkpoints that find what changed (`skt_checkpoint`): a third "
+             "of each rank's workspace written once (a mesh), the rest changed between checkpoints; in "
+             "full (`SKT_FIND_CHANGES=0`), finding the changes by comparing with the committed copy, "
+             "and the same with the mesh marked static (`skt_mark_static`).",
+             "checkpoint-changes", ["checkpoint-changes"])
+    measured("bench-tracking", " — finding what changed: comparing the workspace with its copy, "
+             "against the kernel's write tracking (userfaultfd write-protect, asynchronous, read with "
+             "PAGEMAP_SCAN), which costs a fault in the program's time for the first write into each "
+             "page.", "tracking", ["tracking"])
 
     md.append("## SKT-HPL\n")
     hpl = rows(os.path.join(d, "hpl.csv"))

@@ -39,7 +39,10 @@ done
   skt_say "group encoding: $ranks ranks, $mib MiB each"
   mpirun --oversubscribe -n "$ranks" "$bin/bench-encode" --mib "$mib" --groups "$groups" --csv "$out/encode.csv"
   skt_say "checkpoint and recovery: $ranks ranks, $mib MiB each"
-  mpirun --oversubscribe -n "$ranks" "$bin/bench-checkpoint" --mib "$mib" --groups "$groups" --csv "$out/checkpoint.csv"
+  mpirun --oversubscribe -n "$ranks" "$bin/bench-checkpoint" --mib "$mib" --groups "$groups" --csv "$out/checkpoint.csv" \
+    --changes-csv "$out/checkpoint-changes.csv"
+  skt_say "finding what changed: comparing with the committed copy vs the kernel's write tracking"
+  "$bin/bench-tracking" --mib 256 --csv "$out/tracking.csv"
   if [ -n "$hpl_n" ]; then
     skt_say "SKT-HPL vs PDGESV and DGEMM, checkpoint overhead and traffic: N=$hpl_n, 2 ranks"
     mpirun -n 2 --bind-to core "$bin/bench-hpl" --n "$hpl_n" --csv "$out/hpl.csv"

@@ -36,7 +36,7 @@ module selfckpt
   end type skt_context
 
   public :: skt_init, skt_alloc, skt_alloc_cptr, skt_protect, skt_recover, skt_checkpoint, &
-      skt_checkpoint_dirty, skt_need_checkpoint, skt_finalize, skt_last_error, skt_exit_code
+      skt_checkpoint_dirty, skt_mark_static, skt_need_checkpoint, skt_finalize, skt_last_error, skt_exit_code
 
   ! Regions: real and integer arrays of rank 1, 2 or 3; the shape gives the extents.
   interface skt_alloc
@@ -79,6 +79,10 @@ module selfckpt
       import :: c_int, c_ptr
       type(c_ptr), value :: ctx
     end function c_checkpoint
+    integer(c_int) function c_mark_static(ctx, ptr) bind(c, name="skt_mark_static")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: ctx, ptr
+    end function c_mark_static
     integer(c_int) function c_checkpoint_dirty(ctx, ranges, count) bind(c, name="skt_checkpoint_dirty")
       import :: c_int, c_ptr, c_size_t
       type(c_ptr), value :: ctx
@@ -390,6 +394,15 @@ contains
     integer, intent(out) :: ierr
     ierr = c_checkpoint(ctx%handle)
   end subroutine skt_checkpoint
+
+  ! The region whose first element is `first` (e.g. u(1,1)) no longer changes from the next
+  ! checkpoint on: later checkpoints skip it (skt_mark_static).
+  subroutine skt_mark_static(ctx, first, ierr)
+    type(skt_context), intent(in) :: ctx
+    type(*), target, intent(in) :: first
+    integer, intent(out) :: ierr
+    ierr = c_mark_static(ctx%handle, c_loc(first))
+  end subroutine skt_mark_static
 
   ! Collective: an incremental checkpoint; range i is bytes offsets(i) (from 0) to
   ! offsets(i) + lengths(i) - 1 of region regions(i).

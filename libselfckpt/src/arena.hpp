@@ -38,8 +38,9 @@ class Arena {
   Arena& operator=(const Arena&) = delete;
 
   // A region of `bytes` bytes, aligned to a page (to 64 bytes when smaller than a page). From the
-  // segment of an earlier launch when it records the name; throws skt::Error(SKT_ERR_MISMATCH)
-  // when it records the name with another size. Before seal() only.
+  // segment of an earlier launch when it records the name with that size; else ordinary memory
+  // until seal(), which refuses a launch whose regions differ from those recorded. Before seal()
+  // only.
   std::byte* allocate(const std::string& name, std::size_t bytes);
   // Gives a region back (its addresses are not reused). False if `ptr` starts no region.
   bool release(const std::byte* ptr);

@@ -116,6 +116,13 @@ int skt_checkpoint_dirty(skt_context* ctx, const skt_range* ranges, size_t count
   });
 }
 
+int skt_mark_static(skt_context* ctx, const void* ptr) {
+  if (ctx == nullptr || ptr == nullptr) {
+    return bad_argument("skt_mark_static: ctx and ptr must not be NULL");
+  }
+  return guarded([&] { ctx->impl->mark_static(ptr); });
+}
+
 int skt_need_checkpoint(skt_context* ctx, int* need) {
   if (ctx == nullptr || need == nullptr) {
     return bad_argument("skt_need_checkpoint: ctx and need must not be NULL");

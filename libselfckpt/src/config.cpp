@@ -154,6 +154,12 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& origin, const std::string& v) {
          c.huge_pages = boolean(origin, v);
        }},
+      {"find_changes", "SKT_FIND_CHANGES",
+       "skt_checkpoint compares the workspace with the committed copy and encodes only what "
+       "changed",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         c.find_changes = boolean(origin, v);
+       }},
       {"attach_wait", "SKT_ATTACH_WAIT",
        "how long a relaunch waits for an earlier launch's processes to let go of the segments",
        [](Config& c, const std::string& origin, const std::string& v) {
@@ -413,9 +419,10 @@ std::optional<FaultSpec> parse_fault(const std::string& text) {
 std::string Config::shared_settings() const {
   return fmt::format(
       "job={} mode={} group_size={} scheme={} parity={} chunk_size={} pipeline_depth={} "
-      "huge_pages={} mtbf={} restart={}",
+      "huge_pages={} find_changes={} mtbf={} restart={}",
       job, mode_name(mode), group_size, enc::scheme_name(scheme), parity, chunk_bytes,
-      pipeline_depth, huge_pages, mtbf_seconds, restart ? std::to_string(*restart) : "unset");
+      pipeline_depth, huge_pages, find_changes, mtbf_seconds,
+      restart ? std::to_string(*restart) : "unset");
 }
 
 Environment skt_environment() {

@@ -53,6 +53,8 @@ struct Config {
   std::size_t chunk_bytes = 256 * 1024;
   int pipeline_depth = 4;
   bool huge_pages = false;
+  // skt_checkpoint compares W with B to encode only the blocks that changed (self mode, xor, rs).
+  bool find_changes = true;
   // How long a relaunch waits for processes of an earlier launch to let go of the job's segments.
   double attach_wait_seconds = 10;
   // host:port of the job's supervisor (skt-run), told of each rank's liveness and progress.

@@ -94,6 +94,55 @@ std::vector<std::uint64_t> StreamLayout::changed_blocks(
   return changed;
 }
 
+std::vector<std::uint64_t> StreamLayout::differing_blocks(
+    const enc::StripeGeometry& geometry, const enc::ChunkList& workspace,
+    const enc::ChunkList& copy, const std::set<std::string>& settled) const {
+  std::vector<std::uint64_t> changed(chunks, 0);
+  const std::uint64_t whole = geometry.block_mask(0, chunk_bytes);
+  for (std::uint64_t c = 0; c < stage_chunks; ++c)
+    changed[c] = whole;
+  const std::size_t block = geometry.block_bytes();
+  for (const auto& e : entries) {
+    if (e.staged || e.bytes == 0 || settled.count(e.name) > 0) continue;
+    const std::size_t begin = e.offset;
+    const std::size_t end = e.offset + e.bytes;
+    for (std::size_t c = begin / chunk_bytes; c <= (end - 1) / chunk_bytes; ++c) {
+      const std::uint64_t j = stage_chunks + c;
+      const std::size_t from = c * chunk_bytes;
+      const std::size_t low = std::max(begin, from) - from;
+      const std::size_t high = std::min(end, from + chunk_bytes) - from;
+      // A block shared with the region before was compared for that region's bytes only.
+      for (std::size_t b = low / block; b * block < high; ++b) {
+        const std::size_t first = std::max(low, b * block);
+        const std::size_t last = std::min(high, (b + 1) * block);
+        const std::uint64_t bit = geometry.block_mask(first, last);
+        if ((changed[j] & bit) != 0) continue;
+        if (std::memcmp(workspace.data[j] + first, copy.data[j] + first, last - first) != 0) {
+          changed[j] |= bit;
+        }
+      }
+    }
+  }
+  return changed;
+}
+
+std::uint64_t StreamLayout::changed_bytes(const enc::StripeGeometry& geometry,
+                                          const std::vector<std::uint64_t>& changed) const {
+  // What each chunk holds of its area: padding does not count.
+  auto valid = [&](std::uint64_t j) -> std::size_t {
+    const bool in_stage = j < stage_chunks;
+    const std::size_t from = (in_stage ? j : j - stage_chunks) * chunk_bytes;
+    const std::size_t area = in_stage ? stage_bytes : regions_bytes;
+    return from < area ? std::min(chunk_bytes, area - from) : 0;
+  };
+  std::uint64_t bytes = 0;
+  for (std::uint64_t j = 0; j < changed.size(); ++j) {
+    for (const auto& run : geometry.segments(changed[j], changed[j]))
+      bytes += std::min(run.end, valid(j)) - std::min(run.begin, valid(j));
+  }
+  return bytes;
+}
+
 std::string StreamLayout::describe(std::uint64_t chunk, std::size_t first, std::size_t last) const {
   if (chunk >= chunks) return "beyond its stream (reads as zero)";
   const bool in_stage = chunk < stage_chunks;

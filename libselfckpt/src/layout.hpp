@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,17 @@ struct StreamLayout {
   // Per stream chunk, the blocks that these ranges of regions touch, and the whole stage.
   std::vector<std::uint64_t> changed_blocks(const enc::StripeGeometry& geometry,
                                             const std::vector<DirtyRange>& dirty) const;
+  // Per stream chunk, the blocks in which the regions of `workspace` differ from those of the
+  // committed copy `copy`, found by comparing them byte for byte (exact: no hash can collide), and
+  // the whole stage, which every checkpoint stages anew. Regions that `settled` names are not
+  // compared: the program declared that they no longer change.
+  std::vector<std::uint64_t> differing_blocks(const enc::StripeGeometry& geometry,
+                                              const enc::ChunkList& workspace,
+                                              const enc::ChunkList& copy,
+                                              const std::set<std::string>& settled) const;
+  // The bytes of the stream that blocks marked in `changed` cover.
+  std::uint64_t changed_bytes(const enc::StripeGeometry& geometry,
+                              const std::vector<std::uint64_t>& changed) const;
   // What bytes [first, last) of stream chunk `chunk` hold, for messages: "region 'a' bytes
   // 8192..8199", "private object 'step'", "padding".
   std::string describe(std::uint64_t chunk, std::size_t first, std::size_t last) const;

@@ -141,6 +141,11 @@ void Protocol::enter(Phase next) {
   phase_ = next;
 }
 
+bool Protocol::encodes_incrementally() const noexcept {
+  return mode_ == Mode::self && !full_encode_needed_ && store_.codec != nullptr &&
+         store_.codec->exact();
+}
+
 void Protocol::checkpoint(std::uint64_t next, const std::vector<std::uint64_t>* changed) {
   try {
     if (mode_ == Mode::self) {
@@ -158,8 +163,7 @@ void Protocol::checkpoint(std::uint64_t next, const std::vector<std::uint64_t>* 
 void Protocol::checkpoint_self(std::uint64_t next, const std::vector<std::uint64_t>* changed) {
   const auto target = static_cast<std::int64_t>(next);
   const enc::StripeGeometry& geometry = store_.geometry;
-  const bool incremental = changed != nullptr && !full_encode_needed_ && store_.codec != nullptr &&
-                           store_.codec->exact();
+  const bool incremental = changed != nullptr && encodes_incrementally();
   // Until this checkpoint completes, what D holds is not what parity_written_ says: a retry after
   // a failure encodes in full.
   full_encode_needed_ = true;

@@ -155,6 +155,9 @@ class Protocol {
   // can be rebuilt.
   std::uint64_t restore(const RestoreInputs& in);
 
+  // Whether the next checkpoint can encode only the blocks that changed (self mode, an exact
+  // scheme, D up to date): otherwise it encodes everything, whatever it is told changed.
+  bool encodes_incrementally() const noexcept;
   Phase phase() const noexcept { return phase_; }
   const ControlState& state() const noexcept { return state_; }
   const ProtocolStats& stats() const noexcept { return stats_; }

@@ -257,6 +257,16 @@ void* Session::allocate_next(std::size_t bytes) {
   return p;
 }
 
+void Session::mark_static(const void* ptr) {
+  const RegionEntry* region = arena().region_at(static_cast<const std::byte*>(ptr));
+  if (region == nullptr) {
+    throw Error(SKT_ERR_ARG,
+                "skt_mark_static: the pointer is not the start of a region of this context (give "
+                "what skt_alloc or skt_malloc returned)");
+  }
+  if (static_settled_.count(region->name) == 0) static_marked_.insert(region->name);
+}
+
 void Session::set_scope(const std::string& scope) {
   if (!valid_name(scope) || scope.find('.') != std::string::npos) {
     throw Error(SKT_ERR_ARG, fmt::format("skt_malloc_scope: '{}' is not 1 to 63 of A-Z a-z 0-9 _ - "
@@ -578,9 +588,25 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
   }
   const double start = MPI_Wtime();
   const std::uint64_t next = epoch_ + 1;
+  // Without declared ranges, the blocks that changed are found by comparing W with B, where the
+  // protocol can encode only those (self mode, an exact scheme, not the first checkpoint after a
+  // start, a recovery or a failure): the same on every rank, so all take the same path.
+  const bool incremental = protocol_->encodes_incrementally();
   std::vector<std::uint64_t> changed;
-  if (dirty != nullptr) changed = store_.layout.changed_blocks(store_.geometry, *dirty);
-  protocol_->checkpoint(next, dirty != nullptr ? &changed : nullptr);
+  last_scan_seconds_ = 0;
+  if (dirty != nullptr) {
+    changed = store_.layout.changed_blocks(store_.geometry, *dirty);
+  } else if (incremental && config_.find_changes) {
+    changed = store_.layout.differing_blocks(store_.geometry, store_.workspace,
+                                             store_.copy_of(next), static_settled_);
+    last_scan_seconds_ = MPI_Wtime() - start;
+  }
+  const bool partial = incremental && (dirty != nullptr || config_.find_changes);
+  protocol_->checkpoint(next, partial ? &changed : nullptr);
+  last_changed_bytes_ = partial ? store_.layout.changed_bytes(store_.geometry, changed)
+                                : store_.layout.workspace_bytes();
+  static_settled_.insert(static_marked_.begin(), static_marked_.end());
+  static_marked_.clear();
   // Every rank learns the slowest rank's time, which is what the checkpoint cost.
   double elapsed = MPI_Wtime() - start;
   SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, comm_.get()));
@@ -589,7 +615,11 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
   if (monitor_) monitor_->committed(epoch_);
   last_checkpoint_seconds_ = elapsed;
   last_commit_time_ = MPI_Wtime();
-  log_->job("checkpoint {} committed in {:.3f} s", epoch_, last_checkpoint_seconds_);
+  log_->job("checkpoint {} committed in {:.3f} s ({})", epoch_, last_checkpoint_seconds_,
+            partial ? fmt::format("{} of {} bytes of this rank's stream changed{}",
+                                  last_changed_bytes_, store_.layout.workspace_bytes(),
+                                  dirty != nullptr ? ", as declared" : "")
+                    : std::string("in full"));
 }
 
 bool Session::need_checkpoint() {
@@ -649,6 +679,8 @@ skt_stats Session::stats() const {
     s.last_flushed_bytes = protocol_->stats().flushed_bytes;
     s.last_verify_seconds = last_verify_seconds_;
   }
+  s.last_changed_bytes = last_changed_bytes_;
+  s.last_scan_seconds = last_scan_seconds_;
   return s;
 }
 

@@ -58,6 +58,9 @@ class Session {
   // one of this session's regions.
   void* reallocate(void* ptr, std::size_t bytes);
   bool release(void* ptr);
+  // The region starting at ptr no longer changes from the next checkpoint on: that one compares
+  // it a last time, later ones skip it.
+  void mark_static(const void* ptr);
 
  private:
   struct PrivateObject {
@@ -117,8 +120,13 @@ class Session {
 
   double last_checkpoint_seconds_ = 0;  // slowest rank's time for the last checkpoint
   double last_recover_seconds_ = 0;
-  double last_verify_seconds_ = 0;  // of the last recovery
-  double last_commit_time_ = 0;     // MPI_Wtime when the last checkpoint or recovery ended
+  double last_verify_seconds_ = 0;        // of the last recovery
+  double last_commit_time_ = 0;           // MPI_Wtime when the last checkpoint or recovery ended
+  std::uint64_t last_changed_bytes_ = 0;  // of the stream, encoded by the last checkpoint
+  double last_scan_seconds_ = 0;          // this rank's time finding what changed
+  // Regions skt_mark_static named: compared by the next checkpoint, then settled (not compared).
+  std::set<std::string> static_marked_;
+  std::set<std::string> static_settled_;
 };
 
 }  // namespace skt

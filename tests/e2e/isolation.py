@@ -52,8 +52,10 @@ def refused_relaunches_change_nothing(cluster, checks, reference):
                       "a first launch (SKT_RESTART=0) finding old segments stops with code 2", stale)
         resized = cluster.launch(nodes, ["--iterations", "12", "--checkpoint-every", "3", "--bytes",
                                          "30001"], dict(env, SKT_RESTART="1"))
-        checks.expect(resized.code == 2 and "same regions with the same sizes" in resized.err,
-                      "a relaunch with other region sizes stops with code 2", resized)
+        checks.expect(resized.code == 2 and "same regions, with the same names and sizes" in resized.err
+                      and "region 'data0' has 30000 bytes in the checkpoint but 30001" in resized.err,
+                      "a relaunch with other region sizes stops with code 2, naming the first region "
+                      "and both sizes", resized)
         regrouped = cluster.launch(nodes, APP_ARGS, dict(env, SKT_RESTART="1", SKT_GROUP_SIZE="4"))
         checks.expect(regrouped.code == 2 and "group size 2" in regrouped.err and
                       "group size 4" in regrouped.err,

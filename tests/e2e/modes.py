@@ -2,6 +2,7 @@
 """The baselines next to self-checkpoint: a node lost in the middle of a checkpoint update (the
 flush, for self; the copy into the only copy, for single) is survived by self and double, and ends
 single with the 'unrecoverable' code; a crash that loses no memory is survived by all three.
+Checkpoints that find what changed survive the same failures with the result of full ones.
 And the memory self-checkpoint takes: 40 regions of uneven sizes cost two segments per rank and
 within 1 % of the formula W + B + C + D = 2W·G/(G-1)."""
 
@@ -34,6 +35,44 @@ def failure_during_update(cluster, checks, reference, mode, memory_lost):
                           f"{what}: recovered, same result (epoch {run.epoch})", run)
     finally:
         cluster.clean(job)
+
+
+def changes_found_under_faults(cluster, checks):
+    """Checkpoints that find what changed (the default) with a static region and windows that move,
+    killed at the steps where a partial encoding or flush is under way: the relaunch must replay-
+    verify and give the result of a run that checkpoints in full."""
+    args = APP_ARGS + ["--regions", "3", "--static-first", "--touch-percent", "20"]
+    nodes = [f"n{r}" for r in range(4)]
+    for scheme, group_size, parity in (("xor", 2, 1), ("rs", 4, 2)):
+        env = {"SKT_GROUP_SIZE": str(group_size), "SKT_SCHEME": scheme, "SKT_PARITY": str(parity)}
+        full_job = cluster.new_job("full")
+        try:
+            full = cluster.launch(nodes, args, dict(env, SKT_JOB=full_job, SKT_RESTART="0",
+                                                    SKT_FIND_CHANGES="0"))
+        finally:
+            cluster.clean(full_job)
+        for fault, memory_lost in (("encode:1:3", True), ("flush:1:3", True), ("committed:2:3", False)):
+            job = cluster.new_job("found")
+            what = (f"changes found, {scheme} G = {group_size}: "
+                    f"{'node lost' if memory_lost else 'crash'} at {fault}")
+            try:
+                run_nodes = list(nodes)
+                first = cluster.launch(run_nodes, args, dict(env, SKT_JOB=job, SKT_RESTART="0",
+                                                             SKT_FAULT=fault))
+                checks.expect(first.code not in (0, 2, 3) and not first.hung, f"{what}: the job died",
+                              first)
+                if memory_lost:
+                    victim = int(fault.split(":")[1])
+                    cluster.lose_node(job, run_nodes[victim])
+                    run_nodes[victim] += "x"
+                run = cluster.launch(run_nodes, args + ["--verify-recovery"],
+                                     dict(env, SKT_JOB=job, SKT_RESTART="1"))
+                checks.expect(full.code == 0 and run.code == 0 and run.result == full.result
+                              and "verified by replay" in run.out,
+                              f"{what}: recovered (epoch {run.epoch}), verified, the result of full "
+                              "checkpoints", run)
+            finally:
+                cluster.clean(job)
 
 
 def memory_per_rank(cluster, checks):
@@ -84,6 +123,7 @@ def main(argv):
     for mode in ("self", "double", "single"):
         for memory_lost in (True, False):
             failure_during_update(cluster, checks, reference, mode, memory_lost)
+    changes_found_under_faults(cluster, checks)
     memory_per_rank(cluster, checks)
     return harness.report_failures(checks.failures)
 

@@ -45,7 +45,25 @@ struct Options {
   // Before recovering, write into every region as real programs do (zero-filling containers,
   // initialisation code): "zero" or "random".
   std::string scribble;
+  // What an iteration rewrites: a window of this share of each region, moving from one iteration to
+  // the next; none of region 0 with static_first (set up once and marked static).
+  int touch_percent = 100;
+  bool static_first = false;
 };
+
+struct Window {
+  std::size_t begin = 0;
+  std::size_t bytes = 0;
+};
+
+// The bytes of region k (of `size` bytes) that iteration `iteration` rewrites.
+Window stepped(const Options& o, std::size_t k, std::size_t size, std::uint64_t iteration) {
+  if (o.static_first && k == 0) return {};
+  if (o.touch_percent >= 100) return {0, size};
+  const std::size_t bytes = size * static_cast<std::size_t>(o.touch_percent) / 100 / 8 * 8;
+  const std::size_t begin = (iteration * 104729u) % (size - bytes + 1) / 8 * 8;
+  return {begin, bytes};
+}
 
 // Whether this launch stops after `iteration`, for a test to kill a node at a known point.
 bool pause_due(const Options& o, std::uint64_t iteration) {
@@ -125,10 +143,12 @@ std::uint64_t step(std::uint8_t* data, std::size_t bytes, std::uint64_t iteratio
 }
 
 std::uint64_t iterate(std::vector<skt::Region<std::uint8_t>>& regions, State& state, int rank,
-                      bool doubles, MPI_Comm comm) {
+                      const Options& o, MPI_Comm comm) {
   std::uint64_t local = 0;
-  for (auto& r : regions)
-    local ^= step(r.data(), r.size(), state.iteration, rank, doubles);
+  for (std::size_t k = 0; k < regions.size(); ++k) {
+    const Window w = stepped(o, k, regions[k].size(), state.iteration);
+    local ^= step(regions[k].data() + w.begin, w.bytes, state.iteration, rank, o.doubles);
+  }
   std::uint64_t global = 0;
   MPI_Allreduce(&local, &global, 1, MPI_UINT64_T, MPI_BXOR, comm);
   state.accumulator = splitmix(state.accumulator ^ global);
@@ -145,7 +165,8 @@ bool verify_replay(const std::vector<skt::Region<std::uint8_t>>& regions, const 
     std::vector<std::uint8_t> expected(regions[k].size());
     initialise(expected.data(), expected.size(), o, rank, static_cast<int>(k));
     for (std::uint64_t it = 0; it < iterations; ++it) {
-      step(expected.data(), expected.size(), it, rank, o.doubles);
+      const Window w = stepped(o, k, expected.size(), it);
+      step(expected.data() + w.begin, w.bytes, it, rank, o.doubles);
     }
     if (o.doubles) {
       for (std::size_t i = 0; i < expected.size(); i += sizeof(double)) {
@@ -214,10 +235,11 @@ int run(const Options& o) {
       if (rank == 0) fmt::print("recovered data verified by replay on every rank\n");
     }
   }
+  if (o.static_first) ctx.mark_static(regions[0].data());
   std::fflush(stdout);
 
   while (state.iteration < static_cast<std::uint64_t>(o.iterations)) {
-    iterate(regions, state, rank, o.doubles, MPI_COMM_WORLD);
+    iterate(regions, state, rank, o, MPI_COMM_WORLD);
     if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank) {
       fmt::print(stderr, "testapp: rank {} {} at iteration {}\n", rank,
                  o.crash_launcher ? "kills its launcher" : "crashing", state.iteration);
@@ -303,6 +325,11 @@ int main(int argc, char** argv) {
                  "must survive)")
       ->check(CLI::IsMember({"zero", "random"}));
   app.add_option("--seed", o.seed, "data seed");
+  app.add_option("--touch-percent", o.touch_percent,
+                 "share of each region an iteration rewrites (a window that moves)")
+      ->check(CLI::Range(1, 100));
+  app.add_flag("--static-first", o.static_first,
+               "region 0 is set up once, never rewritten, and marked static (skt_mark_static)");
   CLI11_PARSE(app, argc, argv);
 
   MPI_Init(&argc, &argv);

@@ -268,7 +268,8 @@ INSTANTIATE_TEST_SUITE_P(Schemes, EveryRank, ::testing::Values("xor", "rs"));
 
 class Incremental : public ::testing::TestWithParam<Shape> {};
 
-// The same evolution checkpointed in full by one job and incrementally by another: their
+// The same evolution checkpointed in full by one job (SKT_FIND_CHANGES=0), incrementally with
+// declared ranges by another, and by a third with skt_checkpoint finding what changed: their
 // checkpoint segments must hold the same bytes after every checkpoint, and a recovery of the
 // incremental job must give the last state back.
 TEST_P(Incremental, GivesTheSameCopyAndChecksumsAsFull) {
@@ -281,38 +282,69 @@ TEST_P(Incremental, GivesTheSameCopyAndChecksumsAsFull) {
   use_node(fmt::format("n{}", rank));
   const std::string full_job = shared_tag(MPI_COMM_WORLD, "full");
   const std::string dirty_job = shared_tag(MPI_COMM_WORLD, "dirty");
+  const std::string found_job = shared_tag(MPI_COMM_WORLD, "found");
   // Large enough that a slice is a small part of the stream even for wide groups.
   constexpr std::size_t kElements = 40000;
   setenv("SKT_JOB", full_job.c_str(), 1);
+  setenv("SKT_FIND_CHANGES", "0", 1);
   Program full(MPI_COMM_WORLD, rank, kElements);
+  unsetenv("SKT_FIND_CHANGES");
   setenv("SKT_JOB", dirty_job.c_str(), 1);
   Program dirty(MPI_COMM_WORLD, rank, kElements);
+  setenv("SKT_JOB", found_job.c_str(), 1);
+  Program found(MPI_COMM_WORLD, rank, kElements);
   full.ctx.recover();
   dirty.ctx.recover();
+  found.ctx.recover();
   full.fill(rank, 1);
   dirty.fill(rank, 1);
+  found.fill(rank, 1);
   full.ctx.checkpoint();
   dirty.ctx.checkpoint_dirty(std::vector<skt_range>{});  // first after a fresh start: in full
+  found.ctx.checkpoint();
   for (int round = 2; round <= 6; ++round) {
     // Each round rewrites a different slice of `a`, at the same place on every rank (as the
     // trailing matrix of an LU factorisation shrinks), and on odd ranks one value of `b`.
     const std::size_t begin = static_cast<std::size_t>(round) * 7919 % 36000;
     const std::size_t count = 300 + 50 * static_cast<std::size_t>(round);
     std::vector<skt_range> ranges;
-    for (Program* p : {&full, &dirty}) {
+    for (Program* p : {&full, &dirty, &found}) {
       for (std::size_t i = begin; i < begin + count; ++i)
         p->a[i] = value(rank, round, i);
       if (rank % 2 == 1) p->b[5] = value(rank, round, 5);
       p->counter = round;
     }
+    // Written, but with the values it held: not a change. Then one bit of one value, far from
+    // the slice on even ranks: a change no declared range covers, which only comparing finds.
+    for (std::size_t i = 0; i < 2000; ++i)
+      found.a[i] = double(found.a[i]);
+    std::size_t flipped = 0;
+    if (rank % 2 == 0) {
+      flipped = (begin + 20000) % kElements;
+      for (Program* p : {&full, &found}) {
+        std::uint64_t bits;
+        std::memcpy(&bits, &p->a[flipped], sizeof bits);
+        bits ^= std::uint64_t{1} << (round * 7 % 64);
+        std::memcpy(&p->a[flipped], &bits, sizeof bits);
+      }
+      dirty.a[flipped] = full.a[flipped];
+      ranges.push_back({"a", flipped * sizeof(double), sizeof(double)});
+    }
     ranges.push_back({"a", begin * sizeof(double), count * sizeof(double)});
     if (rank % 2 == 1) ranges.push_back({"b", 5 * sizeof(double), sizeof(double)});
     full.ctx.checkpoint();
     dirty.ctx.checkpoint_dirty(ranges);
+    found.ctx.checkpoint();
     EXPECT_EQ(checkpoint_digest(full_job, rank), checkpoint_digest(dirty_job, rank))
         << describe(shape) << ": round " << round << " rank " << rank;
-    const skt_stats f = full.ctx.stats(), d = dirty.ctx.stats();
+    EXPECT_EQ(checkpoint_digest(full_job, rank), checkpoint_digest(found_job, rank))
+        << describe(shape) << ": found changes, round " << round << " rank " << rank;
+    const skt_stats f = full.ctx.stats(), d = dirty.ctx.stats(), c = found.ctx.stats();
     EXPECT_LT(d.last_sent_bytes, f.last_sent_bytes / 2) << "the incremental encoding sent too much";
+    EXPECT_EQ(c.last_sent_bytes, d.last_sent_bytes) << "finding changes found other blocks";
+    EXPECT_EQ(c.last_changed_bytes, d.last_changed_bytes);
+    EXPECT_EQ(f.last_changed_bytes, f.workspace_bytes) << "SKT_FIND_CHANGES=0 is a full checkpoint";
+    EXPECT_LT(c.last_changed_bytes, f.workspace_bytes / 4);
     // The checksum areas alternate, so the first incremental checkpoint after a full one also
     // carries over into D every checksum block it does not rewrite; later ones only what the
     // previous one rewrote.
@@ -323,6 +355,7 @@ TEST_P(Incremental, GivesTheSameCopyAndChecksumsAsFull) {
   }
   std::vector<double> expected(dirty.a.begin(), dirty.a.end());
   full.ctx.finalize(true);
+  found.ctx.finalize(true);
   // A node loss after incremental checkpoints rebuilds the last state.
   for (std::size_t i = 0; i < 100; ++i)
     dirty.a[i] = -1;

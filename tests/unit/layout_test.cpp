@@ -83,6 +83,45 @@ TEST(Layout, DirtyRangesBecomeTheBlocksTheyTouchAndTheStageAlways) {
   EXPECT_EQ(changed[4], (std::uint64_t{1} << 63) | (std::uint64_t{1} << 62));
 }
 
+TEST(Layout, ComparingTheWorkspaceWithItsCopyFindsExactlyTheBlocksThatDiffer) {
+  const auto l = StreamLayout::plan(entries(), 128, 16384, 4096);
+  enc::StripeGeometry g;
+  g.chunk_bytes = 4096;  // blocks of 64 bytes
+  std::vector<std::byte> w_stage(128), w_regions(16384), b_stage(128), b_regions(16384);
+  const auto w = l.chunks_at(w_stage.data(), w_regions.data());
+  const auto b = l.chunks_at(b_stage.data(), b_regions.data());
+  auto all_zero_but_stage = [&](const std::vector<std::uint64_t>& changed) {
+    for (std::size_t j = 1; j < changed.size(); ++j)
+      if (changed[j] != 0) return false;
+    return changed[0] == ~std::uint64_t{0};
+  };
+  EXPECT_TRUE(all_zero_but_stage(l.differing_blocks(g, w, b, {})));
+  w_stage[5] = std::byte{1};  // the stage is staged anew anyway: no difference there counts
+  EXPECT_TRUE(all_zero_but_stage(l.differing_blocks(g, w, b, {})));
+
+  w_regions[9999] = std::byte{1};          // a's last byte: block 15 of chunk 3 (bytes 1792..)
+  w_regions[12288 + 4095] = std::byte{1};  // b's last byte: block 63 of chunk 4
+  w_regions[11000] = std::byte{1};         // the gap between a and b belongs to no region
+  auto changed = l.differing_blocks(g, w, b, {});
+  EXPECT_EQ(changed[3], std::uint64_t{1} << 28);
+  EXPECT_EQ(changed[4], std::uint64_t{1} << 63);
+  EXPECT_EQ(changed[1] | changed[2], 0u);
+  EXPECT_EQ(l.changed_bytes(g, changed), 128u + 64 + 64);  // the stage's 128 bytes, two blocks
+
+  // A settled region is not compared.
+  changed = l.differing_blocks(g, w, b, {"b"});
+  EXPECT_EQ(changed[4], 0u);
+  EXPECT_EQ(changed[3], std::uint64_t{1} << 28);
+
+  // Every byte of a region is seen: a difference at each position of one block in turn.
+  for (std::size_t at = 4096; at < 4096 + 64; ++at) {
+    std::fill(w_regions.begin(), w_regions.end(), std::byte{0});
+    w_regions[at] = std::byte{0xff};
+    changed = l.differing_blocks(g, w, b, {});
+    EXPECT_EQ(changed[2], std::uint64_t{1}) << at;
+  }
+}
+
 TEST(Layout, DescribesWhatAChunkHolds) {
   const auto l = StreamLayout::plan(entries(), 128, 16384, 4096);
   EXPECT_EQ(l.describe(0, 64, 70), "private object 'state'");

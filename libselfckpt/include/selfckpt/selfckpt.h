@@ -77,8 +77,17 @@ int skt_protect(skt_context* ctx, const char* name, void* ptr, size_t bytes);
  * data and protected memory is left as it is. */
 int skt_recover(skt_context* ctx, uint64_t* epoch);
 
-/* Collective. Commits the workspace and the protected regions as the next epoch. */
+/* Collective. Commits the workspace and the protected regions as the next epoch. In the self mode
+ * with xor or rs, it finds the blocks that changed since the last commit by comparing the
+ * workspace with the committed copy, and encodes, sends and flushes only those (the result is
+ * identical to a full checkpoint's); SKT_FIND_CHANGES=0 encodes everything every time. */
 int skt_checkpoint(skt_context* ctx);
+
+/* The region starting at ptr (as skt_alloc or skt_malloc returned it) does not change any more,
+ * from the next checkpoint on: that checkpoint compares it a last time, later ones skip it (a mesh,
+ * coefficients set up once). A promise: writes into it after that are not checkpointed, and after
+ * a failure the region comes back as that checkpoint had it. */
+int skt_mark_static(skt_context* ctx, const void* ptr);
 
 /* Bytes of a workspace region changed since the last checkpoint. */
 typedef struct skt_range {
@@ -154,6 +163,9 @@ typedef struct skt_stats {
   uint64_t last_flushed_bytes; /* bytes it copied locally: into B, and C's blocks into D */
   double last_verify_seconds;  /* of the last recovery, this rank's time checking its memory
                                   (W, B, C) block by block against the CRCs of the epoch */
+  uint64_t last_changed_bytes; /* bytes of its workspace the last checkpoint encoded: what changed
+                                  (found or declared), or everything for a full checkpoint */
+  double last_scan_seconds;    /* of that checkpoint, this rank's time finding what changed */
 } skt_stats;
 
 int skt_get_stats(const skt_context* ctx, skt_stats* stats);

@@ -91,8 +91,11 @@ class ContextOps {
     return epoch;
   }
 
-  // Collective.
+  // Collective. Encodes only what changed since the last commit where it can (skt_checkpoint).
   void checkpoint() { detail::check(skt_checkpoint(ctx_)); }
+
+  // The region starting at ptr no longer changes from the next checkpoint on (skt_mark_static).
+  void mark_static(const void* ptr) { detail::check(skt_mark_static(ctx_, ptr)); }
 
   // Collective. An incremental checkpoint: only these ranges changed since the last one.
   void checkpoint_dirty(const skt_range* ranges, std::size_t count) {
