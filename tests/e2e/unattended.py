@@ -186,11 +186,15 @@ def launch_failures(d, cluster, checks, reference):
 
 FAKE_SSH = """#!/bin/sh
 # A stand-in for ssh: runs the command on this host as a login on node $host would, with an empty
-# environment but for the node's own name and its own /tmp.
+# environment but for the node's own name and its own /tmp (and the sanitizers' settings of a
+# sanitizer build, which belong to the machine, not to the job: without them the ranks would report
+# Open MPI's leaks at exit and fail).
 while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
 host=$1; shift
 mkdir -p "{root}/$host"
-exec env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR="{root}/$host" SKT_NODE="$host" sh -c "$*"
+exec env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR="{root}/$host" SKT_NODE="$host" \
+  ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"} \
+  sh -c "$*"
 """
 
 
