@@ -127,18 +127,13 @@ std::vector<std::uint64_t> StreamLayout::differing_blocks(
 }
 
 std::uint64_t StreamLayout::changed_bytes(const enc::StripeGeometry& geometry,
-                                          const std::vector<std::uint64_t>& changed) const {
-  // What each chunk holds of its area: padding does not count.
-  auto valid = [&](std::uint64_t j) -> std::size_t {
-    const bool in_stage = j < stage_chunks;
-    const std::size_t from = (in_stage ? j : j - stage_chunks) * chunk_bytes;
-    const std::size_t area = in_stage ? stage_bytes : regions_bytes;
-    return from < area ? std::min(chunk_bytes, area - from) : 0;
-  };
+                                          const enc::ChunkList& stream,
+                                          const std::vector<std::uint64_t>& changed) {
   std::uint64_t bytes = 0;
   for (std::uint64_t j = 0; j < changed.size(); ++j) {
+    const std::size_t valid = stream.bytes[j];  // padding does not count
     for (const auto& run : geometry.segments(changed[j], changed[j]))
-      bytes += std::min(run.end, valid(j)) - std::min(run.begin, valid(j));
+      bytes += std::min(run.end, valid) - std::min(run.begin, valid);
   }
   return bytes;
 }

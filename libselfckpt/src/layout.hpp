@@ -85,9 +85,10 @@ struct StreamLayout {
                                               const enc::ChunkList& workspace,
                                               const enc::ChunkList& copy,
                                               const std::set<std::string>& settled) const;
-  // The bytes of the stream that blocks marked in `changed` cover.
-  std::uint64_t changed_bytes(const enc::StripeGeometry& geometry,
-                              const std::vector<std::uint64_t>& changed) const;
+  // The bytes of `stream` (its chunks as chunks_at cut them) that blocks marked in `changed` cover.
+  static std::uint64_t changed_bytes(const enc::StripeGeometry& geometry,
+                                     const enc::ChunkList& stream,
+                                     const std::vector<std::uint64_t>& changed);
   // What bytes [first, last) of stream chunk `chunk` hold, for messages: "region 'a' bytes
   // 8192..8199", "private object 'step'", "padding".
   std::string describe(std::uint64_t chunk, std::size_t first, std::size_t last) const;

@@ -603,8 +603,9 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
   }
   const bool partial = incremental && (dirty != nullptr || config_.find_changes);
   protocol_->checkpoint(next, partial ? &changed : nullptr);
-  last_changed_bytes_ = partial ? store_.layout.changed_bytes(store_.geometry, changed)
-                                : store_.layout.workspace_bytes();
+  last_changed_bytes_ =
+      partial ? StreamLayout::changed_bytes(store_.geometry, store_.workspace, changed)
+              : store_.layout.workspace_bytes();
   static_settled_.insert(static_marked_.begin(), static_marked_.end());
   static_marked_.clear();
   // Every rank learns the slowest rank's time, which is what the checkpoint cost.

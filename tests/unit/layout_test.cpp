@@ -106,7 +106,8 @@ TEST(Layout, ComparingTheWorkspaceWithItsCopyFindsExactlyTheBlocksThatDiffer) {
   EXPECT_EQ(changed[3], std::uint64_t{1} << 28);
   EXPECT_EQ(changed[4], std::uint64_t{1} << 63);
   EXPECT_EQ(changed[1] | changed[2], 0u);
-  EXPECT_EQ(l.changed_bytes(g, changed), 128u + 64 + 64);  // the stage's 128 bytes, two blocks
+  EXPECT_EQ(StreamLayout::changed_bytes(g, w, changed),
+            128u + 64 + 64);  // the stage's 128 bytes, two blocks
 
   // A settled region is not compared.
   changed = l.differing_blocks(g, w, b, {"b"});
