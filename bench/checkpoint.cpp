@@ -186,6 +186,16 @@ int main(int argc, char** argv) {
   auto wants = [&](const char* name) {
     return std::find(wanted.begin(), wanted.end(), name) != wanted.end();
   };
+  for (const auto& name : wanted) {
+    if (name != "checkpoint" && name != "changes") {
+      if (rank == 0) {
+        fmt::print(stderr, "bench-checkpoint: --tables: unknown table '{}' (checkpoint, changes)\n",
+                   name);
+      }
+      MPI_Finalize();
+      return 2;
+    }
+  }
   std::unique_ptr<skt::bench::Table> table;
 
   if (wants("checkpoint")) {
