@@ -78,11 +78,14 @@ std::string Algorithm::encode(bool column_major_map) const {
 
 Factorization::Factorization(const Grid& grid, const Algorithm& algorithm,
                              const LocalMatrix& matrix)
-    : grid_(grid), algo_(algorithm), matrix_(matrix) {
-  if (algo_.depth > 1) {
-    throw std::invalid_argument("look-ahead depth " + std::to_string(algo_.depth) +
-                                " is not implemented: SKT-HPL runs depth 0 or 1");
-  }
+    : grid_(grid),
+      algo_(algorithm),
+      matrix_(matrix),
+      slots_(std::max(0, algorithm.depth) + 1),
+      panel_(static_cast<std::size_t>(slots_)),
+      bcast_(std::make_unique<PanelBroadcast[]>(static_cast<std::size_t>(slots_))),
+      panel_rows_(static_cast<std::size_t>(slots_), 0),
+      received_(static_cast<std::size_t>(slots_), false) {
   SKT_MPI(MPI_Op_create(&pivot_reduce, 1, &pivot_op_));
 }
 
@@ -219,6 +222,7 @@ void Factorization::factor_and_send(int j) {
   const int lr0 = numroc(jn, nb, grid_.myrow(), grid_.nprow());
   const int rows = matrix_.mp - lr0;
   const int s = slot(j);
+  received_[static_cast<std::size_t>(s)] = false;
   if (grid_.mycol() != pcol) return;
   const double started = MPI_Wtime();
   bcast_[s].wait();
@@ -274,7 +278,22 @@ void Factorization::receive(int j) {
     bcast_[s].start(grid_.row(), algo_.bcast, pcol, panel_[s].data(), panel_[s].size(), 0x700 + s);
   }
   bcast_[s].finish();
+  received_[static_cast<std::size_t>(s)] = true;
   timing_.receive += MPI_Wtime() - started;
+}
+
+void Factorization::apply_received(int j, int begin, int end) {
+  if (!received_[static_cast<std::size_t>(slot(j))]) receive(j);
+  apply(j, begin, end);
+}
+
+void Factorization::drain(int begin) {
+  for (; !in_flight_.empty(); in_flight_.pop_front())
+    apply_received(in_flight_.front(), begin, matrix_.nq);
+}
+
+int Factorization::local_column(int j) const noexcept {
+  return numroc(j * matrix_.nb, matrix_.nb, grid_.mycol(), grid_.npcol());
 }
 
 void Factorization::apply(int j, int begin, int end) {
@@ -458,32 +477,28 @@ void Factorization::apply(int j, int begin, int end) {
 void Factorization::factor(int first, const std::function<bool(int)>& checkpoint_due,
                            const std::function<void(int)>& checkpoint) {
   const int total = panels();
-  if (first >= total) return;
   const int nb = matrix_.nb;
-  factor_and_send(first);
-  for (int j = first; j < total; ++j) {
-    receive(j);
-    const bool take = checkpoint_due(j);
-    const int jn = j * nb;
-    const int jb = std::min(nb, matrix_.n - jn);
-    const int trailing = numroc(jn + jb, nb, grid_.mycol(), grid_.npcol());
-    const bool ahead = algo_.depth >= 1 && j + 1 < total && !take;
-    if (ahead) {
-      // The next panel's columns first, then that panel, then the rest.
-      const int next_owner = (j + 1) % grid_.npcol();
-      const int next_width = std::min(nb, matrix_.n - (j + 1) * nb);
-      const int split = grid_.mycol() == next_owner ? trailing + next_width : trailing;
-      apply(j, trailing, split);
-      factor_and_send(j + 1);
-      apply(j, split, matrix_.nq);
-    } else {
-      apply(j, trailing, matrix_.nq);
-      if (take) checkpoint(j + 1);
-      if (j + 1 < total) factor_and_send(j + 1);
+  for (int p = first; p < total; ++p) {
+    const int width = std::min(nb, matrix_.n - p * nb);
+    const int begin = local_column(p);
+    const int end = grid_.mycol() == p % grid_.npcol() ? begin + width : begin;
+    // Panel p's columns receive the panels in flight, then the panel is factored and sent. Every
+    // rank receives the panels in flight here, in order, as the process column of panel p must.
+    for (const int k : in_flight_)
+      apply_received(k, begin, end);
+    factor_and_send(p);
+    in_flight_.push_back(p);
+    const bool take = checkpoint_due(p);
+    if (take || p + 1 == total) {
+      drain(end);
+      if (take) checkpoint(p + 1);
+    } else if (static_cast<int>(in_flight_.size()) > algo_.depth) {
+      apply_received(in_flight_.front(), end, matrix_.nq);
+      in_flight_.pop_front();
     }
   }
-  bcast_[0].wait();
-  bcast_[1].wait();
+  for (int s = 0; s < slots_; ++s)
+    bcast_[s].wait();
 }
 
 std::vector<double> Factorization::solve() {

@@ -4,14 +4,19 @@
 // replicated copy T of the panel's pivot rows on every process of that column; broadcasts L, T and
 // the pivots along the process rows; swaps the rows of the trailing columns and spreads U (the
 // panel's rows of them) down the process columns; and updates the trailing matrix with one DGEMM.
-// With look-ahead depth 1, the next panel's columns are updated and the next panel factored and
-// sent before the rest of the update. b is the last column, so L never needs keeping: when the
-// factorization ends, column N holds the solution of Ly = Pb.
+// With look-ahead depth d, as in HPL_pdgesvK2, up to d panels are in flight: each new panel's
+// columns receive the updates of the panels in flight (oldest first) and the panel is factored and
+// sent; then the oldest panel updates the rest of the matrix. So the full trailing update lags d
+// panels behind the factorization, and every column still receives the panels in order. b is the
+// last column, so L never needs keeping: when the factorization ends, column N holds the solution
+// of Ly = Pb.
 #pragma once
 
 #include <mpi.h>
 
+#include <deque>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "hpl/algorithm.hpp"
@@ -29,9 +34,10 @@ class Factorization {
 
   int panels() const noexcept { return (matrix_.n + matrix_.nb - 1) / matrix_.nb; }
 
-  // Factors panels first .. panels()-1. At the start of iteration j, `checkpoint_due(j)` (called
-  // on every rank) says whether to take a checkpoint once panel j is applied; then
-  // `checkpoint(j + 1)` runs at that iteration boundary, with no look-ahead state outstanding.
+  // Factors panels first .. panels()-1. Once panel j is factored and sent, and before its update
+  // is applied anywhere, `checkpoint_due(j)` (called on every rank) says whether to take a
+  // checkpoint after it: then every panel in flight is applied in full and `checkpoint(j + 1)`
+  // runs at that iteration boundary, with no look-ahead state outstanding.
   void factor(int first, const std::function<bool(int)>& checkpoint_due,
               const std::function<void(int)>& checkpoint);
 
@@ -58,6 +64,10 @@ class Factorization {
   void factor_and_send(int j);
   // Panel j is here: its pivots and T, and this process row's L rows.
   void receive(int j);
+  // Panel j, received if it was not yet, applied to local columns [begin, end).
+  void apply_received(int j, int begin, int end);
+  // Every panel in flight applied to the local columns from `begin` on, oldest first.
+  void drain(int begin);
   // Apply panel j to local columns [begin, end): swaps, U, update.
   void apply(int j, int begin, int end);
 
@@ -66,7 +76,9 @@ class Factorization {
   void factor_base(Panel& p, int c0, int n);
   void pivot(Panel& p, int c);
 
-  int slot(int j) const noexcept { return j % 2; }
+  int slot(int j) const noexcept { return j % slots_; }
+  // The first local column of global column j·NB on this process.
+  int local_column(int j) const noexcept;
 
   const Grid& grid_;
   Algorithm algo_;
@@ -74,10 +86,15 @@ class Factorization {
   int info_ = 0;
   Timing timing_;
 
-  // Per slot (two panels in flight with look-ahead): packed L rows, T and pivots.
-  std::vector<double> panel_[2];
-  PanelBroadcast bcast_[2];
-  int panel_rows_[2] = {0, 0};  // L rows in the slot (this process row's rows from the panel top)
+  // Per slot (depth + 1: the panels in flight and the one being factored): packed L rows, T and
+  // pivots, its broadcast, the number of L rows (this process row's rows from the panel top), and
+  // whether this process has received it.
+  int slots_;
+  std::vector<std::vector<double>> panel_;
+  std::unique_ptr<PanelBroadcast[]> bcast_;
+  std::vector<int> panel_rows_;
+  std::vector<bool> received_;
+  std::deque<int> in_flight_;  // factored and sent, not yet applied in full; oldest first
 
   std::vector<double> pivot_buffer_;
   MPI_Datatype pivot_type_ = MPI_DATATYPE_NULL;

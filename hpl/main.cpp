@@ -2,7 +2,6 @@
 // output, and keeps the matrix in self-checkpointed shared memory: after a node is lost, the job
 // relaunched with the same SKT_JOB resumes at the last checkpointed panel.
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <mpi.h>
 #include <toml++/toml.h>
 #include <unistd.h>
@@ -48,11 +47,20 @@ struct Options {
   std::string config;
 };
 
+enum Verdict : std::int32_t { kFailed = 0, kPassed = 1, kSkipped = 2 };
+
 // One finished test, in the progress record of the whole run.
 struct TestRecord {
   std::int32_t done;
-  std::int32_t passed;
+  std::int32_t verdict;
   char text[kRecordText];
+};
+
+struct Tally {
+  int passed = 0, failed = 0, skipped = 0;
+  void add(std::int32_t verdict) {
+    (verdict == kPassed ? passed : verdict == kSkipped ? skipped : failed) += 1;
+  }
 };
 
 [[noreturn]] void usage_error(int rank, const std::string& message) {
@@ -157,8 +165,8 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
   if (o.policy.none) setenv("SKT_GROUP_SIZE", "1", 1);
 }
 
-// HPL's loop order: grid, N, NB, depth, broadcast, recursive factorization, NDIV, NBMIN, panel
-// factorization.
+// HPL's loop order (HPL_pddriver): grid, N, NB, depth, broadcast, recursive factorization, panel
+// factorization, NBMIN, NDIV.
 std::vector<Test> tests_of(const HplDat& d) {
   std::vector<Test> out;
   for (std::size_t g = 0; g < d.ps.size(); ++g) {
@@ -167,9 +175,9 @@ std::vector<Test> tests_of(const HplDat& d) {
         for (const int depth : d.depths) {
           for (const Bcast bcast : d.bcasts) {
             for (const Fact rfact : d.rfacts) {
-              for (const int ndiv : d.ndivs) {
+              for (const Fact pfact : d.pfacts) {
                 for (const int nbmin : d.nbmins) {
-                  for (const Fact pfact : d.pfacts) {
+                  for (const int ndiv : d.ndivs) {
                     Algorithm a;
                     a.pfact = pfact;
                     a.rfact = rfact;
@@ -196,29 +204,24 @@ std::vector<Test> tests_of(const HplDat& d) {
   return out;
 }
 
-// Refuses what cannot run, before anything runs, with what to change.
-void check_tests(const std::vector<Test>& tests, int size, int rank) {
-  for (const Test& t : tests) {
-    if (t.p * t.q > size) {
-      usage_error(rank, fmt::format("the grid {}x{} needs {} processes but mpirun started {}; "
-                                    "start at least {} or change P and Q in HPL.dat",
-                                    t.p, t.q, t.p * t.q, size, t.p * t.q));
-    }
-    if (t.algo.depth > 1) {
-      usage_error(rank, fmt::format("look-ahead depth {} is not implemented: SKT-HPL runs DEPTH 0 "
-                                    "or 1",
-                                    t.algo.depth));
-    }
-    if (t.n < 1 || t.n % partition_step(t.nb, t.p, t.q) != 0) {
-      const auto near = nearest_valid_n(t.n, t.nb, t.p, t.q);
-      usage_error(rank,
-                  fmt::format("N={} breaks the equal-partition rule for NB={} on a {}x{} grid: N "
-                              "must be a multiple of NB*P={} and NB*Q={}, so that every process "
-                              "holds the same share; the nearest valid values are {}",
-                              t.n, t.nb, t.p, t.q, t.nb * t.p, t.nb * t.q,
-                              fmt::format("{}", fmt::join(near, " and "))));
+// The tests that cannot run here: a grid larger than the job. netlib HPL stops the whole run
+// then; SKT-HPL says so in netlib's words, skips that grid's tests and runs the rest.
+std::vector<bool> skipped_tests(const std::vector<Test>& tests, int size, Report& report) {
+  std::vector<bool> skipped(tests.size(), false);
+  int warned_grid = -1;
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    const Test& t = tests[i];
+    if (t.p * t.q <= size) continue;
+    skipped[i] = true;
+    if (t.p * 1000 + t.q != warned_grid) {
+      warned_grid = t.p * 1000 + t.q;
+      report.line(
+          fmt::format("SKT-HPL: the {}x{} grid is skipped: Need at least {} processes "
+                      "for these tests (mpirun started {})",
+                      t.p, t.q, t.p * t.q, size));
     }
   }
+  return skipped;
 }
 
 std::string base_job_tag(MPI_Comm world) {
@@ -344,10 +347,10 @@ int run(int argc, char** argv) {
     return 0;
   }
   const std::vector<Test> tests = tests_of(dat);
-  check_tests(tests, size, rank);
-
   Report report(dat, rank == 0);
   report.banner_and_parameters(dat);
+  const std::vector<bool> skipped = skipped_tests(tests, size, report);
+  const int skipped_count = static_cast<int>(std::count(skipped.begin(), skipped.end(), true));
 
   // The run's progress: which tests are done, and what they printed, kept like the matrices.
   const std::string base = base_job_tag(MPI_COMM_WORLD);
@@ -357,44 +360,53 @@ int run(int argc, char** argv) {
   skt::Context progress(MPI_COMM_WORLD);
   auto records = progress.alloc<TestRecord>("tests", tests.size());
   // Committed at once on a first launch, so that a relaunch finds it even when no test finished.
-  if (progress.recover() == 0) progress.checkpoint();
-  int passed = 0, failed = 0;
+  if (progress.recover() == 0) {
+    progress.checkpoint();
+  } else {
+    // The testing faults act on a first launch only: a relaunch goes through every test.
+    unsetenv("SKT_HPL_CRASH");
+    unsetenv("SKT_HPL_PAUSE");
+  }
+  Tally tally;
+  tally.skipped = skipped_count;
   std::size_t resume = 0;
-  while (resume < tests.size() && records[resume].done != 0) {
-    report.raw(records[resume].text);
-    (records[resume].passed != 0 ? passed : failed) += 1;
+  while (resume < tests.size() && (skipped[resume] || records[resume].done != 0)) {
+    if (!skipped[resume]) {
+      report.raw(records[resume].text);
+      tally.add(records[resume].verdict);
+    }
     ++resume;
   }
   for (std::size_t i = resume; i < tests.size(); ++i) {
+    if (skipped[i]) continue;
     const Test& t = tests[i];
     // Only the test that was running can have checkpoints; later ones are first launches.
     setenv("SKT_JOB", fmt::format("{}+t{}", base, i).c_str(), 1);
     if (i > resume && !restart.empty()) setenv("SKT_RESTART", "0", 1);
     std::string printed;
-    bool ok = false;
+    std::int32_t verdict = kFailed;
     {
       Grid grid(MPI_COMM_WORLD, t.p, t.q, dat.column_major_map);
       if (grid.in()) {
         const TestResult r =
             run_test(t, grid, o.policy, dat.column_major_map, dat.threshold, &report, o.timing);
-        ok = r.passed;
+        verdict = r.passed ? kPassed : r.singular ? kSkipped : kFailed;
         printed = r.text;
       }
     }
-    int verdict = ok ? 1 : 0;
-    MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    (verdict != 0 ? passed : failed) += 1;
+    MPI_Bcast(&verdict, 1, MPI_INT32_T, 0, MPI_COMM_WORLD);
+    tally.add(verdict);
     if (rank == 0) {
       std::strncpy(records[i].text, printed.c_str(), kRecordText - 1);
     }
     MPI_Bcast(records[i].text, static_cast<int>(kRecordText), MPI_CHAR, 0, MPI_COMM_WORLD);
     records[i].done = 1;
-    records[i].passed = verdict;
+    records[i].verdict = verdict;
     progress.checkpoint();
   }
-  report.summary(static_cast<int>(tests.size()), passed, failed, 0);
+  report.summary(static_cast<int>(tests.size()), tally.passed, tally.failed, tally.skipped);
   progress.finalize(true);
-  return failed > 0 ? 4 : 0;
+  return tally.failed > 0 ? 4 : 0;
 }
 
 }  // namespace

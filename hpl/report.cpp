@@ -37,7 +37,7 @@ std::string clock_text(std::time_t t) {
 
 }  // namespace
 
-Report::Report(const HplDat& dat, bool root) : root_(root) {
+Report::Report(const HplDat& dat, bool root) : root_(root), checking_(dat.threshold > 0) {
   if (!root_) return;
   if (dat.device == 6) {
     out_ = stdout;
@@ -117,6 +117,10 @@ void Report::banner_and_parameters(const HplDat& d) {
   s += d.u_notrans ? "\nU      : no-transposed form" : "\nU      : transposed form";
   s += d.equil ? "\nEQUIL  : yes" : "\nEQUIL  : no";
   s += fmt::format("\nALIGN  : {} double precision words\n\n", d.align);
+  if (!checking_) {
+    write(s);
+    return;
+  }
   s += kDash + "\n\n";
   s += "- The matrix A is randomly generated for each test.\n";
   s += "- The following scaled residual check will be computed:\n";
@@ -168,8 +172,12 @@ std::string Report::line(const std::string& text) {
 void Report::summary(int tests, int passed, int failed, int skipped) {
   std::string s = kRule + "\n\n";
   s += fmt::format("Finished {:6d} tests with the following results:\n", tests);
-  s += fmt::format("         {:6d} tests completed and passed residual checks,\n", passed);
-  s += fmt::format("         {:6d} tests completed and failed residual checks,\n", failed);
+  if (checking_) {
+    s += fmt::format("         {:6d} tests completed and passed residual checks,\n", passed);
+    s += fmt::format("         {:6d} tests completed and failed residual checks,\n", failed);
+  } else {
+    s += fmt::format("         {:6d} tests completed without checking,\n", passed);
+  }
   s += fmt::format("         {:6d} tests skipped because of illegal input values.\n", skipped);
   s += kDash + "\n\nEnd of Tests.\n" + kRule + "\n";
   write(s);

@@ -58,14 +58,6 @@ long partition_step(int nb, int p, int q) {
   return std::lcm(static_cast<long>(nb) * p, static_cast<long>(nb) * q);
 }
 
-std::vector<long> nearest_valid_n(long n, int nb, int p, int q) {
-  const long step = partition_step(nb, p, q);
-  const long below = n / step * step;
-  if (below == n && n > 0) return {n};
-  if (below > 0) return {below, below + step};
-  return {step};
-}
-
 long largest_n(double bytes, int nb, int p, int q) {
   const long step = partition_step(nb, p, q);
   // Each rank holds about N·(N+1)/(P·Q) doubles.
@@ -78,7 +70,8 @@ void print_suggestions(const HplDat& dat, const std::string& memory, int ranks_p
   const int g = env_int("SKT_GROUP_SIZE", 4);
   const int m = env_int("SKT_PARITY", 1);
   fmt::print(
-      "Largest valid N for {} per node, {} rank{} per node, groups of {} with {} parity "
+      "Largest N with equal shares for {} per node, {} rank{} per node, groups of {} with {} "
+      "parity "
       "chunk{}:\n\n",
       memory, ranks_per_node, ranks_per_node == 1 ? "" : "s", g, m, m == 1 ? "" : "s");
   fmt::print("{:>5} {:>5} {:>6}  {:<8} {:>9} {:>10} {:>14}\n", "P", "Q", "NB", "mode", "usable",

@@ -16,11 +16,9 @@ void print_suggestions(const HplDat& dat, const std::string& memory, int ranks_p
 // Memory left to the matrix: the usable fraction of a mode for groups of g with m parities.
 double usable_fraction(const std::string& mode, int g, int m);
 
-// The equal-partition rule: N must be a multiple of this, lcm(NB·P, NB·Q).
+// Any N runs; a multiple of lcm(NB·P, NB·Q) gives every process the same share of the matrix,
+// which uses every node's memory to the full.
 long partition_step(int nb, int p, int q);
-
-// The valid N nearest to a refused `n`: the one below (if positive) and the one above.
-std::vector<long> nearest_valid_n(long n, int nb, int p, int q);
 
 // The largest N, a multiple of lcm(NB·P, NB·Q), whose [A|b] share fits `bytes` per rank.
 long largest_n(double bytes, int nb, int p, int q);

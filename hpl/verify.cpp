@@ -16,15 +16,14 @@ Residual verify(const Grid& grid, int n, int nb, std::uint64_t seed, const std::
   std::vector<double> ax(static_cast<std::size_t>(mp), 0.0),
       row_abs(static_cast<std::size_t>(mp), 0.0);
   std::vector<double> col_abs(static_cast<std::size_t>(nqa), 0.0);
-  std::vector<int> rows(static_cast<std::size_t>(mp));
-  for (int r = 0; r < mp; ++r)
-    rows[static_cast<std::size_t>(r)] = global_index(r, nb, myrow, nprow);
+  std::vector<double> values(static_cast<std::size_t>(mp));
   for (int c = 0; c < nqa; ++c) {
     const int gc = global_index(c, nb, mycol, npcol);
     const double xc = x[static_cast<std::size_t>(gc)];
+    generate_local_column(seed, n, nb, myrow, nprow, gc, values.data());
     double column = 0;
     for (int r = 0; r < mp; ++r) {
-      const double a = matrix_entry(seed, rows[static_cast<std::size_t>(r)], gc);
+      const double a = values[static_cast<std::size_t>(r)];
       ax[static_cast<std::size_t>(r)] += a * xc;
       row_abs[static_cast<std::size_t>(r)] += std::fabs(a);
       column += std::fabs(a);
@@ -40,8 +39,9 @@ Residual verify(const Grid& grid, int n, int nb, std::uint64_t seed, const std::
   }
   Residual out;
   double local[3] = {0, 0, 0};  // ||Ax-b||, ||A||_oo, ||A||_1 over this process's part
+  generate_local_column(seed, n, nb, myrow, nprow, n, values.data());
   for (int r = 0; r < mp; ++r) {
-    const double b = matrix_entry(seed, rows[static_cast<std::size_t>(r)], n);
+    const double b = values[static_cast<std::size_t>(r)];
     local[0] = std::max(local[0], std::fabs(ax[static_cast<std::size_t>(r)] - b));
     local[1] = std::max(local[1], row_abs[static_cast<std::size_t>(r)]);
   }
@@ -51,8 +51,10 @@ Residual verify(const Grid& grid, int n, int nb, std::uint64_t seed, const std::
   out.norm_r = local[0];
   out.norm_a = local[1];
   out.norm_a1 = local[2];
+  std::vector<double> b(static_cast<std::size_t>(n));
+  generate_column_part(seed, n, 0, n, n, b.data());
   for (int i = 0; i < n; ++i) {
-    out.norm_b = std::max(out.norm_b, std::fabs(matrix_entry(seed, i, n)));
+    out.norm_b = std::max(out.norm_b, std::fabs(b[static_cast<std::size_t>(i)]));
     out.norm_x = std::max(out.norm_x, std::fabs(x[static_cast<std::size_t>(i)]));
     out.norm_x1 += std::fabs(x[static_cast<std::size_t>(i)]);
   }

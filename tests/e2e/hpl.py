@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """SKT-HPL killed and relaunched: at every SKT_FAULT protocol step and in the middle of an
 iteration (SKT_HPL_CRASH), by process crash (memory kept) and node loss (memory destroyed, rank
-moved to a spare node), with xor and Reed-Solomon. The relaunch must restore a checkpoint, resume
-at its panel, report the restore, and end PASSED with the very same residual as a run without
-faults (a restore is bit-exact, so the solve is too)."""
+moved to a spare node), with xor and Reed-Solomon, for N a multiple of NB·P and NB·Q and for an N
+that is not, with look-ahead depths 1, 2 and 3. The relaunch must restore a checkpoint, resume at
+its panel, report the restore, and end PASSED with the very same residual as a run without faults
+(a restore is bit-exact, so the solve is too). And netlib's own HPL.dat (864 tests on 4 ranks)
+runs whole, killed in the middle and relaunched: every test PASSED, as with netlib's xhpl."""
 
 import os
 import re
@@ -13,17 +15,53 @@ import tempfile
 import harness
 
 STEPS = ["stage", "encode", "encoded", "agreed", "flush", "committed", "recover", "mid"]
-# (scheme, parity, group size, P, Q, steps)
-CONFIGS = [("xor", 1, 2, 2, 2, STEPS), ("rs", 2, 4, 2, 2, ["encode", "flush", "recover", "mid"])]
 N, NB, EVERY = 256, 16, 4  # 16 panels, a checkpoint every 4: epochs at panels 4, 8 and 12
+UNEVEN_N = 250  # 16 panels too, the last one 10 columns wide; local matrices of unequal sizes
+# (scheme, parity, group size, P, Q, N, depth, steps)
+CONFIGS = [("xor", 1, 2, 2, 2, N, 1, STEPS), ("rs", 2, 4, 2, 2, N, 1, ["encode", "flush", "recover", "mid"]),
+           ("xor", 1, 2, 2, 2, UNEVEN_N, 2, ["encode", "flush", "committed", "mid"]),
+           ("rs", 2, 4, 2, 2, UNEVEN_N, 3, ["flush", "mid"])]
 FAULT_EPOCH = 2
 MID_PANEL = 10  # between epochs 2 and 3
+NETLIB_TESTS = 864  # netlib's testing/ptest/HPL.dat on 4 ranks; xhpl passes every one
+NETLIB_DEFAULT = """HPLinpack benchmark input file
+Innovative Computing Laboratory, University of Tennessee
+HPL.out      output file name (if any)
+6            device out (6=stdout,7=stderr,file)
+4            # of problems sizes (N)
+29 30 34 35  Ns
+4            # of NBs
+1 2 3 4      NBs
+0            PMAP process mapping (0=Row-,1=Column-major)
+3            # of process grids (P x Q)
+2 1 4        Ps
+2 4 1        Qs
+16.0         threshold
+3            # of panel fact
+0 1 2        PFACTs (0=left, 1=Crout, 2=Right)
+2            # of recursive stopping criterium
+2 4          NBMINs (>= 1)
+1            # of panels in recursion
+2            NDIVs
+3            # of recursive panel fact.
+0 1 2        RFACTs (0=left, 1=Crout, 2=Right)
+1            # of broadcast
+0            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
+1            # of lookahead depth
+0            DEPTHs (>=0)
+2            SWAP (0=bin-exch,1=long,2=mix)
+64           swapping threshold
+0            L1 in (0=transposed,1=no-transposed) form
+0            U  in (0=transposed,1=no-transposed) form
+1            Equilibration (0=no,1=yes)
+8            memory alignment in double (> 0)
+"""
 
 
-def hpl_dat(n, nb, p, q, depth=1):
+def hpl_dat(n, nb, p, q, depth=1, threshold="16.0"):
     values = [("HPL.out", "output file name"), ("6", "device out"), ("1", "# of problems sizes (N)"),
               (str(n), "Ns"), ("1", "# of NBs"), (str(nb), "NBs"), ("0", "PMAP"),
-              ("1", "# of process grids"), (str(p), "Ps"), (str(q), "Qs"), ("16.0", "threshold"),
+              ("1", "# of process grids"), (str(p), "Ps"), (str(q), "Qs"), (threshold, "threshold"),
               ("1", "# of panel fact"), ("2", "PFACTs"), ("1", "# of recursive stopping criterium"),
               ("4", "NBMINs"), ("1", "# of panels in recursion"), ("2", "NDIVs"),
               ("1", "# of recursive panel fact."), ("1", "RFACTs"), ("1", "# of broadcast"),
@@ -45,7 +83,7 @@ def restored(out):
 
 def run_case(cluster, config, step, mode, dat, reference):
     """Returns (status, detail): 'exact', 'wrong' or 'hung'."""
-    scheme, parity, group_size, p, q, _ = config
+    scheme, parity, group_size, p, q, _, _, _ = config
     nranks = p * q
     victim = 1
     mates = [victim + k * (nranks // group_size) for k in range(1, parity)]
@@ -109,12 +147,10 @@ def bad_input(cluster, tmp, failures):
     """Refusals with exit code 2 and a message that says what to change, before anything runs; a
     refused relaunch of a job with a checkpoint leaves its segments as they were."""
     good = hpl_dat(N, NB, 2, 2)
+    malformed = good.replace(f"{N:<12} Ns", "twelve       Ns")
     cases = [
-        ("a malformed line", good.replace(f"{N:<12} Ns", "twelve       Ns"), 4, "bad.dat:6: 'twelve' is not an integer"),
-        ("N off the equal-partition rule", hpl_dat(250, NB, 2, 2), 4, "nearest valid values are 224 and 256"),
-        ("a grid larger than the job", hpl_dat(N, NB, 2, 4), 4, "needs 8 processes but mpirun started 4"),
+        ("a malformed line", malformed, 4, "bad.dat:6: 'twelve' is not an integer"),
         ("a truncated file", "\n".join(good.splitlines()[:12]) + "\n", 4, "bad.dat:13: missing line"),
-        ("look-ahead depth 2", hpl_dat(N, NB, 2, 2, depth=2), 4, "depth 2 is not implemented"),
     ]
     for what, text, nranks, words in cases:
         dat = os.path.join(tmp, "bad.dat")
@@ -141,7 +177,7 @@ def bad_input(cluster, tmp, failures):
         before = cluster.digests(job)
         bad = os.path.join(tmp, "bad.dat")
         with open(bad, "w") as f:
-            f.write(hpl_dat(250, NB, 2, 2))
+            f.write(malformed)
         run = cluster.launch(nodes, ["--checkpoint-every", str(EVERY), bad], dict(env, SKT_RESTART="1"))
         ok = run.code == 2 and len(before) > 0 and cluster.digests(job) == before
         print(f"{'ok  ' if ok else 'FAIL'} a relaunch refused for its HPL.dat leaves the job's "
@@ -152,19 +188,83 @@ def bad_input(cluster, tmp, failures):
         cluster.clean(job)
 
 
+def netlib_like(cluster, tmp, failures):
+    """What netlib HPL runs, SKT-HPL runs: a grid larger than the job is skipped in netlib's words
+    and counted, the rest runs; a negative threshold means no residual check; and netlib's own
+    HPL.dat, with checkpoints, killed in the middle and relaunched, passes every test."""
+    dat = os.path.join(tmp, "grids.dat")
+    text = hpl_dat(UNEVEN_N, NB, 2, 2).replace("1            # of process grids", "2            # of process grids")
+    text = text.replace("2            Ps", "2 2          Ps").replace("2            Qs", "4 2          Qs")
+    with open(dat, "w") as f:
+        f.write(text)
+    job = cluster.new_job("hplgrid")
+    try:
+        run = cluster.launch([f"n{r}" for r in range(4)], ["--no-checkpoint", dat], {"SKT_JOB": job, "SKT_RESTART": "0"})
+    finally:
+        cluster.clean(job)
+    ok = (run.code == 0 and "Need at least 8 processes for these tests" in run.out
+          and re.search(r"^\s+1 tests completed and passed", run.out, re.M)
+          and re.search(r"^\s+1 tests skipped because of illegal input values", run.out, re.M))
+    print(f"{'ok  ' if ok else 'FAIL'} a 2x4 grid on 4 ranks is skipped in netlib's words and counted; "
+          "the 2x2 test runs and passes", flush=True)
+    if not ok:
+        failures.append(f"grid larger than the job: {run.describe()}")
+
+    with open(dat, "w") as f:
+        f.write(hpl_dat(UNEVEN_N, NB, 2, 2, threshold="-1.0"))
+    job = cluster.new_job("hplnochk")
+    try:
+        run = cluster.launch([f"n{r}" for r in range(4)], ["--no-checkpoint", dat], {"SKT_JOB": job, "SKT_RESTART": "0"})
+    finally:
+        cluster.clean(job)
+    ok = run.code == 0 and "Ax-b" not in run.out and re.search(r"^\s+1 tests completed without checking", run.out, re.M)
+    print(f"{'ok  ' if ok else 'FAIL'} a negative threshold: no residual check, "
+          "'1 tests completed without checking'", flush=True)
+    if not ok:
+        failures.append(f"negative threshold: {run.describe()}")
+
+    dat = os.path.join(tmp, "netlib.dat")
+    with open(dat, "w") as f:
+        f.write(NETLIB_DEFAULT)
+    job = cluster.new_job("hplnetlib")
+    nodes = [f"n{r}" for r in range(4)]
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    args = ["--checkpoint-every", "2", dat]
+    try:
+        # A rank dies in the middle of panel 5 of the first test (N = 29, NB = 1: 29 panels).
+        first = cluster.launch(nodes, args, dict(env, SKT_RESTART="0", SKT_HPL_CRASH="5:1"))
+        cluster.lose_node(job, nodes[1])
+        nodes[1] += "x"
+        final = cluster.launch(nodes, args, dict(env, SKT_RESTART="1", SKT_HPL_CRASH="5:1"))
+    finally:
+        cluster.clean(job)
+    rows = len(re.findall(r"^W[RC]\d", final.out, re.M))
+    passed = len(re.findall(r"\.\.\.\.\.\. PASSED$", final.out, re.M))
+    ok = (first.code != 0 and final.code == 0 and rows == NETLIB_TESTS and passed == NETLIB_TESTS
+          and restored(final.out) is not None
+          and re.search(rf"^\s+{NETLIB_TESTS} tests completed and passed residual checks", final.out, re.M))
+    print(f"{'ok  ' if ok else 'FAIL'} netlib's HPL.dat with checkpoints, a rank lost with its node in "
+          f"the middle of a test and the job relaunched: {rows} rows, {passed} PASSED "
+          f"(xhpl: {NETLIB_TESTS})", flush=True)
+    if not ok:
+        failures.append(f"netlib's HPL.dat: first {first.describe()}; relaunch {final.describe()}")
+
+
 def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     counts = {"exact": 0, "wrong": 0, "hung": 0}
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
-        dat = os.path.join(tmp, "HPL.dat")
-        with open(dat, "w") as f:
+        with open(os.path.join(tmp, "HPL.dat"), "w") as f:
             f.write(hpl_dat(N, NB, 2, 2))
         bad_input(cluster, tmp, failures)
-        references = {}
+        netlib_like(cluster, tmp, failures)
         for config in CONFIGS:
-            scheme, parity, group_size, p, q, steps = config
+            scheme, parity, group_size, p, q, n, depth, steps = config
+            dat = os.path.join(tmp, f"HPL-{n}-{depth}.dat")
+            with open(dat, "w") as f:
+                f.write(hpl_dat(n, NB, p, q, depth))
             job = cluster.new_job("hplref")
             try:
                 run = cluster.launch([f"n{r}" for r in range(p * q)], ["--no-checkpoint", dat],
@@ -175,7 +275,7 @@ def main(argv):
             if run.code != 0 or "PASSED" not in run.out or reference is None:
                 print(f"FAILED: the run without faults: {run.describe()}", file=sys.stderr)
                 return 1
-            print(f"{scheme} m={parity} G={group_size} grid {p}x{q}, N={N} NB={NB}: {reference}")
+            print(f"{scheme} m={parity} G={group_size} grid {p}x{q}, N={n} NB={NB} depth {depth}: {reference}")
             for step in steps if not options.quick else steps[-2:]:
                 cells = []
                 for mode in ("crash", "node"):

@@ -1,6 +1,7 @@
 // SKT-HPL's factorization and solve against ScaLAPACK's PDGESV on the same matrix, over grids
-// from 1x1 to 2x4, several block sizes and every algorithm variant; and a factorization resumed
-// from a mid-run copy of the matrix (what a relaunch does) against the uninterrupted one.
+// from 1x1 to 2x4, several block sizes, look-ahead depths 0 to 3, N a multiple of NB·P and NB·Q
+// or not, and every algorithm variant; and a factorization resumed from a mid-run copy of the
+// matrix (what a relaunch does) against the uninterrupted one.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -38,9 +39,10 @@ int world_size() {
   return size;
 }
 
-// The smallest N the equal-partition rule allows, times `multiple`, plus nothing: N = k·lcm.
-int valid_n(const Case& c, int multiple) {
-  return multiple * std::lcm(c.nb * c.p, c.nb * c.q);
+// N = k·lcm(NB·P, NB·Q) + extra: every process holds the same share when extra is 0; otherwise
+// the last block is partial and the processes' shares differ.
+int size_of(const Case& c, int multiple, int extra) {
+  return multiple * std::lcm(c.nb * c.p, c.nb * c.q) + extra;
 }
 
 // [A|b] of this process, generated like skt-hpl does.
@@ -83,9 +85,8 @@ TEST_P(AgreesWithPdgesv, SolutionAndResidual) {
   if (c.p * c.q > world_size()) GTEST_SKIP() << "needs " << c.p * c.q << " ranks";
   const Grid grid(MPI_COMM_WORLD, c.p, c.q, c.column_major);
   if (!grid.in()) return;
-  // Two sizes: one panel count below the grid's width and one well above it.
-  for (const int multiple : {1, 3}) {
-    const int n = valid_n(c, multiple);
+  // Panels fewer than the grid's width, and well more; equal shares, and not.
+  for (const int n : {size_of(c, 1, 0), size_of(c, 3, c.nb / 2 + 1)}) {
     Matrix m(grid, n, c.nb);
     skt::hpl::Factorization lu(grid, c.algo, m.local);
     lu.factor(
@@ -107,7 +108,7 @@ TEST_P(AgreesWithPdgesv, ResumedFromAMidRunCopyGivesTheSameBits) {
   if (c.p * c.q > world_size()) GTEST_SKIP() << "needs " << c.p * c.q << " ranks";
   const Grid grid(MPI_COMM_WORLD, c.p, c.q, c.column_major);
   if (!grid.in()) return;
-  const int n = valid_n(c, 3);
+  const int n = size_of(c, 3, 3);
   Matrix m(grid, n, c.nb);
   std::vector<double> copy;
   int resume_at = 0;
@@ -152,8 +153,10 @@ std::vector<Case> cases() {
   const Algorithm hpl_default;  // WR11C2R4-like: right, Crout... as in Algorithm's defaults
   const int grids[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {2, 4}};
   for (const auto& g : grids) {
+    const bool wide = g[0] * g[1] >= 4;
     for (const int nb : {4, 8}) {
-      for (const int depth : {0, 1}) {
+      for (const int depth : {0, 1, 2, 3}) {
+        if (depth > 1 && !wide) continue;
         Algorithm a = hpl_default;
         a.depth = depth;
         out.push_back({"grid" + std::to_string(g[0]) + "x" + std::to_string(g[1]) + "_nb" +

@@ -172,14 +172,10 @@ TEST(HplVariant, EncodingLikeHpl) {
   EXPECT_EQ(a.encode(true), "WC05L3C1");
 }
 
-TEST(HplSizing, EqualPartitionStepAndNearestValues) {
+TEST(HplSizing, EqualShareStep) {
   EXPECT_EQ(partition_step(192, 2, 1), 384);
   EXPECT_EQ(partition_step(192, 2, 4), 768);
   EXPECT_EQ(partition_step(100, 2, 3), 600);
-  EXPECT_EQ(nearest_valid_n(12000, 192, 2, 1), (std::vector<long>{11904, 12288}));
-  EXPECT_EQ(nearest_valid_n(12288, 192, 2, 1), (std::vector<long>{12288}));
-  EXPECT_EQ(nearest_valid_n(100, 192, 2, 1), (std::vector<long>{384}));
-  EXPECT_EQ(nearest_valid_n(0, 192, 2, 1), (std::vector<long>{384}));
 }
 
 TEST(HplSizing, UsableFractionPerMode) {
