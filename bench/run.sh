@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs the benchmarks side by side on this machine and writes tables, CSV and PNG plots into a
 # dated directory: local kernels, group encoding, checkpoint and recovery through the library.
-#   bench/run.sh [--ranks N] [--mib M] [--out DIR] [--hpl N]
+#   bench/run.sh [--ranks N] [--mib M] [--out DIR] [--hpl N] [--netlib TARBALL [--netlib-configs C]]
 # Defaults: 16 ranks (oversubscribed on small machines), 32 MiB per rank, bench/results/<date>.
 # --hpl N adds bench-hpl on 2 ranks bound to cores, 2x1, NB=192 (N=12288 takes about 12 minutes).
+# --netlib TARBALL adds SKT-HPL against netlib HPL 2.3 built from that source tarball
+# (bench/hpl_netlib.py; configurations N:PxQ[:Tt], default 12288:2x1,12288:1x2).
 set -euo pipefail
 source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$source_dir/tools/lib/common.sh"
@@ -11,17 +13,21 @@ ranks=16
 mib=32
 out=""
 hpl_n=""
+netlib=""
+netlib_configs="12288:2x1,12288:1x2"
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) ranks=$2; shift 2 ;;
     --mib) mib=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --hpl) hpl_n=$2; shift 2 ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    --netlib) netlib=$2; shift 2 ;;
+    --netlib-configs) netlib_configs=$2; shift 2 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-skt_ensure_packages gnuplot-nox
+skt_ensure_packages gnuplot-nox ${netlib:+autoconf automake libtool}
 skt_mpi_environment
 build_dir=${SKT_TOOLS_BUILD_DIR:-$source_dir/build}
 skt_build "$source_dir" "$build_dir" >/dev/null
@@ -46,6 +52,11 @@ done
   if [ -n "$hpl_n" ]; then
     skt_say "SKT-HPL vs PDGESV and DGEMM, checkpoint overhead and traffic: N=$hpl_n, 2 ranks"
     mpirun -n 2 --bind-to core "$bin/bench-hpl" --n "$hpl_n" --csv "$out/hpl.csv"
+  fi
+  if [ -n "$netlib" ]; then
+    skt_say "SKT-HPL against netlib HPL 2.3 ($netlib_configs), alternating pairs"
+    python3 "$source_dir/bench/hpl_netlib.py" --netlib "$netlib" --build "$build_dir" \
+      --configs "$netlib_configs" --out "$out"
   fi
 } 2>&1 | tee "$out/tables.txt"
 python3 "$source_dir/bench/plot.py" "$out"

@@ -84,8 +84,7 @@ Factorization::Factorization(const Grid& grid, const Algorithm& algorithm,
       slots_(std::max(0, algorithm.depth) + 1),
       panel_(static_cast<std::size_t>(slots_)),
       bcast_(std::make_unique<PanelBroadcast[]>(static_cast<std::size_t>(slots_))),
-      panel_rows_(static_cast<std::size_t>(slots_), 0),
-      received_(static_cast<std::size_t>(slots_), false) {
+      panel_rows_(static_cast<std::size_t>(slots_), 0) {
   SKT_MPI(MPI_Op_create(&pivot_reduce, 1, &pivot_op_));
 }
 
@@ -222,8 +221,13 @@ void Factorization::factor_and_send(int j) {
   const int lr0 = numroc(jn, nb, grid_.myrow(), grid_.nprow());
   const int rows = matrix_.mp - lr0;
   const int s = slot(j);
-  received_[static_cast<std::size_t>(s)] = false;
-  if (grid_.mycol() != pcol) return;
+  if (grid_.mycol() != pcol) {
+    // Ready to receive it: the panel arrives through progress() during the update, or finish().
+    panel_[s].resize(slot_size(rows, jb));
+    panel_rows_[s] = rows;
+    bcast_[s].start(grid_.row(), algo_.bcast, pcol, panel_[s].data(), panel_[s].size(), 0x700 + s);
+    return;
+  }
   const double started = MPI_Wtime();
   bcast_[s].wait();
   Panel p;
@@ -266,24 +270,12 @@ void Factorization::factor_and_send(int j) {
 
 void Factorization::receive(int j) {
   const double started = MPI_Wtime();
-  const int nb = matrix_.nb;
-  const int jn = j * nb;
-  const int jb = std::min(nb, matrix_.n - jn);
-  const int pcol = j % grid_.npcol();
-  const int s = slot(j);
-  if (grid_.mycol() != pcol) {
-    const int rows = matrix_.mp - numroc(jn, nb, grid_.myrow(), grid_.nprow());
-    panel_[s].resize(slot_size(rows, jb));
-    panel_rows_[s] = rows;
-    bcast_[s].start(grid_.row(), algo_.bcast, pcol, panel_[s].data(), panel_[s].size(), 0x700 + s);
-  }
-  bcast_[s].finish();
-  received_[static_cast<std::size_t>(s)] = true;
+  bcast_[slot(j)].finish();
   timing_.receive += MPI_Wtime() - started;
 }
 
 void Factorization::apply_received(int j, int begin, int end) {
-  if (!received_[static_cast<std::size_t>(slot(j))]) receive(j);
+  receive(j);
   apply(j, begin, end);
 }
 
@@ -296,19 +288,15 @@ int Factorization::local_column(int j) const noexcept {
   return numroc(j * matrix_.nb, matrix_.nb, grid_.mycol(), grid_.npcol());
 }
 
-void Factorization::apply(int j, int begin, int end) {
-  if (begin >= end) return;
-  const double started = MPI_Wtime();
+void Factorization::swap_and_spread(int j, int begin, int end) {
   const int nb = matrix_.nb;
   const int nprow = grid_.nprow();
   const int myrow = grid_.myrow();
   const int jn = j * nb;
   const int jb = std::min(nb, matrix_.n - jn);
   const int s = slot(j);
-  const int rows = panel_rows_[s];
-  const double* l = panel_[s].data();
-  const double* t = l + static_cast<std::ptrdiff_t>(rows) * jb;
-  const double* pivots = t + static_cast<std::ptrdiff_t>(jb) * jb;
+  const double* pivots = panel_[s].data() + static_cast<std::ptrdiff_t>(panel_rows_[s]) * jb +
+                         static_cast<std::ptrdiff_t>(jb) * jb;
   const int ncols = end - begin;
   const auto width = static_cast<std::size_t>(ncols);
   const int lda = matrix_.lda;
@@ -433,43 +421,87 @@ void Factorization::apply(int j, int begin, int end) {
       }
     }
   }
+}
+
+void Factorization::apply(int j, int begin, int end) {
+  if (begin >= end) return;
+  const double started = MPI_Wtime();
+  const int nb = matrix_.nb;
+  const int nprow = grid_.nprow();
+  const int myrow = grid_.myrow();
+  const int jn = j * nb;
+  const int jb = std::min(nb, matrix_.n - jn);
+  const int s = slot(j);
+  const int rows = panel_rows_[s];
+  const double* l = panel_[s].data();
+  const double* t = l + static_cast<std::ptrdiff_t>(rows) * jb;
+  const double* pivots = t + static_cast<std::ptrdiff_t>(jb) * jb;
+  const int ncols = end - begin;
+  const int lda = matrix_.lda;
+  double* a = matrix_.a;
+  // U, the panel's rows of these columns after the swaps: jb × ncols with leading dimension ldu,
+  // or its transpose.
+  double* u = nullptr;
+  int ldu = 0;
+  bool transposed = false;
+  if (nprow == 1) {
+    // Every row is here (local and global rows coincide): the swaps in place, column by column as
+    // LAPACK's dlaswp does, and U is the panel's rows of A itself: no copy, nothing to write back.
+    for (int k = 0; k < ncols; ++k) {
+      double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
+      for (int i = 0; i < jb; ++i) {
+        const auto g = static_cast<int>(pivots[i]);
+        if (g != jn + i) std::swap(column[jn + i], column[g]);
+      }
+    }
+    u = a + jn + static_cast<std::ptrdiff_t>(begin) * lda;
+    ldu = lda;
+  } else {
+    swap_and_spread(j, begin, end);
+    u = u_.data();
+    transposed = !algo_.u_notrans;
+    ldu = transposed ? ncols : jb;
+  }
   const double swapped = MPI_Wtime();
   timing_.swap += swapped - started;
   // U = L11^-1 U, with L11 the unit lower triangle of T.
   const CBLAS_UPLO tri = algo_.l1_notrans ? CblasLower : CblasUpper;
   const CBLAS_TRANSPOSE ttrans = algo_.l1_notrans ? CblasNoTrans : CblasTrans;
-  if (algo_.u_notrans) {
-    cblas_dtrsm(CblasColMajor, CblasLeft, tri, ttrans, CblasUnit, jb, ncols, 1.0, t, jb, u_.data(),
-                jb);
-  } else {
+  if (transposed) {
     cblas_dtrsm(CblasColMajor, CblasRight, tri, ttrans == CblasNoTrans ? CblasTrans : CblasNoTrans,
-                CblasUnit, ncols, jb, 1.0, t, jb, u_.data(), ncols);
+                CblasUnit, ncols, jb, 1.0, t, jb, u, ldu);
+  } else {
+    cblas_dtrsm(CblasColMajor, CblasLeft, tri, ttrans, CblasUnit, jb, ncols, 1.0, t, jb, u, ldu);
   }
   const double solved = MPI_Wtime();
   timing_.trsm += solved - swapped;
-  const int top = j % nprow;
-  if (myrow == top) {
+  if (nprow > 1 && myrow == j % nprow) {
     // U becomes the panel's rows of these columns: jb contiguous rows of each column.
     const int lr = local_index(jn, nb, nprow);
     for (int k = 0; k < ncols; ++k) {
       double* column = a + lr + static_cast<std::ptrdiff_t>(begin + k) * lda;
-      if (algo_.u_notrans) {
-        std::memcpy(column, u_.data() + static_cast<std::size_t>(k) * static_cast<std::size_t>(jb),
-                    static_cast<std::size_t>(jb) * sizeof(double));
-      } else {
+      if (transposed) {
         for (int i = 0; i < jb; ++i)
-          column[i] = u_[static_cast<std::size_t>(i) * width + static_cast<std::size_t>(k)];
+          column[i] = u[static_cast<std::ptrdiff_t>(i) * ldu + k];
+      } else {
+        std::memcpy(column, u + static_cast<std::ptrdiff_t>(k) * ldu,
+                    static_cast<std::size_t>(jb) * sizeof(double));
       }
     }
   }
-  // The trailing update: A22 -= L21 U.
+  // The trailing update: A22 -= L21 U. While a newer panel is on its way, in pieces of a few
+  // blocks of columns, between which its broadcast moves on (as HPL_pdupdate probes).
   const int lr0 = numroc(jn, nb, myrow, nprow);
   const int lr2 = numroc(jn + jb, nb, myrow, nprow);
   const int m2 = matrix_.mp - lr2;
-  if (m2 > 0) {
-    cblas_dgemm(CblasColMajor, CblasNoTrans, algo_.u_notrans ? CblasNoTrans : CblasTrans, m2, ncols,
-                jb, -1.0, l + (lr2 - lr0), rows, u_.data(), algo_.u_notrans ? jb : ncols, 1.0,
-                a + lr2 + static_cast<std::ptrdiff_t>(begin) * lda, lda);
+  PanelBroadcast* pending = overlapped_ >= 0 ? &bcast_[slot(overlapped_)] : nullptr;
+  for (int k0 = 0, width_k = 0; m2 > 0 && k0 < ncols; k0 += width_k) {
+    if (pending != nullptr && pending->progress()) pending = nullptr;
+    width_k = pending != nullptr ? std::min(kUpdateBlocks * nb, ncols - k0) : ncols - k0;
+    const double* u_piece = u + (transposed ? k0 : static_cast<std::ptrdiff_t>(k0) * ldu);
+    cblas_dgemm(CblasColMajor, CblasNoTrans, transposed ? CblasTrans : CblasNoTrans, m2, width_k,
+                jb, -1.0, l + (lr2 - lr0), rows, u_piece, ldu, 1.0,
+                a + lr2 + static_cast<std::ptrdiff_t>(begin + k0) * lda, lda);
   }
   timing_.update += MPI_Wtime() - solved;
 }
@@ -493,7 +525,9 @@ void Factorization::factor(int first, const std::function<bool(int)>& checkpoint
       drain(end);
       if (take) checkpoint(p + 1);
     } else if (static_cast<int>(in_flight_.size()) > algo_.depth) {
+      overlapped_ = p;  // panel p travels during this update
       apply_received(in_flight_.front(), end, matrix_.nq);
+      overlapped_ = -1;
       in_flight_.pop_front();
     }
   }

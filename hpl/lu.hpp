@@ -70,6 +70,9 @@ class Factorization {
   void drain(int begin);
   // Apply panel j to local columns [begin, end): swaps, U, update.
   void apply(int j, int begin, int end);
+  // With more than one process row: the swaps between them, and U (in the form asked for) in u_
+  // on every process of the column.
+  void swap_and_spread(int j, int begin, int end);
 
   // Panel factorization, on the processes of the panel's column.
   void factor_segment(Panel& p, int c0, int n);
@@ -87,14 +90,16 @@ class Factorization {
   Timing timing_;
 
   // Per slot (depth + 1: the panels in flight and the one being factored): packed L rows, T and
-  // pivots, its broadcast, the number of L rows (this process row's rows from the panel top), and
-  // whether this process has received it.
+  // pivots, its broadcast, and the number of L rows (this process row's rows from the panel top).
   int slots_;
   std::vector<std::vector<double>> panel_;
   std::unique_ptr<PanelBroadcast[]> bcast_;
   std::vector<int> panel_rows_;
-  std::vector<bool> received_;
   std::deque<int> in_flight_;  // factored and sent, not yet applied in full; oldest first
+  int overlapped_ = -1;        // the panel whose broadcast progresses during the update, if any
+  // Blocks of columns per piece of an overlapped update: fewer tests of the broadcast, and
+  // DGEMMs wide enough to run at full speed.
+  static constexpr int kUpdateBlocks = 4;
 
   std::vector<double> pivot_buffer_;
   MPI_Datatype pivot_type_ = MPI_DATATYPE_NULL;

@@ -33,6 +33,10 @@ std::vector<std::size_t> piece_offsets(std::size_t count, std::size_t parts) {
 }  // namespace
 
 PanelBroadcast::~PanelBroadcast() {
+  if (receive_ != MPI_REQUEST_NULL) {  // left by an error: nothing will arrive any more
+    MPI_Cancel(&receive_);
+    MPI_Wait(&receive_, MPI_STATUS_IGNORE);
+  }
   for (auto& r : sends_) {
     if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
   }
@@ -60,6 +64,7 @@ void PanelBroadcast::start(MPI_Comm comm, Bcast topology, int root, double* buff
   tag_ = tag;
   SKT_MPI(MPI_Comm_rank(comm, &me_));
   SKT_MPI(MPI_Comm_size(comm, &size_));
+  received_ = size_ == 1 || me_ == root_;
   if (size_ == 1 || me_ != root_) return;
   auto halves = [&](int first) {
     const auto members = relative_members(root_, size_, first);
@@ -99,15 +104,43 @@ void PanelBroadcast::start(MPI_Comm comm, Bcast topology, int root, double* buff
   }
 }
 
-void PanelBroadcast::chain(const std::vector<int>& members) {
-  const auto it = std::find(members.begin(), members.end(), me_);
-  if (it == members.end()) return;
-  const auto i = static_cast<std::size_t>(it - members.begin());
-  receive(i == 0 ? root_ : members[i - 1], buffer_, count_, tag_);
-  if (i + 1 < members.size()) post_send(members[i + 1], buffer_, count_, tag_);
+std::optional<PanelBroadcast::Link> PanelBroadcast::ring_link() const {
+  const int position = (me_ - root_ + size_) % size_;
+  // root → members[0] → members[1] → ...
+  auto in_chain = [&](const std::vector<int>& members) -> std::optional<Link> {
+    const auto it = std::find(members.begin(), members.end(), me_);
+    if (it == members.end()) return std::nullopt;
+    const auto i = static_cast<std::size_t>(it - members.begin());
+    return Link{i == 0 ? root_ : members[i - 1], i + 1 < members.size() ? members[i + 1] : -1};
+  };
+  // The members from `first` on, in two chains of (nearly) equal length.
+  auto in_two_chains = [&](int first) {
+    const auto members = relative_members(root_, size_, first);
+    const auto half = static_cast<std::ptrdiff_t>((members.size() + 1) / 2);
+    const auto link = in_chain(std::vector<int>(members.begin(), members.begin() + half));
+    return link ? link : in_chain(std::vector<int>(members.begin() + half, members.end()));
+  };
+  const bool modified = topology_ == Bcast::ring_modified ||
+                        topology_ == Bcast::two_rings_modified ||
+                        topology_ == Bcast::spread_modified;
+  if (modified && position == 1) return Link{root_, -1};  // the next panel's owner, served first
+  switch (topology_) {
+    case Bcast::ring:
+      return in_chain(relative_members(root_, size_, 1));
+    case Bcast::ring_modified:
+      return in_chain(relative_members(root_, size_, 2));
+    case Bcast::two_rings:
+      return in_two_chains(1);
+    case Bcast::two_rings_modified:
+      return in_two_chains(2);
+    case Bcast::spread:
+    case Bcast::spread_modified:
+      break;
+  }
+  return std::nullopt;
 }
 
-void PanelBroadcast::spread(const std::vector<int>& members, bool /*root_sends*/) {
+void PanelBroadcast::spread(const std::vector<int>& members) {
   const auto it = std::find(members.begin(), members.end(), me_);
   if (it == members.end()) return;
   const std::size_t n = members.size();
@@ -126,47 +159,36 @@ void PanelBroadcast::spread(const std::vector<int>& members, bool /*root_sends*/
   }
 }
 
-void PanelBroadcast::finish() {
-  if (size_ == 1 || me_ == root_ || buffer_ == nullptr) return;
-  const int position = (me_ - root_ + size_) % size_;
-  auto two_chains = [&](int first) {
-    const auto members = relative_members(root_, size_, first);
-    const std::size_t half = (members.size() + 1) / 2;
-    chain(std::vector<int>(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(half)));
-    chain(std::vector<int>(members.begin() + static_cast<std::ptrdiff_t>(half), members.end()));
-  };
-  switch (topology_) {
-    case Bcast::ring:
-      chain(relative_members(root_, size_, 1));
-      break;
-    case Bcast::ring_modified:
-      if (position == 1) {
-        receive(root_, buffer_, count_, tag_);
-      } else {
-        chain(relative_members(root_, size_, 2));
-      }
-      break;
-    case Bcast::two_rings:
-      two_chains(1);
-      break;
-    case Bcast::two_rings_modified:
-      if (position == 1) {
-        receive(root_, buffer_, count_, tag_);
-      } else {
-        two_chains(2);
-      }
-      break;
-    case Bcast::spread:
-      spread(relative_members(root_, size_, 1), true);
-      break;
-    case Bcast::spread_modified:
-      if (position == 1) {
-        receive(root_, buffer_, count_, tag_);
-      } else {
-        spread(relative_members(root_, size_, 2), true);
-      }
-      break;
+bool PanelBroadcast::progress() {
+  if (received_ || buffer_ == nullptr) return received_;
+  const auto link = ring_link();
+  if (!link) return false;  // the spread topologies roll pieces in finish
+  if (receive_ == MPI_REQUEST_NULL) {
+    if (count_ > kMaxMessage) throw std::length_error("panel too large for one message");
+    SKT_MPI(MPI_Irecv(buffer_, count_of(count_), MPI_DOUBLE, link->source, tag_, comm_, &receive_));
   }
+  int arrived = 0;
+  SKT_MPI(MPI_Test(&receive_, &arrived, MPI_STATUS_IGNORE));
+  if (arrived == 0) return false;
+  if (link->next >= 0) post_send(link->next, buffer_, count_, tag_);
+  received_ = true;
+  return true;
+}
+
+void PanelBroadcast::finish() {
+  if (received_ || buffer_ == nullptr) return;
+  if (const auto link = ring_link()) {
+    if (receive_ == MPI_REQUEST_NULL) {
+      receive(link->source, buffer_, count_, tag_);
+    } else {
+      SKT_MPI(MPI_Wait(&receive_, MPI_STATUS_IGNORE));
+    }
+    if (link->next >= 0) post_send(link->next, buffer_, count_, tag_);
+  } else {
+    const int first = topology_ == Bcast::spread_modified ? 2 : 1;
+    spread(relative_members(root_, size_, first));
+  }
+  received_ = true;
 }
 
 void PanelBroadcast::wait() {

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "hpl/hpldat.hpp"
@@ -15,8 +16,10 @@ namespace skt::hpl {
 
 // Broadcast of a buffer from `root` over `comm` with one of HPL's topologies. The root's part is
 // non-blocking (start), so that with look-ahead it returns to its own update at once; the others
-// receive, and pass on, when they call finish. Both must be called by every rank; wait() before
-// touching the buffer again.
+// receive, and pass on, when they call finish, or earlier through progress(), which a rank calls
+// between pieces of its update (as HPL_pdupdate probes): with the ring topologies it posts the
+// receive, tests it and forwards at once what arrived, so the panel travels while ranks compute.
+// start and finish must be called by every rank; wait() before touching the buffer again.
 class PanelBroadcast {
  public:
   PanelBroadcast() = default;
@@ -26,13 +29,20 @@ class PanelBroadcast {
 
   void start(MPI_Comm comm, Bcast topology, int root, double* buffer, std::size_t count, int tag);
   void finish();  // receives (non-roots) and forwards
-  void wait();    // every send of this rank is complete
+  // Without blocking: true once this rank holds the whole buffer (and has passed it on).
+  bool progress();
+  void wait();  // every send of this rank is complete
 
  private:
+  // Where a rank of a ring topology receives from, and the rank it forwards to (-1: none).
+  struct Link {
+    int source;
+    int next;
+  };
+  std::optional<Link> ring_link() const;  // none for the spread topologies
   void post_send(int dest, const double* data, std::size_t count, int tag);
   void receive(int source, double* data, std::size_t count, int tag);
-  void chain(const std::vector<int>& members);  // root → members[0] → members[1] → ...
-  void spread(const std::vector<int>& members, bool root_sends);
+  void spread(const std::vector<int>& members);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   Bcast topology_ = Bcast::ring;
@@ -42,6 +52,8 @@ class PanelBroadcast {
   double* buffer_ = nullptr;
   std::size_t count_ = 0;
   int tag_ = 0;
+  bool received_ = false;
+  MPI_Request receive_ = MPI_REQUEST_NULL;
   std::vector<MPI_Request> sends_;
 };
 
