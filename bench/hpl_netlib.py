@@ -210,7 +210,7 @@ def main(argv):
     lines = [f'"{r["config"]}" {r["netlib Gflops"]:.2f} {r["SKT-HPL Gflops"]:.2f} '
              f'{r["SKT ckpt Gflops"] or 0:.2f} {r["DGEMM Gflops"]:.2f}' for r in summary]
     plot.histogram(out / "hpl-netlib.png", "SKT-HPL and netlib HPL 2.3 (medians), and the DGEMM rate",
-                   "Gflops", lines, "set key outside right\nset yrange [0:*]",
+                   "Gflops", lines, "set key outside right\nset yrange [0:*]\nset xtics rotate by -25",
                    "using 2:xtic(1) title 'netlib HPL 2.3', '' using 3 title 'SKT-HPL', "
                    "'' using 4 title 'SKT-HPL, a checkpoint every tenth', '' using 5 title 'DGEMM rate'")
     say(f"wrote {out / 'hpl-netlib.csv'}, {out / 'hpl-netlib-runs.csv'} and {out / 'hpl-netlib.png'}")

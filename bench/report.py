@@ -100,6 +100,14 @@ def main(directory, target):
             md.append(f"With the measured cost of one SKT-HPL checkpoint ({cost:.3f} s) and an MTBF of 6 h "
                       "(`tools/skt-model interval`):\n\n```\n" + interval + "```\n")
 
+    if os.path.exists(os.path.join(d, "hpl-netlib.csv")):
+        md.append("### Against netlib HPL 2.3\n")
+        measured("hpl_netlib.py", " — netlib's `xhpl`, built from its source tarball outside the tree, "
+                 "and `skt-hpl` without and with a checkpoint every tenth of the panels, on the same "
+                 "HPL.dat (WR11C2R4, NB = 192), in alternating pairs: medians of the pairs' Gflops and "
+                 "ratios; efficiency is Gflops / the DGEMM rate of the same processes; PDGESV (bench-hpl) "
+                 "where N allows. Every run: `hpl-netlib-runs.csv`.", "hpl-netlib", ["hpl-netlib"])
+
     md.append("## The restart daemon\n")
     md.append(command("tools/demo.sh") + " — SKT-HPL under `skt-run` on 4 virtual nodes: node n2 killed, "
               "then rank 1 stopped.\n")
