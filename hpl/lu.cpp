@@ -288,15 +288,23 @@ int Factorization::local_column(int j) const noexcept {
   return numroc(j * matrix_.nb, matrix_.nb, grid_.mycol(), grid_.npcol());
 }
 
-void Factorization::swap_and_spread(int j, int begin, int end) {
+Factorization::SlotView Factorization::slot_view(int j) const noexcept {
+  const int s = slot(j);
+  const int jn = j * matrix_.nb;
+  const int jb = std::min(matrix_.nb, matrix_.n - jn);
+  const int rows = panel_rows_[s];
+  const double* l = panel_[s].data();
+  const double* t = l + static_cast<std::ptrdiff_t>(rows) * jb;
+  return {jn, jb, rows, l, t, t + static_cast<std::ptrdiff_t>(jb) * jb};
+}
+
+void Factorization::swap_and_spread(const SlotView& panel, int begin, int end) {
   const int nb = matrix_.nb;
   const int nprow = grid_.nprow();
   const int myrow = grid_.myrow();
-  const int jn = j * nb;
-  const int jb = std::min(nb, matrix_.n - jn);
-  const int s = slot(j);
-  const double* pivots = panel_[s].data() + static_cast<std::ptrdiff_t>(panel_rows_[s]) * jb +
-                         static_cast<std::ptrdiff_t>(jb) * jb;
+  const int jn = panel.jn;
+  const int jb = panel.jb;
+  const double* pivots = panel.pivots;
   const int ncols = end - begin;
   const auto width = static_cast<std::size_t>(ncols);
   const int lda = matrix_.lda;
@@ -429,13 +437,12 @@ void Factorization::apply(int j, int begin, int end) {
   const int nb = matrix_.nb;
   const int nprow = grid_.nprow();
   const int myrow = grid_.myrow();
-  const int jn = j * nb;
-  const int jb = std::min(nb, matrix_.n - jn);
-  const int s = slot(j);
-  const int rows = panel_rows_[s];
-  const double* l = panel_[s].data();
-  const double* t = l + static_cast<std::ptrdiff_t>(rows) * jb;
-  const double* pivots = t + static_cast<std::ptrdiff_t>(jb) * jb;
+  const SlotView panel = slot_view(j);
+  const int jn = panel.jn;
+  const int jb = panel.jb;
+  const int rows = panel.rows;
+  const double* l = panel.l;
+  const double* t = panel.t;
   const int ncols = end - begin;
   const int lda = matrix_.lda;
   double* a = matrix_.a;
@@ -450,14 +457,14 @@ void Factorization::apply(int j, int begin, int end) {
     for (int k = 0; k < ncols; ++k) {
       double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
       for (int i = 0; i < jb; ++i) {
-        const auto g = static_cast<int>(pivots[i]);
+        const auto g = static_cast<int>(panel.pivots[i]);
         if (g != jn + i) std::swap(column[jn + i], column[g]);
       }
     }
     u = a + jn + static_cast<std::ptrdiff_t>(begin) * lda;
     ldu = lda;
   } else {
-    swap_and_spread(j, begin, end);
+    swap_and_spread(panel, begin, end);
     u = u_.data();
     transposed = !algo_.u_notrans;
     ldu = transposed ? ncols : jb;

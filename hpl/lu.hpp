@@ -70,9 +70,18 @@ class Factorization {
   void drain(int begin);
   // Apply panel j to local columns [begin, end): swaps, U, update.
   void apply(int j, int begin, int end);
+  // Panel j as it sits in its slot once received: its first global column and width, this
+  // process row's L rows (from the panel's top), and where L, T and the pivots are.
+  struct SlotView {
+    int jn, jb, rows;
+    const double* l;
+    const double* t;
+    const double* pivots;
+  };
+  SlotView slot_view(int j) const noexcept;
   // With more than one process row: the swaps between them, and U (in the form asked for) in u_
   // on every process of the column.
-  void swap_and_spread(int j, int begin, int end);
+  void swap_and_spread(const SlotView& panel, int begin, int end);
 
   // Panel factorization, on the processes of the panel's column.
   void factor_segment(Panel& p, int c0, int n);

@@ -24,38 +24,14 @@ CONFIGS = [("xor", 1, 2, 2, 2, N, 1, STEPS), ("rs", 2, 4, 2, 2, N, 1, ["encode",
 FAULT_EPOCH = 2
 MID_PANEL = 10  # between epochs 2 and 3
 NETLIB_TESTS = 864  # netlib's testing/ptest/HPL.dat on 4 ranks; xhpl passes every one
-NETLIB_DEFAULT = """HPLinpack benchmark input file
-Innovative Computing Laboratory, University of Tennessee
-HPL.out      output file name (if any)
-6            device out (6=stdout,7=stderr,file)
-4            # of problems sizes (N)
-29 30 34 35  Ns
-4            # of NBs
-1 2 3 4      NBs
-0            PMAP process mapping (0=Row-,1=Column-major)
-3            # of process grids (P x Q)
-2 1 4        Ps
-2 4 1        Qs
-16.0         threshold
-3            # of panel fact
-0 1 2        PFACTs (0=left, 1=Crout, 2=Right)
-2            # of recursive stopping criterium
-2 4          NBMINs (>= 1)
-1            # of panels in recursion
-2            NDIVs
-3            # of recursive panel fact.
-0 1 2        RFACTs (0=left, 1=Crout, 2=Right)
-1            # of broadcast
-0            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
-1            # of lookahead depth
-0            DEPTHs (>=0)
-2            SWAP (0=bin-exch,1=long,2=mix)
-64           swapping threshold
-0            L1 in (0=transposed,1=no-transposed) form
-0            U  in (0=transposed,1=no-transposed) form
-1            Equilibration (0=no,1=yes)
-8            memory alignment in double (> 0)
-"""
+
+
+def netlib_default():
+    """netlib's testing/ptest/HPL.dat, as skt-hpl keeps it (kNetlibDefault in hpl/hpldat.cpp, the
+    same bytes as the file in netlib's tarball): one copy in the tree."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "hpl", "hpldat.cpp")
+    with open(source) as f:
+        return re.search(r'kNetlibDefault = R"\((.*?)\)";', f.read(), re.S).group(1)
 
 
 def hpl_dat(n, nb, p, q, depth=1, threshold="16.0"):
@@ -225,7 +201,7 @@ def netlib_like(cluster, tmp, failures):
 
     dat = os.path.join(tmp, "netlib.dat")
     with open(dat, "w") as f:
-        f.write(NETLIB_DEFAULT)
+        f.write(netlib_default())
     job = cluster.new_job("hplnetlib")
     nodes = [f"n{r}" for r in range(4)]
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
