@@ -13,6 +13,7 @@ A configuration is N:PxQ, optionally :Tt for T OpenBLAS threads per rank (12288:
 
 import argparse
 import csv
+import datetime
 import os
 import pathlib
 import re
@@ -73,9 +74,13 @@ class Runner:
         self.work = work
 
     def mpirun(self, ranks, threads):
-        bind = ["--bind-to", "core"] if ranks * threads <= (os.cpu_count() or 1) else ["--oversubscribe"]
+        # One core per single-threaded rank; threads of one rank need the cores free to move.
         if threads > 1:
             bind = ["--bind-to", "none"]
+        elif ranks <= (os.cpu_count() or 1):
+            bind = ["--bind-to", "core"]
+        else:
+            bind = ["--oversubscribe"]
         return [self.options.mpirun, *bind, "-x", f"OPENBLAS_NUM_THREADS={threads}"]
 
     def run(self, command, cwd, env=None):
@@ -146,7 +151,7 @@ def main(argv):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is missing (Debian: autoconf automake libtool libopenmpi-dev make)")
     work = pathlib.Path(options.work or build / "netlib-hpl").resolve()
-    out = pathlib.Path(options.out or here / "results" / __import__("datetime").date.today().isoformat())
+    out = pathlib.Path(options.out or here / "results" / datetime.date.today().isoformat())
     out.mkdir(parents=True, exist_ok=True)
     xhpl = build_xhpl(options.netlib, work)
     runner = Runner(options, work)
