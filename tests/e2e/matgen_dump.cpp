@@ -22,5 +22,8 @@ int main(int argc, char** argv) {
   const int nq = skt::hpl::numroc(n + 1, nb, mycol, npcol);
   std::vector<double> a(static_cast<std::size_t>(mp) * static_cast<std::size_t>(nq));
   skt::hpl::generate_local(seed, n, nb, myrow, nprow, mycol, npcol, a.data(), mp > 0 ? mp : 1);
+  // A process may hold no entry (N = 1 on a 2x2 grid): nothing to write, and fwrite must not be
+  // given the empty vector's null pointer.
+  if (a.empty()) return 0;
   return std::fwrite(a.data(), sizeof(double), a.size(), stdout) == a.size() ? 0 : 1;
 }

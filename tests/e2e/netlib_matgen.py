@@ -55,6 +55,16 @@ def build_netlib(tarball, tmp, compiler):
     return exe
 
 
+def run_generator(exe, args):
+    """One process's part as bytes; a failing generator's own words (a sanitizer's report too)
+    go into the test log."""
+    done = subprocess.run([exe] + args, capture_output=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr.decode(errors="replace"))
+        raise SystemExit(f"FAILED: {' '.join([exe] + args)} exited with {done.returncode}")
+    return done.stdout
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dump", required=True, help="skt-hpl-matgen")
@@ -79,8 +89,8 @@ def main(argv):
             for myrow in range(p):
                 for mycol in range(q):
                     args = [str(v) for v in (n, nb, p, q, myrow, mycol, SEED)]
-                    theirs = subprocess.run([netlib] + args, check=True, capture_output=True).stdout
-                    ours = subprocess.run([options.dump] + args, check=True, capture_output=True).stdout
+                    theirs = run_generator(netlib, args)
+                    ours = run_generator(options.dump, args)
                     entries += len(ours) // 8
                     if ours != theirs:
                         failures += 1
