@@ -134,16 +134,21 @@ std::string shell_quoted(const std::vector<std::string>& argv) {
 }
 
 // skt-shm: next to this program (installed), in the build tree's tools/, or in PATH.
-std::string locate_shm_tool() {
+// A tool of this project: next to skt-run (installed), in the build tree's tools, or on PATH.
+std::string locate_tool(const std::string& name) {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     for (const auto& candidate :
-         {self.parent_path() / "skt-shm", self.parent_path() / ".." / "tools" / "skt-shm"}) {
+         {self.parent_path() / name, self.parent_path() / ".." / "tools" / name}) {
       if (::access(candidate.c_str(), X_OK) == 0) return candidate.lexically_normal();
     }
   }
-  return find_program("skt-shm");
+  return find_program(name);
+}
+
+std::string locate_shm_tool() {
+  return locate_tool("skt-shm");
 }
 
 // Settings that make no sense, said in words.
@@ -349,6 +354,23 @@ void clean_segments(const Options& o, const Plan& plan, Log& log) {
       r.code == 0 ? "" : fmt::format(" (skt-shm exit {}: some may be left)", r.code));
 }
 
+// Removes the job's drained epochs (SKT_DRAIN_DIR in skt-run's environment, which its launches
+// inherit): a job started afresh must not find an earlier run's drains, which it would refuse.
+void clean_drains(const Options& o, Log& log) {
+  const char* dir = std::getenv("SKT_DRAIN_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  const std::string tool = locate_tool("skt-drain");
+  if (tool.empty()) {
+    log("skt-drain not found: the job's drained epochs in {} are left; remove them with "
+        "skt-drain remove --dir {} --job {}",
+        dir, dir, o.job);
+    return;
+  }
+  const Captured r = capture({tool, "remove", "--dir", dir, "--job", o.job}, {{"SKT_LOG", "off"}});
+  log("removed the job's drained epochs in {}{}", dir,
+      r.code == 0 ? "" : fmt::format(" (skt-drain exit {}: some may be left)", r.code));
+}
+
 // How one launch went.
 struct Outcome {
   int code = 0;
@@ -357,6 +379,7 @@ struct Outcome {
   bool started = false;                   // some rank of the program spoke
   std::optional<std::uint64_t> restored;  // the epoch the program restored
   std::optional<double> restored_at;      // when it said so, seconds after the launch
+  bool restored_from_storage = false;     // from a drained epoch, memory could not serve
   double cadence = 0;
   std::deque<std::string> last_errors;  // the launcher's last lines on standard error
 };
@@ -574,6 +597,7 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   }
   out.restored = watch.restored();
   out.restored_at = watch.restored_at();
+  out.restored_from_storage = watch.restored_from_storage();
   out.code = *code;
   out.started = watch.anyone_started();
   out.cadence = watch.cadence();
@@ -618,6 +642,7 @@ int Supervisor::run() {
           "the last run found its checkpoint unrecoverable: removing the job's segments and "
           "starting afresh (--fresh-if-unrecoverable)");
       clean_segments(o_, plan_, log_);
+      clean_drains(o_, log_);
     }
     state_ = JobState{};
     state_.job = o_.job;
@@ -670,7 +695,8 @@ int Supervisor::run() {
     const Outcome out = supervise(child, restart, state_.cadence);
     state_.cadence = std::max(state_.cadence, out.cadence);
     if (out.restored && restart != 0) {
-      log_("the program reports restored epoch {}{}", *out.restored,
+      log_("the program reports restored epoch {}{}{}", *out.restored,
+           out.restored_from_storage ? " from storage (SKT_DRAIN_DIR)" : "",
            failed_at && out.restored_at
                ? fmt::format(", {:.3f} s after the failure was seen",
                              std::chrono::duration<double>(launched - *failed_at).count() +
@@ -686,6 +712,7 @@ int Supervisor::run() {
     if (code == 0 && !out.hung && !out.dead_node) {
       log_("run {} succeeded", state_.launches);
       clean_segments(o_, plan_, log_);
+      clean_drains(o_, log_);
       save("done", fmt::format("succeeded after {} launch(es)", state_.launches));
       log_("final ranklist in {}", dir_.file("ranklist"));
       return 0;
@@ -696,6 +723,7 @@ int Supervisor::run() {
           "starting afresh (--fresh-if-unrecoverable)",
           state_.launches);
       clean_segments(o_, plan_, log_);
+      clean_drains(o_, log_);
       fresh = true;
       failed_at = Clock::now();
       continue;

@@ -44,8 +44,9 @@ void Watchdog::heard(const Heard& h, double now) {
     // A beat that overtook its context's hello, or came after its bye, says nothing new.
     voices_[{h.job, h.rank}] = now;
   }
-  if (h.kind == "recovered") {
+  if (h.kind == "recovered" || h.kind == "recovered-storage") {
     if (!restored_ || h.epoch > *restored_) restored_ = h.epoch;
+    restored_from_storage_ = h.kind == "recovered-storage";
     if (!restored_at_) restored_at_ = now;
     last_progress_ = std::max(last_progress_, now);
   } else if (h.kind == "commit" && commits_.insert({h.job, h.epoch}).second) {

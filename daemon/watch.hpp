@@ -52,6 +52,8 @@ class Watchdog {
   // The epoch the ranks restored, and when the first said so.
   std::optional<std::uint64_t> restored() const noexcept { return restored_; }
   std::optional<double> restored_at() const noexcept { return restored_at_; }
+  // Whether that epoch came from storage (a drained epoch), not from memory.
+  bool restored_from_storage() const noexcept { return restored_from_storage_; }
   double cadence() const noexcept { return cadence_; }
   // The bound on the time without a checkpoint now, if there is one.
   std::optional<double> progress_bound() const;
@@ -72,6 +74,7 @@ class Watchdog {
   double last_commit_ = -1;
   std::optional<std::uint64_t> restored_;
   std::optional<double> restored_at_;
+  bool restored_from_storage_ = false;
   std::set<std::pair<std::string, std::uint64_t>> commits_;  // (job or sub-job, epoch) seen
 };
 

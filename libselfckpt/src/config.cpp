@@ -20,7 +20,7 @@ namespace skt {
 
 namespace {
 
-constexpr std::array<std::pair<FaultStep, std::string_view>, 7> kFaultSteps{{
+constexpr std::array<std::pair<FaultStep, std::string_view>, 8> kFaultSteps{{
     {FaultStep::stage, "stage"},
     {FaultStep::encode, "encode"},
     {FaultStep::encoded, "encoded"},
@@ -28,6 +28,7 @@ constexpr std::array<std::pair<FaultStep, std::string_view>, 7> kFaultSteps{{
     {FaultStep::flush, "flush"},
     {FaultStep::committed, "committed"},
     {FaultStep::recover, "recover"},
+    {FaultStep::drain, "drain"},
 }};
 
 constexpr std::array<std::pair<LogLevel, std::string_view>, 6> kLogLevels{{
@@ -178,6 +179,32 @@ const std::vector<Option>& options() {
            bad(origin, fmt::format("'{}' is not host:port (a port from 1 to 65535)", v));
          }
          c.monitor = v;
+       }},
+      {"drain_dir", "SKT_DRAIN_DIR",
+       "drain committed checkpoints to files under this directory (one subdirectory per job), "
+       "read back when memory cannot serve a recovery",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         if (!v.empty() && v.find('\n') != std::string::npos) {
+           bad(origin, fmt::format("'{}' is not a directory path", v));
+         }
+         c.drain_dir = v;
+       }},
+      {"drain_every", "SKT_DRAIN_EVERY",
+       "drain every k-th committed checkpoint (a count), or the first one after an interval "
+       "(a duration with a unit: 90s, 30m, 2h)",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         const bool has_unit = !v.empty() && std::isalpha(static_cast<unsigned char>(v.back()));
+         if (has_unit) {
+           const auto seconds = parse_duration(v);
+           if (!seconds || *seconds <= 0) {
+             bad(origin, fmt::format("'{}' is not a positive duration (90s, 30m, 2h, 1d)", v));
+           }
+           c.drain_every_seconds = *seconds;
+           c.drain_every_commits = 1;
+         } else {
+           c.drain_every_commits = integer_in(origin, v, 1, 1000000);
+           c.drain_every_seconds = 0;
+         }
        }},
       {"log", "SKT_LOG", "log level",
        [](Config& c, const std::string& origin, const std::string& v) {
@@ -419,10 +446,12 @@ std::optional<FaultSpec> parse_fault(const std::string& text) {
 std::string Config::shared_settings() const {
   return fmt::format(
       "job={} mode={} group_size={} scheme={} parity={} chunk_size={} pipeline_depth={} "
-      "huge_pages={} find_changes={} mtbf={} restart={}",
+      "huge_pages={} find_changes={} mtbf={} restart={} drain_dir={} drain_every={}",
       job, mode_name(mode), group_size, enc::scheme_name(scheme), parity, chunk_bytes,
       pipeline_depth, huge_pages, find_changes, mtbf_seconds,
-      restart ? std::to_string(*restart) : "unset");
+      restart ? std::to_string(*restart) : "unset", drain_dir.empty() ? "none" : drain_dir,
+      drain_every_seconds > 0 ? fmt::format("{}s", drain_every_seconds)
+                              : std::to_string(drain_every_commits));
 }
 
 Environment skt_environment() {

@@ -17,7 +17,7 @@ namespace skt {
 enum class LogLevel { trace, debug, info, warn, error, off };
 
 // Protocol steps at which SKT_FAULT can kill the process (see fault.hpp for their meaning).
-enum class FaultStep { stage, encode, encoded, agreed, flush, committed, recover };
+enum class FaultStep { stage, encode, encoded, agreed, flush, committed, recover, drain };
 
 // How checkpoints are kept: self-checkpoint (W, B, C, D), or the baselines it is compared with:
 // one copy and its checksum (single), or two alternating copies each with its checksum (double).
@@ -62,6 +62,12 @@ struct Config {
   LogLevel log_level = LogLevel::warn;
   std::optional<FaultSpec> fault;
   std::optional<int> restart;  // relaunch count given by the launcher; 0 = first launch
+  // The second level (drain.hpp): committed copies written to files under this directory (empty:
+  // none), after every `drain_every_commits`-th commit, or the first commit once
+  // `drain_every_seconds` have passed since the last drain started.
+  std::string drain_dir;
+  int drain_every_commits = 1;
+  double drain_every_seconds = 0;
 
   // The settings that every rank of a job must share, in one comparable string.
   std::string shared_settings() const;

@@ -14,6 +14,7 @@
 //   flush      in the middle of copying W into B (and D into C)
 //   committed  right after marking B and C committed, before the final agreement
 //   recover    in the middle of a recovery, after the decision is recorded
+//   drain      in the middle of writing the rank's file of a drained epoch (the drain's thread)
 // It exists for tests; the library never stops a process otherwise.
 #pragma once
 

@@ -76,9 +76,9 @@ void Monitor::beat() {
     send("beat");
 }
 
-void Monitor::recovered(std::uint64_t epoch) {
+void Monitor::recovered(std::uint64_t epoch, bool from_storage) {
   epoch_ = epoch;
-  send("recovered");
+  send(from_storage ? "recovered-storage" : "recovered");
 }
 
 void Monitor::committed(std::uint64_t epoch) {

@@ -6,7 +6,7 @@
 // listens.
 //
 // A datagram is one line: "skt1 <job> <rank> <launch> <pid> <kind> <epoch>", kind one of hello,
-// beat, recovered, commit, bye.
+// beat, recovered (from memory), recovered-storage (from a drained epoch), commit, bye.
 #pragma once
 
 #include <netinet/in.h>
@@ -39,7 +39,7 @@ class Monitor {
   Monitor(const Monitor&) = delete;
   Monitor& operator=(const Monitor&) = delete;
 
-  void recovered(std::uint64_t epoch);
+  void recovered(std::uint64_t epoch, bool from_storage);
   void committed(std::uint64_t epoch);
 
  private:

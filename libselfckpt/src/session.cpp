@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <random>
 
 #include "libselfckpt/src/policy.hpp"
 #include "selfckpt/selfckpt.hpp"
@@ -53,6 +55,13 @@ std::size_t Session::stage_entry_bytes(std::size_t bytes) const {
   // such rows is exact.
   const std::size_t staged = config_.scheme == enc::Scheme::sum ? bytes * sizeof(double) : bytes;
   return (staged + 63) / 64 * 64;
+}
+
+std::size_t Session::staged_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& p : privates_)
+    bytes += stage_entry_bytes(p.bytes);
+  return bytes;
 }
 
 std::vector<RegionEntry> Session::entries() const {
@@ -112,6 +121,11 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   fault_ = std::make_unique<FaultInjector>(config_.fault, rank_, config_.restart.value_or(0),
                                            log_.get());
   effects_ = std::make_unique<MpiEffects>(comm_.get(), nodes_, config_.node, fault_.get());
+  if (rank_ == 0) {
+    std::random_device entropy;
+    run_id_ = (static_cast<std::uint64_t>(entropy()) << 32) ^ entropy();
+  }
+  SKT_MPI(MPI_Bcast(&run_id_, 1, MPI_UINT64_T, 0, comm_.get()));
 
   // Settings every rank must share, compared with rank 0's.
   std::string shared = config_.shared_settings();
@@ -303,9 +317,7 @@ bool Session::release(void* ptr) {
 Finding Session::inspect_checkpoint() {
   Finding f;
   const std::vector<RegionEntry> all = entries();
-  std::size_t stage_bytes = 0;
-  for (const auto& p : privates_)
-    stage_bytes += stage_entry_bytes(p.bytes);
+  const std::size_t stage_bytes = staged_bytes();
   const StreamLayout declared =
       StreamLayout::plan(all, stage_bytes, arena_->regions_bytes(), config_.chunk_bytes);
   f.layout_hash = declared.hash;
@@ -387,9 +399,7 @@ Finding Session::inspect_checkpoint() {
 void Session::set_up_store(const GroupShape& shape, int group, int member, int groups,
                            bool keep_existing) {
   const int size = static_cast<int>(shape.ranks.size());
-  std::size_t stage_bytes = 0;
-  for (const auto& p : privates_)
-    stage_bytes += stage_entry_bytes(p.bytes);
+  const std::size_t stage_bytes = staged_bytes();
   store_ = RankStore{};
   store_.mode = config_.mode;
   store_.layout =
@@ -481,75 +491,58 @@ std::uint64_t Session::restore() {
     if (refusal_) std::rethrow_exception(refusal_);
     std::sort(privates_.begin(), privates_.end(),
               [](const PrivateObject& a, const PrivateObject& b) { return a.name < b.name; });
-    std::size_t stage_bytes = 0;
-    for (const auto& p : privates_)
-      stage_bytes += stage_entry_bytes(p.bytes);
-    arena_->seal(stage_bytes);
+    arena_->seal(staged_bytes());
     mine = inspect_checkpoint();
   });
+  declared_layout_hash_ = mine.layout_hash;
   const auto gathered =
       effects_->gather(std::span(reinterpret_cast<const std::byte*>(&mine), sizeof mine));
   std::vector<Finding> findings(gathered.size());
   for (std::size_t r = 0; r < gathered.size(); ++r)
     std::memcpy(&findings[r], gathered[r].data(), sizeof(Finding));
 
+  // The memory level first; when it cannot serve (more losses than a group tolerates, or nothing
+  // left in memory at all), the newest epoch that storage holds completely.
   RestorePlan setup;
-  effects_->agree([&] { setup = plan_restore(findings, nodes_, config_); });
-  const Candidates& candidates = setup.candidates;
-  const GroupPlan& plan = setup.groups;
-  const std::vector<GroupShape>& shapes = setup.shapes;
-  const bool fresh = candidates.epochs.empty();
-  if (fresh && config_.group_size > nranks_ && rank_ == 0) {
-    log_->warn("the group size (SKT_GROUP_SIZE) is {} but the job has {} ranks: one group of {}",
-               config_.group_size, nranks_, nranks_);
+  std::optional<AgreedError> memory_failure;
+  try {
+    effects_->agree([&] { setup = plan_restore(findings, nodes_, config_); });
+    const bool survivor = !setup.fresh() && mine.valid != 0;
+    const int group =
+        establish(setup, survivor ? std::optional<ControlState>(mine.state) : std::nullopt);
+    RestoreInputs inputs{setup.candidates, survivor, setup.shapes, group, nodes_, config_.job};
+    epoch_ = protocol_->restore(inputs);
+  } catch (const AgreedError& e) {
+    if (e.code() != SKT_ERR_UNRECOVERABLE || config_.drain_dir.empty()) throw;
+    memory_failure = e;
   }
-  if (fresh && config_.restart.value_or(0) > 0 && rank_ == 0) {
-    log_->warn("SKT_RESTART={} but job '{}' has no committed checkpoint: starting afresh",
-               *config_.restart, config_.job);
+  const bool fresh = !memory_failure && setup.fresh();
+  bool from_storage = false;
+  if (memory_failure || (fresh && !config_.drain_dir.empty())) {
+    from_storage = restore_from_storage(findings, memory_failure ? memory_failure->what() : "");
   }
-  const int group = plan.group_of[static_cast<std::size_t>(rank_)];
-  const int member = plan.index_of[static_cast<std::size_t>(rank_)];
-  const GroupShape& shape = shapes[static_cast<std::size_t>(group)];
-  // Members of a group should still sit on distinct nodes (a replacement takes over its
-  // predecessor's place); if not, the next failure of that node would take two.
-  for (const int r : shape.ranks) {
-    if (r != rank_ && nodes_[static_cast<std::size_t>(r)] == config_.node) {
-      log_->warn(
-          "rank {} of this rank's group is on the same node {}: a failure of that node "
-          "would be unrecoverable",
-          r, config_.node);
-    }
-  }
-
-  const double decided = MPI_Wtime();
-  const bool survivor = !fresh && mine.valid != 0;
-  codec_ = shape.geometry.parity > 0
-               ? enc::make_codec(config_.scheme, shape.geometry.group_size, shape.geometry.parity)
-               : nullptr;
-  effects_->join(group, member, shape.geometry, codec_.get(), shape.chunks, config_.pipeline_depth);
-  effects_->agree([&] { set_up_store(shape, group, member, plan.groups(), survivor); });
-  protocol_ = std::make_unique<Protocol>(
-      config_.mode, *effects_, store_,
-      PrivateObjects{[this](std::byte* at, const Progress& p) { stage_private_objects(at, p); },
-                     [this](const std::byte* at) { restore_private_objects(at); }},
-      survivor ? mine.state : ControlState{});
-  const double joined = MPI_Wtime();
-
-  RestoreInputs inputs{candidates, survivor, shapes, group, nodes_, config_.job};
-  epoch_ = protocol_->restore(inputs);
   log_->set_epoch(epoch_);
   recovered_ = true;
   last_recover_seconds_ = MPI_Wtime() - start;
   last_verify_seconds_ = protocol_->stats().verify_seconds;
-  if (monitor_) monitor_->recovered(epoch_);
-  log_->debug(
-      "recovery took {:.4f} s: {:.4f} s to inspect and decide, {:.4f} s to join the group, "
-      "{:.4f} s to verify, rebuild and settle",
-      last_recover_seconds_, decided - start, joined - decided, MPI_Wtime() - joined);
+  if (monitor_) monitor_->recovered(epoch_, from_storage);
   last_commit_time_ = MPI_Wtime();
+  if (from_storage) {
+    log_->job("recovered epoch {} from storage ({}) in {:.3f} s; the memory level is rebuilt",
+              epoch_, config_.drain_dir, last_recover_seconds_);
+    return epoch_;
+  }
   if (fresh) {
+    if (config_.group_size > nranks_ && rank_ == 0) {
+      log_->warn("the group size (SKT_GROUP_SIZE) is {} but the job has {} ranks: one group of {}",
+                 config_.group_size, nranks_, nranks_);
+    }
+    if (config_.restart.value_or(0) > 0 && rank_ == 0) {
+      log_->warn("SKT_RESTART={} but job '{}' has no committed checkpoint: starting afresh",
+                 *config_.restart, config_.job);
+    }
     log_->job("fresh start: {} groups, this rank is member {} of group {} ({} members)",
-              plan.groups(), member, group, shape.ranks.size());
+              setup.groups.groups(), info_.member, info_.group, info_.group_size);
     return 0;
   }
   const ProtocolStats& s = protocol_->stats();
@@ -564,9 +557,157 @@ std::uint64_t Session::restore() {
       "recovered epoch {} ({:.3f} s): {}; {} blocks of the workspace rolled back, {} blocks of "
       "the committed copy written from the workspace, {} items rebuilt from the group",
       epoch_, last_recover_seconds_,
-      survivor ? "this rank's memory survived" : "this rank was lost",
+      mine.valid != 0 ? "this rank's memory survived" : "this rank was lost",
       s.workspace_blocks_rolled_back, s.copy_blocks_mended, s.chunks_rebuilt);
   return epoch_;
+}
+
+int Session::establish(const RestorePlan& setup, std::optional<ControlState> survived) {
+  const GroupPlan& plan = setup.groups;
+  const int group = plan.group_of[static_cast<std::size_t>(rank_)];
+  const int member = plan.index_of[static_cast<std::size_t>(rank_)];
+  const GroupShape& shape = setup.shapes[static_cast<std::size_t>(group)];
+  // Members of a group should still sit on distinct nodes (a replacement takes over its
+  // predecessor's place); if not, the next failure of that node would take two.
+  for (const int r : shape.ranks) {
+    if (r != rank_ && nodes_[static_cast<std::size_t>(r)] == config_.node) {
+      log_->warn(
+          "rank {} of this rank's group is on the same node {}: a failure of that node "
+          "would be unrecoverable",
+          r, config_.node);
+    }
+  }
+  const double decided = MPI_Wtime();
+  codec_ = shape.geometry.parity > 0
+               ? enc::make_codec(config_.scheme, shape.geometry.group_size, shape.geometry.parity)
+               : nullptr;
+  effects_->join(group, member, shape.geometry, codec_.get(), shape.chunks, config_.pipeline_depth);
+  effects_->agree([&] { set_up_store(shape, group, member, plan.groups(), survived.has_value()); });
+  protocol_ = std::make_unique<Protocol>(
+      config_.mode, *effects_, store_,
+      PrivateObjects{[this](std::byte* at, const Progress& p) { stage_private_objects(at, p); },
+                     [this](const std::byte* at) { restore_private_objects(at); }},
+      survived.value_or(ControlState{}));
+  log_->debug("joined group {} as member {} in {:.4f} s", group, member, MPI_Wtime() - decided);
+  return group;
+}
+
+bool Session::restore_from_storage(const std::vector<Finding>& findings,
+                                   const std::string& memory_failure) {
+  // Rank 0's view of the drain directory decides; every rank must see that epoch's manifest too.
+  std::int64_t chosen = -1;
+  std::vector<DrainedEpoch> complete;
+  effects_->agree([&] { complete = complete_epochs(config_.drain_dir, config_.job); });
+  if (rank_ == 0 && !complete.empty())
+    chosen = static_cast<std::int64_t>(complete.front().manifest.epoch);
+  SKT_MPI(MPI_Bcast(&chosen, 1, MPI_INT64_T, 0, comm_.get()));
+  const std::string where = drain_job_dir(config_.drain_dir, config_.job).string();
+  if (chosen < 0) {
+    if (memory_failure.empty()) return false;  // a fresh start: nothing anywhere
+    throw AgreedError(SKT_ERR_UNRECOVERABLE,
+                      fmt::format("{}; storage cannot serve either: {} holds no completely drained "
+                                  "epoch of job '{}'",
+                                  memory_failure, where, config_.job));
+  }
+  if (config_.restart && *config_.restart == 0) {
+    throw AgreedError(
+        SKT_ERR_STALE,
+        fmt::format(
+            "drained checkpoints of job '{}' (epoch {}) exist in {} from an earlier run, but "
+            "SKT_RESTART=0 says this is a first launch; remove them with 'skt-drain remove "
+            "--dir {} --job {}' or use a new job tag",
+            config_.job, chosen, where, config_.drain_dir, config_.job));
+  }
+  DrainedEpoch epoch;
+  effects_->agree([&] {
+    const auto it = std::find_if(complete.begin(), complete.end(), [&](const DrainedEpoch& d) {
+      return d.manifest.epoch == static_cast<std::uint64_t>(chosen);
+    });
+    if (it == complete.end()) {
+      throw Error(SKT_ERR_UNRECOVERABLE,
+                  fmt::format("rank {} on node {} cannot see the manifest of drained epoch {} in "
+                              "{}: the drain directory must be the same for every rank",
+                              rank_, config_.node, chosen, where));
+    }
+    epoch = *it;
+    if (epoch.manifest.nranks() != nranks_) {
+      throw Error(SKT_ERR_MISMATCH,
+                  fmt::format("drained epoch {} of job '{}' was written by {} ranks, this run has "
+                              "{}; relaunch with {} ranks",
+                              chosen, config_.job, epoch.manifest.nranks(), nranks_,
+                              epoch.manifest.nranks()));
+    }
+  });
+  // Worth a warning: the job goes back to an older epoch than memory would have given.
+  if (rank_ == 0) {
+    log_->warn("{}: restoring drained epoch {} from storage ({})",
+               memory_failure.empty() ? "nothing of job '" + config_.job + "' is left in memory"
+                                      : "memory cannot serve (" + memory_failure + ")",
+               chosen, where);
+  }
+  // Every rank's file is checked whole before anything in memory changes: when storage cannot
+  // serve either, the segments that survived stay as they were.
+  const auto check = [&](const DrainFileHeader& h) {
+    if (h.layout_hash != declared_layout_hash_ || h.stage_bytes != staged_bytes() ||
+        h.regions_bytes != arena_->regions_bytes()) {
+      throw Error(SKT_ERR_MISMATCH,
+                  fmt::format("the regions declared now differ from those of drained epoch {} "
+                              "({} bytes of private objects and {} of regions); a relaunch must "
+                              "declare the same regions and protect the same objects",
+                              chosen, h.stage_bytes, h.regions_bytes));
+    }
+  };
+  const auto unreadable = [&](const std::exception& e) {
+    return Error(SKT_ERR_UNRECOVERABLE,
+                 fmt::format("drained epoch {} cannot be restored: {}{}", chosen, e.what(),
+                             memory_failure.empty() ? "" : " (memory: " + memory_failure + ")"));
+  };
+  effects_->agree([&] {
+    try {
+      check(read_drain_file(epoch, rank_, {}));
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw unreadable(e);
+    }
+  });
+  if (!memory_failure.empty() || !protocol_) {
+    std::vector<Finding> nothing = findings;
+    for (auto& f : nothing)
+      f.valid = 0;
+    RestorePlan fresh;
+    effects_->agree([&] { fresh = plan_restore(nothing, nodes_, config_); });
+    const int group = establish(fresh, std::nullopt);
+    protocol_->restore(
+        RestoreInputs{fresh.candidates, false, fresh.shapes, group, nodes_, config_.job});
+  }
+  effects_->agree([&] {
+    const StreamLayout& layout = store_.layout;
+    const std::uint64_t regions_at = layout.copy_regions_offset();
+    std::byte* const stage = arena_->stage();
+    std::byte* const regions = arena_->regions();
+    try {
+      read_drain_file(
+          epoch, rank_, [&](std::uint64_t offset, const std::byte* bytes, std::size_t n) {
+            const std::uint64_t end = offset + n;
+            // B is the stage, a gap to the next 64 bytes, then the regions' area.
+            const std::uint64_t stage_end = std::min<std::uint64_t>(end, layout.stage_bytes);
+            if (offset < stage_end) std::memcpy(stage + offset, bytes, stage_end - offset);
+            const std::uint64_t from = std::max(offset, regions_at);
+            const std::uint64_t to =
+                std::min<std::uint64_t>(end, regions_at + layout.regions_bytes);
+            if (from < to)
+              std::memcpy(regions + (from - regions_at), bytes + (from - offset), to - from);
+          });
+    } catch (const std::exception& e) {
+      throw unreadable(e);
+    }
+    restore_private_objects(stage);
+  });
+  // The memory level anew: W, B and the checksums of the epoch, as a checkpoint writes them.
+  protocol_->checkpoint(static_cast<std::uint64_t>(chosen), nullptr);
+  epoch_ = static_cast<std::uint64_t>(chosen);
+  return true;
 }
 
 void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
@@ -587,6 +728,8 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
     }
   }
   const double start = MPI_Wtime();
+  // The flush is about to overwrite the copy a drain may still be reading.
+  settle_drain();
   const std::uint64_t next = epoch_ + 1;
   // Without declared ranges, the blocks that changed are found by comparing W with B, where the
   // protocol can encode only those (self mode, an exact scheme, not the first checkpoint after a
@@ -616,11 +759,98 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
   if (monitor_) monitor_->committed(epoch_);
   last_checkpoint_seconds_ = elapsed;
   last_commit_time_ = MPI_Wtime();
+  if (drain_due()) start_drain();
   log_->job("checkpoint {} committed in {:.3f} s ({})", epoch_, last_checkpoint_seconds_,
             partial ? fmt::format("{} of {} bytes of this rank's stream changed{}",
                                   last_changed_bytes_, store_.layout.workspace_bytes(),
                                   dirty != nullptr ? ", as declared" : "")
                     : std::string("in full"));
+}
+
+bool Session::drain_due() {
+  if (config_.drain_dir.empty() || ephemeral_job_) return false;
+  if (config_.drain_every_seconds <= 0) {
+    return epoch_ % static_cast<std::uint64_t>(config_.drain_every_commits) == 0;
+  }
+  // Rank 0's clock decides for everyone.
+  int due = 0;
+  if (rank_ == 0) {
+    due = last_drain_start_ < 0 || MPI_Wtime() - last_drain_start_ >= config_.drain_every_seconds
+              ? 1
+              : 0;
+  }
+  SKT_MPI(MPI_Bcast(&due, 1, MPI_INT, 0, comm_.get()));
+  return due != 0;
+}
+
+void Session::start_drain() {
+  DrainFileHeader h;
+  h.job = config_.job;
+  h.run = run_id_;
+  h.epoch = epoch_;
+  h.rank = rank_;
+  h.nranks = nranks_;
+  h.group = static_cast<int>(info_.group);
+  h.member = static_cast<int>(info_.member);
+  h.group_size = static_cast<int>(info_.group_size);
+  h.layout_hash = declared_layout_hash_;
+  h.stage_bytes = store_.layout.stage_bytes;
+  h.regions_offset = store_.layout.copy_regions_offset();
+  h.regions_bytes = store_.layout.regions_bytes;
+  h.copy_bytes = store_.layout.copy_bytes();
+  const std::byte* copy =
+      checkpoint_.data() + store_.areas.copy_offset(store_.areas.copy_of_epoch(epoch_));
+  drain_.start(drain_epoch_dir(config_.drain_dir, config_.job, epoch_), h, copy,
+               fault_->midway(FaultStep::drain, epoch_), rank_ == 0);
+  draining_ = true;
+  last_drain_start_ = MPI_Wtime();
+}
+
+void Session::settle_drain() {
+  if (!draining_) return;  // the same on every rank: drains start and settle collectively
+  draining_ = false;
+  const double waiting = MPI_Wtime();
+  const DrainWriter::Outcome written = drain_.wait_file();
+  int first_failed = written.digest ? nranks_ : rank_;
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, comm_.get()));
+  int failures = written.digest ? 0 : 1;
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, comm_.get()));
+  double slowest = written.seconds;
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm_.get()));
+  const auto epoch_dir = drain_epoch_dir(config_.drain_dir, config_.job, written.epoch);
+  if (failures > 0) {
+    drain_.abandon();  // rank 0 waits no longer for files that will not come
+    // Reported once per launch, by the first rank that failed: the in-memory level is unaffected.
+    if (rank_ == first_failed && !drain_failure_reported_) {
+      log_->warn(
+          "the drain of epoch {} to {} failed on {} rank(s); on this one: {}. Checkpoints in "
+          "memory "
+          "go on as before; later drain failures are not reported again",
+          written.epoch, config_.drain_dir, failures, written.error);
+    }
+    drain_failure_reported_ = true;
+    if (rank_ == 0) {
+      std::error_code ignored;
+      std::filesystem::remove_all(epoch_dir, ignored);
+    }
+    return;
+  }
+  // Every rank's file is written: rank 0's thread completes the epoch, if it has not yet.
+  const DrainWriter::Outcome out = drain_.wait();
+  if (rank_ != 0) return;
+  if (!out.manifest_error.empty()) {
+    if (!drain_failure_reported_) {
+      log_->warn("epoch {} was drained but its manifest could not be written: {}", out.epoch,
+                 out.manifest_error);
+    }
+    drain_failure_reported_ = true;
+    return;
+  }
+  log_->job(
+      "epoch {} drained to {}: {:.1f} MB per rank in {:.3f} s ({:.0f} MB/s); {:.3f} s waited "
+      "for at this checkpoint",
+      out.epoch, epoch_dir.string(), out.bytes / 1e6, slowest,
+      slowest > 0 ? out.bytes / 1e6 / slowest : 0.0, MPI_Wtime() - waiting);
 }
 
 bool Session::need_checkpoint() {
@@ -649,10 +879,21 @@ bool Session::need_checkpoint() {
 void Session::finalize(bool discard) {
   // Segments of an ephemeral job can never be found again, so they go in any case; only a
   // requested discard waits for every rank, since a rank that has not finished may still need them.
-  if (discard) SKT_MPI(MPI_Barrier(comm_.get()));
+  if (discard) {
+    drain_.abandon();  // the job is complete: its drained epochs are of no more use
+    SKT_MPI(MPI_Barrier(comm_.get()));
+  } else {
+    // Without an agreement no manifest can be written: the epoch in flight stays incomplete, and
+    // the one before remains the newest that storage serves.
+    drain_.wait();
+  }
   if (discard || ephemeral_job_) {
     if (arena_) arena_->remove();
     if (checkpoint_) checkpoint_.remove();
+    if (rank_ == 0 && !config_.drain_dir.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(drain_job_dir(config_.drain_dir, config_.job), ignored);
+    }
     log_->job("removed the segments of job '{}'", config_.job);
   } else if (!recovered_) {
     // A launch that never got through recovery (refused settings, a mismatch) committed nothing:

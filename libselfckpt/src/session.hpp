@@ -9,6 +9,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "libselfckpt/src/arena.hpp"
 #include "libselfckpt/src/config.hpp"
 #include "libselfckpt/src/decision.hpp"
+#include "libselfckpt/src/drain.hpp"
 #include "libselfckpt/src/fault.hpp"
 #include "libselfckpt/src/layout.hpp"
 #include "libselfckpt/src/log.hpp"
@@ -83,6 +85,20 @@ class Session {
   Finding inspect_checkpoint();
   void set_up_store(const GroupShape& shape, int group, int member, int groups, bool keep_existing);
   std::uint64_t restore();
+  // Joins the group the plan gives this rank and sets up its store and protocol, over the
+  // segments that survived (with their control state) or new ones. Returns the group.
+  int establish(const RestorePlan& setup, std::optional<ControlState> survived);
+  // The storage level: restores the newest completely drained epoch when memory could not serve
+  // (`memory_failure` says why) or held nothing (empty). False: storage holds nothing either, on a
+  // fresh start; with a memory failure that is an AgreedError, as any refusal.
+  bool restore_from_storage(const std::vector<Finding>& findings,
+                            const std::string& memory_failure);
+  // Collective: whether the epoch just committed is drained (SKT_DRAIN_EVERY).
+  bool drain_due();
+  void start_drain();
+  // Collective: waits for the drain in flight, and completes its epoch when every rank's file is.
+  void settle_drain();
+  std::size_t staged_bytes() const;
   // What this launch created and has not committed anything to.
   void remove_created_segments();
   void stage_private_objects(std::byte* at, const Progress& progress) const;
@@ -117,6 +133,13 @@ class Session {
   std::unique_ptr<enc::Codec> codec_;
   RankStore store_;
   std::unique_ptr<Protocol> protocol_;
+  std::uint64_t declared_layout_hash_ = 0;  // of what this launch declared, byte for byte
+
+  DrainWriter drain_;
+  bool draining_ = false;                // a drain was started and has not been settled
+  std::uint64_t run_id_ = 0;             // names this run's drained files, the same on every rank
+  double last_drain_start_ = -1;         // MPI_Wtime; -1: none yet
+  bool drain_failure_reported_ = false;  // a failed drain is reported once per launch
 
   double last_checkpoint_seconds_ = 0;  // slowest rank's time for the last checkpoint
   double last_recover_seconds_ = 0;

@@ -144,6 +144,32 @@ exit 0
     cluster.clean(job)
 
 
+def storage_beyond_tolerance(d, cluster, checks, reference):
+    # As above, both members of group 1 die (n2 and n4), but the job drains every second committed
+    # epoch to storage: the relaunch on two spares restores epoch 2 (completed at the latest when
+    # epoch 3's checkpoint began, at iteration 9) and finishes, without --fresh-if-unrecoverable
+    # and without starting afresh.
+    job = cluster.new_job("dstore")
+    drains = os.path.join(d.root, job + "-drains")
+    victims = ["n2", "n4"]
+
+    def kill_both(_):
+        for node in victims:
+            d.kill_node(job, node)
+
+    code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4", "n5", "n6"], 2,
+                                APP_ARGS + ["--pause", "0:10"]),
+                      env={"SKT_DRAIN_DIR": drains, "SKT_DRAIN_EVERY": "2"}, on_pause=kill_both)
+    checks.expect(code == 0 and result_of(out) == reference,
+                  "one group's two nodes lost with drains: skt-run relaunches, the job finishes right",
+                  out)
+    checks.expect("reports restored epoch 2 from storage" in out and "starting afresh" not in out,
+                  "the daemon logs that epoch 2 came from storage", out)
+    checks.expect(not os.path.exists(os.path.join(drains, job)),
+                  "the job's drained epochs are removed once it succeeded", out)
+    cluster.clean(job)
+
+
 def ping_probe(d, cluster, checks):
     # A name that does not resolve does not answer ping; localhost does.
     if shutil.which("ping") is None:
@@ -231,6 +257,7 @@ def main(argv):
         kill_during_checkpoint_and_recovery(d, cluster, checks, reference)
         probes_and_exit_codes(d, cluster, checks, reference)
         fresh_if_unrecoverable(d, cluster, checks, reference)
+        storage_beyond_tolerance(d, cluster, checks, reference)
         ping_probe(d, cluster, checks)
     return harness.report_failures(checks.failures)
 

@@ -5,12 +5,16 @@ moved to a spare node), with xor and Reed-Solomon, for N a multiple of NB·P and
 that is not, with look-ahead depths 1, 2 and 3. The relaunch must restore a checkpoint, resume at
 its panel, report the restore, and end PASSED with the very same residual as a run without faults
 (a restore is bit-exact, so the solve is too). And netlib's own HPL.dat (864 tests on 4 ranks)
-runs whole, killed in the middle and relaunched: every test PASSED, as with netlib's xhpl."""
+runs whole, killed in the middle and relaunched: every test PASSED, as with netlib's xhpl. With
+drains to storage, a loss beyond what a group tolerates resumes from the drained epoch."""
 
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
+import time
 
 import harness
 
@@ -164,6 +168,51 @@ def bad_input(cluster, tmp, failures):
         cluster.clean(job)
 
 
+def beyond_tolerance_from_storage(cluster, dat, reference, tmp, failures):
+    """Both members of one XOR group lost with their nodes in the middle of panel 10, with a drain
+    to storage at every checkpoint: memory cannot serve, storage can. The ranks are held at panel
+    10 (SKT_HPL_PAUSE) until the drained epochs are complete (the test's epoch 2, panel 8, and the
+    run's own context), then killed; the relaunch resumes from epoch 2 and passes with the residual
+    of the run without faults."""
+    job = cluster.new_job("hpldrain")
+    drains = os.path.join(tmp, "drains")
+    nodes = [f"n{r}" for r in range(4)]
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_DRAIN_DIR": drains, "SKT_DRAIN_EVERY": "1"}
+    args = ["--checkpoint-every", str(EVERY), dat]
+    manifests = [os.path.join(drains, f"{job}+t0", "epoch-000000000002", "MANIFEST"),
+                 os.path.join(drains, f"{job}+hpl", "epoch-000000000001", "MANIFEST")]
+    try:
+        process, _ = cluster.start(nodes, args, dict(env, SKT_RESTART="0", SKT_HPL_PAUSE="10"))
+        timer = threading.Timer(cluster.timeout, lambda: os.killpg(process.pid, signal.SIGKILL))
+        timer.start()
+        try:
+            for line in process.stdout:
+                if line.startswith("SKT_HPL_PAUSE"):
+                    break
+            deadline = time.monotonic() + cluster.timeout
+            while not all(map(os.path.exists, manifests)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            drained = all(map(os.path.exists, manifests))
+        finally:
+            timer.cancel()
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+        cluster.wait_detached(job + "+t0")
+        for r in (1, 3):
+            cluster.lose_node(job, nodes[r])
+            nodes[r] += "x"
+        final = cluster.launch(nodes, args, dict(env, SKT_RESTART="1"))
+    finally:
+        cluster.clean(job)
+    ok = (drained and final.code == 0 and "PASSED" in final.out
+          and residual_line(final.out) == reference and restored(final.out) == (2, 2 * EVERY)
+          and "from storage" in final.err)
+    print(f"{'ok  ' if ok else 'FAIL'} one XOR group's two nodes lost, drains on: resumed from storage "
+          f"at epoch 2 (panel {2 * EVERY}), PASSED with the reference residual", flush=True)
+    if not ok:
+        failures.append(f"beyond tolerance with drains (drained: {drained}): relaunch {final.describe()}")
+
+
 def netlib_like(cluster, tmp, failures):
     """What netlib HPL runs, SKT-HPL runs: a grid larger than the job is skipped in netlib's words
     and counted, the rest runs; a negative threshold means no residual check; and netlib's own
@@ -252,6 +301,8 @@ def main(argv):
                 print(f"FAILED: the run without faults: {run.describe()}", file=sys.stderr)
                 return 1
             print(f"{scheme} m={parity} G={group_size} grid {p}x{q}, N={n} NB={NB} depth {depth}: {reference}")
+            if config is CONFIGS[0]:
+                beyond_tolerance_from_storage(cluster, dat, reference, tmp, failures)
             for step in steps if not options.quick else steps[-2:]:
                 cells = []
                 for mode in ("crash", "node"):

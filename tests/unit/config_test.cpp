@@ -131,6 +131,29 @@ TEST(Config, ProgramSettingsAreLeftToThePrograms) {
   EXPECT_NE(config_error(other.path(), {}).find("elsewhere: unknown key"), std::string::npos);
 }
 
+TEST(Config, DrainSettings) {
+  EXPECT_TRUE(load_config("", {}).drain_dir.empty());
+  const Config every3 =
+      load_config("", {{"SKT_DRAIN_DIR", "/scratch/ckpt"}, {"SKT_DRAIN_EVERY", "3"}});
+  EXPECT_EQ(every3.drain_dir, "/scratch/ckpt");
+  EXPECT_EQ(every3.drain_every_commits, 3);
+  EXPECT_EQ(every3.drain_every_seconds, 0);
+  const Config timed = load_config("", {{"SKT_DRAIN_EVERY", "30m"}});
+  EXPECT_EQ(timed.drain_every_seconds, 1800);
+  EXPECT_EQ(timed.drain_every_commits, 1);
+  TempFile file("drain_dir = \"/local/disk\"\ndrain_every = \"2h\"\n");
+  EXPECT_EQ(load_config(file.path(), {}).drain_every_seconds, 7200);
+  EXPECT_NE(config_error("", {{"SKT_DRAIN_EVERY", "0"}}).find("from 1 to"), std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_DRAIN_EVERY", "often"}}).find("positive duration"),
+            std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_DRAIN_EVERY", "-5m"}}).find("positive duration"),
+            std::string::npos);
+  // Every rank must drain to the same place at the same commits.
+  EXPECT_NE(every3.shared_settings(), load_config("", {}).shared_settings());
+  EXPECT_EQ(parse_fault("drain:2:4")->step, FaultStep::drain);
+  EXPECT_FALSE(parse_fault("drain:2:4:0:throw").has_value());
+}
+
 TEST(Config, FaultSpecs) {
   const auto f = parse_fault("flush:3:2");
   ASSERT_TRUE(f.has_value());

@@ -1,0 +1,505 @@
+#include "libselfckpt/src/drain.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include "libselfckpt/src/format.hpp"
+
+namespace skt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[8] = {'S', 'K', 'T', 'D', 'R', 'A', 'I', 'N'};
+constexpr std::size_t kJobBytes = 64;
+constexpr const char* kManifestName = "MANIFEST";
+constexpr const char* kManifestFirstLine = "selfckpt drain manifest 1";
+
+// Fixed-width little fields one after the other.
+class Packer {
+ public:
+  explicit Packer(std::byte* at) : at_(at) {}
+  template <class T>
+  void put(T value) {
+    std::memcpy(at_ + used_, &value, sizeof value);
+    used_ += sizeof value;
+  }
+  void put_text(const std::string& text, std::size_t width) {
+    std::memset(at_ + used_, 0, width);
+    std::memcpy(at_ + used_, text.data(), std::min(text.size(), width - 1));
+    used_ += width;
+  }
+  std::size_t used() const noexcept { return used_; }
+
+ private:
+  std::byte* at_;
+  std::size_t used_ = 0;
+};
+
+class Unpacker {
+ public:
+  explicit Unpacker(const std::byte* at) : at_(at) {}
+  template <class T>
+  T get() {
+    T value;
+    std::memcpy(&value, at_ + used_, sizeof value);
+    used_ += sizeof value;
+    return value;
+  }
+  std::string get_text(std::size_t width) {
+    const auto* p = reinterpret_cast<const char*>(at_ + used_);
+    used_ += width;
+    return std::string(p, strnlen(p, width - 1));
+  }
+  std::size_t used() const noexcept { return used_; }
+
+ private:
+  const std::byte* at_;
+  std::size_t used_ = 0;
+};
+
+std::runtime_error system_failure(const std::string& what, const fs::path& path) {
+  return std::runtime_error(fmt::format("{} {}: {}", what, path.string(), std::strerror(errno)));
+}
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const noexcept { return fd_; }
+  // Closing can report a write the kernel could not complete: it is checked.
+  int release() noexcept { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+void write_all(int fd, const std::byte* bytes, std::size_t n, std::uint64_t offset,
+               const fs::path& path) {
+  while (n > 0) {
+    const ssize_t done = ::pwrite(fd, bytes, n, static_cast<off_t>(offset));
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) {
+      if (done == 0) errno = EIO;
+      throw system_failure("cannot write", path);
+    }
+    bytes += done;
+    n -= static_cast<std::size_t>(done);
+    offset += static_cast<std::uint64_t>(done);
+  }
+}
+
+// False when the file ends first.
+bool read_all(int fd, std::byte* bytes, std::size_t n, std::uint64_t offset, const fs::path& path) {
+  while (n > 0) {
+    const ssize_t done = ::pread(fd, bytes, n, static_cast<off_t>(offset));
+    if (done < 0 && errno == EINTR) continue;
+    if (done < 0) throw system_failure("cannot read", path);
+    if (done == 0) return false;
+    bytes += done;
+    n -= static_cast<std::size_t>(done);
+    offset += static_cast<std::uint64_t>(done);
+  }
+  return true;
+}
+
+void sync_directory(const fs::path& dir) {
+  FileDescriptor fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0 || ::fsync(fd.get()) != 0) throw system_failure("cannot sync directory", dir);
+}
+
+void make_directories(const fs::path& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  // Every rank creates the epoch's directory: another may have done it in between.
+  if (error && !fs::is_directory(dir)) {
+    throw std::runtime_error(
+        fmt::format("cannot create directory {}: {}", dir.string(), error.message()));
+  }
+}
+
+std::uint64_t file_digest(const std::byte* header_page, const std::vector<std::uint32_t>& crcs) {
+  const std::uint64_t head = crc64(header_page, kDrainHeaderBytes);
+  return crc64(crcs.data(), crcs.size() * sizeof(std::uint32_t), head);
+}
+
+std::optional<std::uint64_t> epoch_of_name(const std::string& name) {
+  constexpr std::string_view prefix = "epoch-";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return {};
+  std::uint64_t epoch = 0;
+  for (std::size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return {};
+    epoch = epoch * 10 + static_cast<std::uint64_t>(name[i] - '0');
+  }
+  return epoch;
+}
+
+}  // namespace
+
+std::uint64_t DrainFileHeader::data_offset() const noexcept {
+  const std::uint64_t table = blocks() * sizeof(std::uint32_t);
+  return kDrainHeaderBytes +
+         (table + kDrainHeaderBytes - 1) / kDrainHeaderBytes * kDrainHeaderBytes;
+}
+
+void encode_drain_header(std::byte* page, const DrainFileHeader& h) {
+  std::memset(page, 0, kDrainHeaderBytes);
+  Packer w(page);
+  for (const char c : kMagic)
+    w.put(c);
+  w.put(kDrainFormatVersion);
+  w.put_text(h.job, kJobBytes);
+  w.put(h.run);
+  w.put(h.epoch);
+  w.put(static_cast<std::int32_t>(h.rank));
+  w.put(static_cast<std::int32_t>(h.nranks));
+  w.put(static_cast<std::int32_t>(h.group));
+  w.put(static_cast<std::int32_t>(h.member));
+  w.put(static_cast<std::int32_t>(h.group_size));
+  w.put(h.layout_hash);
+  w.put(h.stage_bytes);
+  w.put(h.regions_offset);
+  w.put(h.regions_bytes);
+  w.put(h.copy_bytes);
+  w.put(h.block_bytes);
+  const std::uint32_t crc = crc32(page, w.used());
+  w.put(crc);
+}
+
+std::optional<DrainFileHeader> decode_drain_header(const std::byte* page) {
+  Unpacker r(page);
+  for (const char c : kMagic) {
+    if (r.get<char>() != c) return {};
+  }
+  if (r.get<std::uint32_t>() != kDrainFormatVersion) return {};
+  DrainFileHeader h;
+  h.job = r.get_text(kJobBytes);
+  h.run = r.get<std::uint64_t>();
+  h.epoch = r.get<std::uint64_t>();
+  h.rank = r.get<std::int32_t>();
+  h.nranks = r.get<std::int32_t>();
+  h.group = r.get<std::int32_t>();
+  h.member = r.get<std::int32_t>();
+  h.group_size = r.get<std::int32_t>();
+  h.layout_hash = r.get<std::uint64_t>();
+  h.stage_bytes = r.get<std::uint64_t>();
+  h.regions_offset = r.get<std::uint64_t>();
+  h.regions_bytes = r.get<std::uint64_t>();
+  h.copy_bytes = r.get<std::uint64_t>();
+  h.block_bytes = r.get<std::uint64_t>();
+  const std::size_t covered = r.used();
+  if (r.get<std::uint32_t>() != crc32(page, covered)) return {};
+  if (h.block_bytes == 0 || h.rank < 0 || h.rank >= h.nranks) return {};
+  return h;
+}
+
+std::string format_manifest(const DrainManifest& m) {
+  std::string text = fmt::format("{}\njob {}\nrun {:016x}\nepoch {}\nranks {}\n",
+                                 kManifestFirstLine, m.job, m.run, m.epoch, m.digests.size());
+  for (std::size_t r = 0; r < m.digests.size(); ++r)
+    text += fmt::format("rank {} digest {:016x}\n", r, m.digests[r]);
+  text += fmt::format("crc {:08x}\n", crc32(text.data(), text.size()));
+  return text;
+}
+
+std::optional<DrainManifest> parse_manifest(const std::string& text) {
+  const auto last = text.rfind("crc ");
+  if (last == std::string::npos || text.empty() || text.back() != '\n') return {};
+  std::uint32_t crc = 0;
+  if (std::sscanf(text.c_str() + last, "crc %8x\n", &crc) != 1 || crc != crc32(text.data(), last)) {
+    return {};
+  }
+  std::istringstream in(text.substr(0, last));
+  std::string line;
+  if (!std::getline(in, line) || line != kManifestFirstLine) return {};
+  DrainManifest m;
+  std::string key;
+  std::size_t ranks = 0;
+  in >> key >> m.job;
+  if (key != "job") return {};
+  in >> key >> std::hex >> m.run >> std::dec;
+  if (key != "run") return {};
+  in >> key >> m.epoch;
+  if (key != "epoch") return {};
+  in >> key >> ranks;
+  if (key != "ranks" || !in) return {};
+  for (std::size_t r = 0; r < ranks; ++r) {
+    std::size_t rank = 0;
+    std::string word;
+    std::uint64_t digest = 0;
+    in >> key >> rank >> word >> std::hex >> digest >> std::dec;
+    if (!in || key != "rank" || rank != r || word != "digest") return {};
+    m.digests.push_back(digest);
+  }
+  return m;
+}
+
+fs::path drain_job_dir(const fs::path& dir, const std::string& job) {
+  return dir / job;
+}
+
+fs::path drain_epoch_dir(const fs::path& dir, const std::string& job, std::uint64_t epoch) {
+  return drain_job_dir(dir, job) / fmt::format("epoch-{:012}", epoch);
+}
+
+fs::path drain_rank_file(const fs::path& epoch_dir, int rank) {
+  return epoch_dir / fmt::format("rank-{:06}.skt", rank);
+}
+
+std::uint64_t write_drain_file(const fs::path& epoch_dir, const DrainFileHeader& header,
+                               const std::byte* copy, const std::atomic<bool>* cancelled,
+                               const DrainProgress& progress) {
+  make_directories(epoch_dir);
+  const fs::path final_path = drain_rank_file(epoch_dir, header.rank);
+  const fs::path part = fs::path(final_path.string() + ".part");
+  FileDescriptor fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) throw system_failure("cannot create", part);
+  try {
+    std::vector<std::uint32_t> crcs(header.blocks());
+    const std::uint64_t data = header.data_offset();
+    for (std::uint64_t b = 0; b < crcs.size(); ++b) {
+      if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
+        throw std::runtime_error(fmt::format("the drain of epoch {} was abandoned", header.epoch));
+      }
+      const std::uint64_t offset = b * header.block_bytes;
+      const auto n =
+          static_cast<std::size_t>(std::min(header.block_bytes, header.copy_bytes - offset));
+      crcs[b] = crc32(copy + offset, n);
+      write_all(fd.get(), copy + offset, n, data + offset, part);
+      if (progress) progress(b + 1, crcs.size());
+    }
+    std::vector<std::byte> head(kDrainHeaderBytes);
+    encode_drain_header(head.data(), header);
+    write_all(fd.get(), reinterpret_cast<const std::byte*>(crcs.data()),
+              crcs.size() * sizeof(std::uint32_t), kDrainHeaderBytes, part);
+    write_all(fd.get(), head.data(), head.size(), 0, part);
+    if (::fdatasync(fd.get()) != 0) throw system_failure("cannot sync", part);
+    if (::close(fd.release()) != 0) throw system_failure("cannot close", part);
+    if (::rename(part.c_str(), final_path.c_str()) != 0)
+      throw system_failure("cannot rename", part);
+    sync_directory(epoch_dir);
+    return file_digest(head.data(), crcs);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(part, ignored);
+    throw;
+  }
+}
+
+void write_manifest(const fs::path& epoch_dir, const DrainManifest& manifest) {
+  const fs::path final_path = epoch_dir / kManifestName;
+  const fs::path part = epoch_dir / (std::string(kManifestName) + ".part");
+  const std::string text = format_manifest(manifest);
+  FileDescriptor fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) throw system_failure("cannot create", part);
+  write_all(fd.get(), reinterpret_cast<const std::byte*>(text.data()), text.size(), 0, part);
+  if (::fsync(fd.get()) != 0) throw system_failure("cannot sync", part);
+  if (::close(fd.release()) != 0) throw system_failure("cannot close", part);
+  if (::rename(part.c_str(), final_path.c_str()) != 0) throw system_failure("cannot rename", part);
+  sync_directory(epoch_dir);
+}
+
+std::vector<fs::path> epoch_dirs(const fs::path& dir, const std::string& job) {
+  std::vector<std::pair<std::uint64_t, fs::path>> found;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(drain_job_dir(dir, job), error)) {
+    const auto epoch = epoch_of_name(entry.path().filename().string());
+    if (epoch && entry.is_directory()) found.emplace_back(*epoch, entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& f : found)
+    out.push_back(std::move(f.second));
+  return out;
+}
+
+std::vector<DrainedEpoch> complete_epochs(const fs::path& dir, const std::string& job) {
+  std::vector<DrainedEpoch> out;
+  const auto dirs = epoch_dirs(dir, job);
+  for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+    std::ifstream in(*it / kManifestName, std::ios::binary);
+    if (!in) continue;
+    std::ostringstream text;
+    text << in.rdbuf();
+    auto manifest = parse_manifest(text.str());
+    if (!manifest || manifest->job != job ||
+        epoch_of_name(it->filename().string()) != manifest->epoch) {
+      continue;
+    }
+    out.push_back({*it, std::move(*manifest)});
+  }
+  return out;
+}
+
+DrainFileHeader read_drain_file(const DrainedEpoch& epoch, int rank, const BlockSink& deliver) {
+  const DrainManifest& m = epoch.manifest;
+  const fs::path path = drain_rank_file(epoch.dir, rank);
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw system_failure("cannot open", path);
+  std::vector<std::byte> head(kDrainHeaderBytes);
+  if (!read_all(fd.get(), head.data(), head.size(), 0, path)) {
+    throw std::runtime_error(fmt::format("{} is truncated (no whole header)", path.string()));
+  }
+  const auto header = decode_drain_header(head.data());
+  if (!header) {
+    throw std::runtime_error(fmt::format("{} has no valid header (damaged)", path.string()));
+  }
+  if (header->job != m.job || header->run != m.run || header->epoch != m.epoch ||
+      header->rank != rank || header->nranks != m.nranks()) {
+    throw std::runtime_error(fmt::format(
+        "{} belongs elsewhere: job '{}' run {:016x} epoch {} rank {} of {}, the manifest says job "
+        "'{}' run {:016x} epoch {} rank {} of {}",
+        path.string(), header->job, header->run, header->epoch, header->rank, header->nranks, m.job,
+        m.run, m.epoch, rank, m.nranks()));
+  }
+  std::vector<std::uint32_t> crcs(header->blocks());
+  if (!read_all(fd.get(), reinterpret_cast<std::byte*>(crcs.data()),
+                crcs.size() * sizeof(std::uint32_t), kDrainHeaderBytes, path)) {
+    throw std::runtime_error(fmt::format("{} is truncated (in its block CRCs)", path.string()));
+  }
+  if (file_digest(head.data(), crcs) != m.digests[static_cast<std::size_t>(rank)]) {
+    throw std::runtime_error(
+        fmt::format("{} is not the file the manifest recorded (its header or block CRCs differ)",
+                    path.string()));
+  }
+  std::vector<std::byte> block(static_cast<std::size_t>(header->block_bytes));
+  const std::uint64_t data = header->data_offset();
+  for (std::uint64_t b = 0; b < crcs.size(); ++b) {
+    const std::uint64_t offset = b * header->block_bytes;
+    const auto n =
+        static_cast<std::size_t>(std::min(header->block_bytes, header->copy_bytes - offset));
+    if (!read_all(fd.get(), block.data(), n, data + offset, path)) {
+      throw std::runtime_error(
+          fmt::format("{} is truncated: it ends in block {} of {}", path.string(), b, crcs.size()));
+    }
+    if (crc32(block.data(), n) != crcs[b]) {
+      throw std::runtime_error(
+          fmt::format("{} is damaged: block {} (bytes {} to {} of the copy) does not match its CRC",
+                      path.string(), b, offset, offset + n));
+    }
+    if (deliver) deliver(offset, block.data(), n);
+  }
+  return *header;
+}
+
+std::optional<std::uint64_t> drained_file_digest(const fs::path& epoch_dir, int rank,
+                                                 std::uint64_t run, std::uint64_t epoch,
+                                                 int nranks) {
+  const fs::path path = drain_rank_file(epoch_dir, rank);
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return {};
+  std::vector<std::byte> head(kDrainHeaderBytes);
+  if (!read_all(fd.get(), head.data(), head.size(), 0, path)) return {};
+  const auto header = decode_drain_header(head.data());
+  if (!header || header->run != run || header->epoch != epoch || header->rank != rank ||
+      header->nranks != nranks) {
+    return {};  // another run's file, which this run's will replace
+  }
+  std::vector<std::uint32_t> crcs(header->blocks());
+  if (!read_all(fd.get(), reinterpret_cast<std::byte*>(crcs.data()),
+                crcs.size() * sizeof(std::uint32_t), kDrainHeaderBytes, path)) {
+    return {};
+  }
+  return file_digest(head.data(), crcs);
+}
+
+bool complete_when_drained(const fs::path& epoch_dir, const std::string& job, std::uint64_t run,
+                           std::uint64_t epoch, int nranks, const std::atomic<bool>& cancelled) {
+  DrainManifest manifest{job, run, epoch,
+                         std::vector<std::uint64_t>(static_cast<std::size_t>(nranks))};
+  for (int rank = 0; rank < nranks;) {
+    if (cancelled.load(std::memory_order_relaxed)) return false;
+    if (const auto digest = drained_file_digest(epoch_dir, rank, run, epoch, nranks)) {
+      manifest.digests[static_cast<std::size_t>(rank)] = *digest;
+      ++rank;
+    } else {
+      // The other ranks write at the speed of the same storage: a short poll costs nothing.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  write_manifest(epoch_dir, manifest);
+  const fs::path root = epoch_dir.parent_path().parent_path();
+  for (const auto& other : epoch_dirs(root, job)) {
+    std::error_code ignored;
+    if (other != epoch_dir) fs::remove_all(other, ignored);
+  }
+  return true;
+}
+
+DrainWriter::~DrainWriter() {
+  abandon();
+}
+
+void DrainWriter::start(fs::path epoch_dir, DrainFileHeader header, const std::byte* copy,
+                        DrainProgress progress, bool completes) {
+  abandon();
+  cancelled_ = false;
+  file_done_ = false;
+  outcome_ = Outcome{};
+  outcome_.epoch = header.epoch;
+  outcome_.bytes = header.file_bytes();
+  thread_ = std::thread([this, dir = std::move(epoch_dir), header = std::move(header), copy,
+                         progress = std::move(progress), completes] {
+    const auto begin = std::chrono::steady_clock::now();
+    std::optional<std::uint64_t> digest;
+    std::string error;
+    try {
+      digest = write_drain_file(dir, header, copy, &cancelled_, progress);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    {
+      const std::lock_guard lock(mutex_);
+      outcome_.digest = digest;
+      outcome_.error = error;
+      outcome_.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      file_done_ = true;
+    }
+    file_written_.notify_all();
+    if (!completes || !digest) return;
+    try {
+      const bool completed = complete_when_drained(dir, header.job, header.run, header.epoch,
+                                                   header.nranks, cancelled_);
+      const std::lock_guard lock(mutex_);
+      outcome_.completed = completed;
+    } catch (const std::exception& e) {
+      const std::lock_guard lock(mutex_);
+      outcome_.manifest_error = e.what();
+    }
+  });
+}
+
+DrainWriter::Outcome DrainWriter::wait_file() {
+  std::unique_lock lock(mutex_);
+  file_written_.wait(lock, [&] { return file_done_ || !thread_.joinable(); });
+  return outcome_;
+}
+
+DrainWriter::Outcome DrainWriter::wait() {
+  if (thread_.joinable()) thread_.join();
+  return outcome_;
+}
+
+void DrainWriter::abandon() {
+  cancelled_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace skt

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""The storage level (SKT_DRAIN_DIR): committed copies drained to files in the background, and
+restored when memory cannot serve. Two members of one XOR group lost, the whole job gone with its
+segments (other nodes), a rank killed in the middle of a drain, a damaged drained file, a drain
+directory that cannot be written, or that is full, a relaunch with another number of ranks, a
+first launch over an earlier run's drains, and skt-drain's list, verify and remove. Every
+relaunch that restores must print the result of a run without failure (and, with
+--verify-recovery, replay the computation to the restored iteration and compare byte for byte);
+every one that cannot must say why, with the right exit code, and change nothing."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import harness
+
+# Checkpoints at iterations 2, 4, 6, ... (epochs 1, 2, 3, ...); every second one is drained. A
+# drained epoch is complete once every rank's file is written, at the latest when the next
+# checkpoint begins (it waits for the drain): a crash at iteration 11 finds epoch 5 committed in
+# memory and epoch 4 complete in storage, the older drained epoch 2 removed.
+APP_ARGS = ["--iterations", "12", "--checkpoint-every", "2", "--bytes", "300000"]
+NODES = [f"n{r}" for r in range(4)]  # G=2: groups {0,2} and {1,3}
+
+
+class Drains:
+    def __init__(self, options, root):
+        self.tool = options.drain
+        self.root = root
+
+    def env(self, job, **extra):
+        return dict({"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_DRAIN_DIR": self.root,
+                     "SKT_DRAIN_EVERY": "2"}, **extra)
+
+    def run(self, *args):
+        return subprocess.run([self.tool, *args, "--dir", self.root], capture_output=True, text=True)
+
+    def epoch_file(self, job, epoch, rank):
+        return os.path.join(self.root, job, f"epoch-{epoch:012d}", f"rank-{rank:06d}.skt")
+
+
+def crashed_first_launch(cluster, drains, checks, job, nodes, extra_env=None, args=None):
+    run = cluster.launch(nodes, args or APP_ARGS + ["--crash-at", "11", "--crash-rank", "1"],
+                         drains.env(job, SKT_RESTART="0", **(extra_env or {})))
+    checks.expect(run.code not in (0, 2, 3) and not run.hung, f"{job}: the first launch crashed", run)
+    return run
+
+
+def beyond_tolerance(cluster, drains, checks, reference):
+    job = cluster.new_job("beyond")
+    nodes = list(NODES)
+    try:
+        crashed_first_launch(cluster, drains, checks, job, nodes)
+        listed = drains.run("list", "--job", job).stdout
+        checks.expect(re.search(r"\s4\s+complete\s+4\s", listed) and
+                      not re.search(r"\s2\s+(in)?complete\s", listed),
+                      "skt-drain list: epoch 4 complete on 4 ranks, the older epoch 2 removed", listed)
+        for r in (1, 3):
+            cluster.lose_node(job, nodes[r])
+            nodes[r] += "x"
+        run = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], drains.env(job, SKT_RESTART="1"))
+        checks.expect(run.code == 0 and run.result == reference and run.epoch == 4,
+                      "ranks 1 and 3 (one XOR group) lost: epoch 4 restored from storage, the same "
+                      "result, replayed byte for byte", run)
+        checks.expect("restoring drained epoch 4 from storage" in run.err and "group 1 lost" in run.err,
+                      "the relaunch says memory could not serve (group 1 lost) and storage did", run)
+    finally:
+        cluster.clean(job)
+        drains.run("remove", "--job", job)
+
+
+def whole_job_elsewhere(cluster, drains, checks, reference):
+    job = cluster.new_job("elsewhere")
+    try:
+        crashed_first_launch(cluster, drains, checks, job, NODES)
+        cluster.clean(job)  # every node's memory is gone: a new allocation
+        checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
+        others = [f"m{r}" for r in range(4)]
+        first = cluster.launch(others, APP_ARGS, drains.env(job, SKT_RESTART="0"))
+        checks.expect(first.code == 2 and "SKT_RESTART=0" in first.err and "skt-drain remove" in first.err,
+                      "a first launch (SKT_RESTART=0) over the drains of an earlier run is refused "
+                      "(exit 2) and says how to remove them", first)
+        cluster.clean(job)
+        fewer = cluster.launch(others[:2], APP_ARGS, drains.env(job, SKT_RESTART="1"))
+        checks.expect(fewer.code == 2 and "written by 4 ranks, this run has 2" in fewer.err,
+                      "a relaunch on 2 ranks is refused (exit 2): the epoch was drained by 4", fewer)
+        cluster.clean(job)
+        run = cluster.launch(others, APP_ARGS + ["--verify-recovery"], drains.env(job, SKT_RESTART="1"))
+        checks.expect(run.code == 0 and run.result == reference and run.epoch == 4,
+                      "the whole job relaunched on other nodes with nothing in memory: epoch 4 from "
+                      "storage, the same result", run)
+    finally:
+        cluster.clean(job)
+        drains.run("remove", "--job", job)
+
+
+def killed_mid_drain(cluster, drains, checks, reference):
+    job = cluster.new_job("middrain")
+    nodes = list(NODES)
+    try:
+        # Rank 1 dies while it writes its file of epoch 4; epoch 2 is the last complete one.
+        first = cluster.launch(nodes, APP_ARGS, drains.env(job, SKT_RESTART="0", SKT_FAULT="drain:1:4"))
+        checks.expect(first.code not in (0, 2, 3) and not first.hung,
+                      "rank 1 killed in the middle of draining epoch 4", first)
+        epoch4 = os.path.dirname(drains.epoch_file(job, 4, 1))
+        checks.expect(not os.path.exists(os.path.join(epoch4, "MANIFEST")) and
+                      not os.path.exists(drains.epoch_file(job, 4, 1)),
+                      "epoch 4 has no manifest and rank 1's file never got its name")
+        for r in (1, 3):
+            cluster.lose_node(job, nodes[r])
+            nodes[r] += "x"
+        run = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], drains.env(job, SKT_RESTART="1"))
+        checks.expect(run.code == 0 and run.result == reference and run.epoch == 2,
+                      "then one group lost: the previous complete epoch (2) is restored, the same "
+                      "result", run)
+    finally:
+        cluster.clean(job)
+        drains.run("remove", "--job", job)
+
+
+def damaged_file(cluster, drains, checks):
+    job = cluster.new_job("damaged")
+    nodes = list(NODES)
+    try:
+        crashed_first_launch(cluster, drains, checks, job, nodes)
+        victim = drains.epoch_file(job, 4, 3)
+        with open(victim, "r+b") as f:
+            f.seek(os.path.getsize(victim) - 1000)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0x10]))
+        verify = drains.run("verify", "--job", job)
+        checks.expect(verify.returncode == 1 and "rank     3: DAMAGED" in verify.stdout and
+                      "does not match its CRC" in verify.stdout,
+                      "skt-drain verify finds the flipped bit in rank 3's file (exit 1)",
+                      verify.stdout + verify.stderr)
+        for r in (1, 3):
+            cluster.lose_node(job, nodes[r])
+            nodes[r] += "x"
+        survivors = cluster.digests(job)
+        run = cluster.launch(nodes, APP_ARGS, drains.env(job, SKT_RESTART="1"))
+        checks.expect(run.code == 3 and run.result is None and "rank-000003.skt is damaged" in run.err
+                      and "group 1 lost" in run.err,
+                      "one group lost and rank 3's drained file damaged: refused as unrecoverable "
+                      "(exit 3), naming the file and the lost group, no result", run)
+        checks.expect(cluster.digests(job) == survivors and len(survivors) > 0,
+                      f"the survivors' {len(survivors)} segments are untouched by the refusal")
+    finally:
+        cluster.clean(job)
+        drains.run("remove", "--job", job)
+
+
+def unwritable_and_full(cluster, drains, checks, reference, root):
+    job = cluster.new_job("nowrite")
+    blocker = os.path.join(root, "a-file")
+    with open(blocker, "w") as f:
+        f.write("not a directory\n")
+    try:
+        run = cluster.launch(NODES, APP_ARGS, drains.env(job, SKT_RESTART="0",
+                                                         SKT_DRAIN_DIR=os.path.join(blocker, "drains")))
+        reports = run.err.count("the drain of epoch")
+        checks.expect(run.code == 0 and run.result == reference and reports == 1 and
+                      "Not a directory" in run.err,
+                      "a drain directory that cannot be created: the run ends with the same result, "
+                      "the error reported once, clearly", run)
+    finally:
+        cluster.clean(job)
+    job = cluster.new_job("full")
+    try:
+        # Rank 0's file of epoch 2 goes to a device that is always full.
+        part = drains.epoch_file(job, 2, 0) + ".part"
+        os.makedirs(os.path.dirname(part))
+        os.symlink("/dev/full", part)
+        run = cluster.launch(NODES, APP_ARGS + ["--crash-at", "11", "--crash-rank", "2"],
+                             drains.env(job, SKT_RESTART="0"))
+        checks.expect(run.code not in (0, 2, 3) and run.err.count("the drain of epoch 2") == 1 and
+                      "No space left on device" in run.err,
+                      "a full disk for epoch 2: reported once (then the run crashed as staged)", run)
+        listed = drains.run("list", "--job", job).stdout
+        checks.expect(re.search(r"\s4\s+complete\s", listed) and
+                      not re.search(r"\s2\s+(in)?complete\s", listed),
+                      "the next drain (epoch 4) completed; nothing of epoch 2 is kept", listed)
+        nodes = list(NODES)
+        for r in (0, 2):
+            cluster.lose_node(job, nodes[r])
+            nodes[r] += "x"
+        again = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], drains.env(job, SKT_RESTART="1"))
+        checks.expect(again.code == 0 and again.result == reference and again.epoch == 4,
+                      "then group 0 lost: epoch 4 from storage, the same result", again)
+    finally:
+        cluster.clean(job)
+        drains.run("remove", "--job", job)
+
+
+def tool_usage(drains, checks):
+    bare = subprocess.run([drains.tool, "list"], capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "SKT_DRAIN_DIR"})
+    checks.expect(bare.returncode == 2 and "give --dir or set SKT_DRAIN_DIR" in bare.stderr,
+                  "skt-drain without a directory says what to give (exit 2)", bare.stderr)
+    missing = drains.run("verify", "--job", "nothing-here")
+    checks.expect(missing.returncode == 2 and "holds no complete drained epoch" in missing.stderr,
+                  "skt-drain verify of a job with no drain: exit 2 and why", missing.stderr)
+
+
+def main(argv):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--drain", required=True, help="the skt-drain tool")
+    own, rest = parser.parse_known_args(argv)
+    options = harness.arguments(rest)
+    options.drain = own.drain
+    cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
+    checks = harness.Checks()
+    root = tempfile.mkdtemp(prefix="skt-drain-e2e-")
+    try:
+        drains = Drains(options, root)
+        reference = cluster.reference(4, APP_ARGS)
+        beyond_tolerance(cluster, drains, checks, reference)
+        whole_job_elsewhere(cluster, drains, checks, reference)
+        killed_mid_drain(cluster, drains, checks, reference)
+        damaged_file(cluster, drains, checks)
+        unwritable_and_full(cluster, drains, checks, reference, root)
+        tool_usage(drains, checks)
+        leftover = [d for d in os.listdir(root) if d != "a-file"]
+        checks.expect(not leftover, "every job's drains were removed", str(leftover))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return harness.report_failures(checks.failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

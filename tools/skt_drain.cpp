@@ -1,0 +1,160 @@
+// skt-drain: the epochs that selfckpt drained to storage (SKT_DRAIN_DIR): list them, verify their
+// files against their manifests and block CRCs, remove them.
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "libselfckpt/src/config.hpp"
+#include "libselfckpt/src/drain.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Selection {
+  std::string dir;
+  std::string job;
+  std::optional<std::uint64_t> epoch;
+};
+
+std::uint64_t bytes_under(const fs::path& dir) {
+  std::uint64_t total = 0;
+  std::error_code error;
+  for (const auto& entry : fs::recursive_directory_iterator(dir, error)) {
+    if (entry.is_regular_file(error)) total += entry.file_size(error);
+  }
+  return total;
+}
+
+std::vector<std::string> jobs_in(const Selection& s) {
+  if (!s.job.empty()) return {s.job};
+  std::vector<std::string> jobs;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(s.dir, error)) {
+    if (entry.is_directory() && skt::valid_job_tag(entry.path().filename().string())) {
+      jobs.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(jobs.begin(), jobs.end());
+  return jobs;
+}
+
+int list(const Selection& s) {
+  fmt::print("{:<24} {:>12} {:<10} {:>6} {:>14}\n", "job", "epoch", "state", "ranks", "bytes");
+  for (const auto& job : jobs_in(s)) {
+    const auto complete = skt::complete_epochs(s.dir, job);
+    for (const auto& dir : skt::epoch_dirs(s.dir, job)) {
+      const auto it = std::find_if(complete.begin(), complete.end(),
+                                   [&](const skt::DrainedEpoch& d) { return d.dir == dir; });
+      std::size_t files = 0;
+      std::error_code error;
+      for (const auto& entry : fs::directory_iterator(dir, error))
+        files += entry.path().extension() == ".skt" ? 1 : 0;
+      const std::string epoch = dir.filename().string().substr(6);
+      fmt::print(
+          "{:<24} {:>12} {:<10} {:>6} {:>14}\n", job, std::stoull(epoch),
+          it != complete.end() ? "complete" : "incomplete",
+          it != complete.end() ? std::to_string(it->manifest.nranks()) : fmt::format("{} f", files),
+          bytes_under(dir));
+    }
+  }
+  return 0;
+}
+
+// Exit 0: every file of the epoch is whole; 1: some file is damaged or missing; 2: no complete
+// epoch to verify.
+int verify(const Selection& s) {
+  const auto complete = skt::complete_epochs(s.dir, s.job);
+  const auto it = std::find_if(complete.begin(), complete.end(), [&](const skt::DrainedEpoch& d) {
+    return !s.epoch || d.manifest.epoch == *s.epoch;
+  });
+  if (it == complete.end()) {
+    fmt::print(stderr, "skt-drain: {} holds no complete drained epoch{} of job '{}'\n",
+               skt::drain_job_dir(s.dir, s.job).string(),
+               s.epoch ? fmt::format(" {}", *s.epoch) : std::string(), s.job);
+    return 2;
+  }
+  int damaged = 0;
+  for (int rank = 0; rank < it->manifest.nranks(); ++rank) {
+    try {
+      const auto header = skt::read_drain_file(*it, rank, {});
+      fmt::print("rank {:>5}: ok, {} bytes in {} blocks (group {} member {})\n", rank,
+                 header.copy_bytes, header.blocks(), header.group, header.member);
+    } catch (const std::exception& e) {
+      ++damaged;
+      fmt::print("rank {:>5}: DAMAGED: {}\n", rank, e.what());
+    }
+  }
+  fmt::print("epoch {} of job '{}': {} of {} files whole\n", it->manifest.epoch, s.job,
+             it->manifest.nranks() - damaged, it->manifest.nranks());
+  return damaged == 0 ? 0 : 1;
+}
+
+int remove(const Selection& s) {
+  std::error_code error;
+  if (s.epoch) {
+    const fs::path dir = skt::drain_epoch_dir(s.dir, s.job, *s.epoch);
+    if (!fs::exists(dir)) {
+      fmt::print(stderr, "skt-drain: no drained epoch {} of job '{}' in {}\n", *s.epoch, s.job,
+                 s.dir);
+      return 1;
+    }
+    const auto removed = fs::remove_all(dir, error);
+    fmt::print("removed epoch {} of job '{}' ({} files)\n", *s.epoch, s.job, removed);
+    return error ? 1 : 0;
+  }
+  const fs::path dir = skt::drain_job_dir(s.dir, s.job);
+  const auto removed = fs::remove_all(dir, error);
+  if (error) {
+    fmt::print(stderr, "skt-drain: cannot remove {}: {}\n", dir.string(), error.message());
+    return 1;
+  }
+  fmt::print("removed the drained epochs of job '{}' ({} files and directories)\n", s.job, removed);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "skt-drain: the checkpoints selfckpt drained to storage (SKT_DRAIN_DIR), one directory per "
+      "job and epoch. An epoch is complete once its manifest is written (at the checkpoint after "
+      "its drain ended); a relaunch restores the newest complete one when memory cannot serve."};
+  app.require_subcommand(1);
+  Selection s;
+  if (const char* env = std::getenv("SKT_DRAIN_DIR")) s.dir = env;
+  const auto common = [&](CLI::App* command, bool job_required) {
+    command->add_option("--dir", s.dir, "the drain directory (default: $SKT_DRAIN_DIR)");
+    auto* job = command->add_option("--job", s.job, "job tag (SKT_JOB)");
+    if (job_required) job->required();
+  };
+  auto* list_cmd = app.add_subcommand("list", "drained epochs, complete or not, per job");
+  common(list_cmd, false);
+  auto* verify_cmd = app.add_subcommand(
+      "verify",
+      "read every rank's file of the newest complete epoch (or --epoch) and check it against the "
+      "manifest and its block CRCs. Exit status 0: whole; 1: a file is damaged or missing; 2: no "
+      "complete epoch");
+  common(verify_cmd, true);
+  verify_cmd->add_option("--epoch", s.epoch, "this epoch instead of the newest complete one");
+  auto* remove_cmd = app.add_subcommand("remove", "remove a job's drained epochs (or one)");
+  common(remove_cmd, true);
+  remove_cmd->add_option("--epoch", s.epoch, "only this epoch");
+  CLI11_PARSE(app, argc, argv);
+  if (s.dir.empty()) {
+    fmt::print(stderr, "skt-drain: no drain directory: give --dir or set SKT_DRAIN_DIR\n");
+    return 2;
+  }
+  if (!s.job.empty() && !skt::valid_job_tag(s.job)) {
+    fmt::print(stderr, "skt-drain: '{}' is not a job tag\n", s.job);
+    return 2;
+  }
+  if (list_cmd->parsed()) return list(s);
+  if (verify_cmd->parsed()) return verify(s);
+  return remove(s);
+}
