@@ -46,6 +46,15 @@ def hpl_dat(n, nb, p, q):
         f"{str(v):<12} {w}\n" for v, w in values)
 
 
+def write_csv(path, records):
+    """Records (dicts with the same keys) as CSV, numbers with 4 decimals."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(records[0].keys()))
+        writer.writeheader()
+        for r in records:
+            writer.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
 def say(text):
     print(text, flush=True)
 
@@ -94,7 +103,7 @@ class Runner:
     def xhpl(self, xhpl, directory, ranks, threads):
         return self.run(self.mpirun(ranks, threads) + ["-n", str(ranks), str(xhpl)], directory)
 
-    def skt(self, directory, ranks, threads, every, job):
+    def skt(self, directory, ranks, threads, every, job, extra_env=None):
         base = self.mpirun(ranks, threads)
         args = ["--no-checkpoint"] if every == 0 else ["--checkpoint-every", str(every)]
         command = list(base)
@@ -103,7 +112,7 @@ class Runner:
             if r + 1 < ranks:
                 command.append(":")
         env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2" if ranks >= 2 else "1", "SKT_LOG": "warn"}
-        return self.run(command, directory, env)
+        return self.run(command, directory, dict(env, **(extra_env or {})))
 
     def bench_hpl(self, n, p, q, threads, parts):
         command = self.mpirun(p * q, threads) + ["-n", str(p * q), self.options.bench_hpl, "--n", str(n),
@@ -203,15 +212,8 @@ def main(argv):
             + (f", with checkpoints every {every} panels {ckpt_ratio:.3f}" if ckpt_ratio else "")
             + f"; DGEMM {dgemm:.2f} Gflops: efficiency SKT {row['SKT efficiency']:.3f}, "
               f"netlib {row['netlib efficiency']:.3f}" + (f"; PDGESV {pdgesv:.2f} Gflops" if pdgesv else ""))
-    with open(out / "hpl-netlib.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(summary[0].keys()))
-        writer.writeheader()
-        for r in summary:
-            writer.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
-    with open(out / "hpl-netlib-runs.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["config", "pair", "run", "seconds", "Gflops"])
-        writer.writeheader()
-        writer.writerows(records)
+    write_csv(out / "hpl-netlib.csv", summary)
+    write_csv(out / "hpl-netlib-runs.csv", records)
     lines = [f'"{r["config"]}" {r["netlib Gflops"]:.2f} {r["SKT-HPL Gflops"]:.2f} '
              f'{r["SKT ckpt Gflops"] or 0:.2f} {r["DGEMM Gflops"]:.2f}' for r in summary]
     plot.histogram(out / "hpl-netlib.png", "SKT-HPL and netlib HPL 2.3 (medians), and the DGEMM rate",

@@ -131,6 +131,13 @@ plot (x-1)/(2*x) lw 2 title "self (G-1)/(2G)", (x-1)/(3*x-1) lw 2 title "double 
         histogram(d / "hpl.png", "SKT-HPL, PDGESV and the DGEMM rate (Gflops)", "Gflops", lines,
                   "set key off\nset xtics rotate by -35\nset yrange [0:*]", "using 2:xtic(1)")
         made.append("hpl.png")
+    if (d / "drain.csv").exists():
+        t = rows(d / "drain.csv")
+        lines = [f'"{r["ranks"]} ranks, {r["MiB/rank"]} MiB each" {r["drain MB/s"]} {r["plain MB/s"]}' for r in t]
+        histogram(d / "drain.png", "Writing a committed copy to storage, per rank (MB/s)", "MB/s", lines,
+                  "set key outside right\nset yrange [0:*]",
+                  "using 2:xtic(1) title 'drained file (CRCs, sync, rename)', '' using 3 title 'plain file'")
+        made.append("drain.png")
     print("plots: " + ", ".join(str(d / m) for m in made))
 
 

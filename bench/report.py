@@ -108,6 +108,27 @@ def main(directory, target):
                  "ratios; efficiency is Gflops / the DGEMM rate of the same processes; PDGESV (bench-hpl) "
                  "where N allows. Every run: `hpl-netlib-runs.csv`.", "hpl-netlib", ["hpl-netlib"])
 
+    if os.path.exists(os.path.join(d, "drain.csv")):
+        md.append("## Drains to storage\n")
+        measured("bench-drain", " — each rank's committed copy written as a drained file (block CRCs, "
+                 "sync, rename: the drain's own writer) against the same bytes written as a plain file "
+                 "(`dd bs=1M conv=fdatasync`-like) into the same directory by the same ranks at once, "
+                 "alternating; medians.", "drain", ["drain"])
+        for name, what in (("drain-slowdown", "A memory-bound stencil checkpointed every 40 sweeps, run "
+                            "alternately without drains and with a drain of every second checkpoint; the "
+                            "checkpoint time includes waiting for a drain still in flight; medians."),
+                           ("drain-restore", "A relaunch's recovery: from memory after one node was lost "
+                            "(its group rebuilds it), and from storage with every node's memory gone and the "
+                            "page cache dropped; both restore the same epoch, checked equal.")):
+            if os.path.exists(os.path.join(d, name + ".csv")):
+                records = rows(os.path.join(d, name + ".csv"))
+                md.append(what + "\n")
+                md.append(table(records, list(records[0].keys())) + "\n")
+        if os.path.exists(os.path.join(d, "hpl-drain.csv")):
+            measured("hpl_drain.py", " — SKT-HPL with a checkpoint every tenth of the panels, alternately "
+                     "without drains and with a drain of every k-th checkpoint; medians of the pairs. Every "
+                     "run: `hpl-drain-runs.csv`.", "hpl-drain", ["hpl-drain"])
+
     md.append("## The restart daemon\n")
     md.append(command("tools/demo.sh") + " — SKT-HPL under `skt-run` on 4 virtual nodes: node n2 killed, "
               "then rank 1 stopped.\n")

@@ -49,6 +49,9 @@ done
     --changes-csv "$out/checkpoint-changes.csv"
   skt_say "finding what changed: comparing with the committed copy vs the kernel's write tracking"
   "$bin/bench-tracking" --mib 256 --csv "$out/tracking.csv"
+  skt_say "drains to storage: bandwidth against a plain write, slowdown, recovery from storage"
+  mpirun -n 2 --bind-to core "$bin/bench-drain" --mib "$((mib * 8))" --dir "${SKT_BENCH_DRAIN_DIR:-/var/tmp/skt-bench-drain}" \
+    --csv "$out/drain.csv" --slowdown-csv "$out/drain-slowdown.csv" --restore-csv "$out/drain-restore.csv"
   if [ -n "$hpl_n" ]; then
     skt_say "SKT-HPL vs PDGESV and DGEMM, checkpoint overhead and traffic: N=$hpl_n, 2 ranks"
     mpirun -n 2 --bind-to core "$bin/bench-hpl" --n "$hpl_n" --csv "$out/hpl.csv"

@@ -877,8 +877,9 @@ int run(int argc, char** argv) {
                  "and exit");
   app.add_flag("--dry-run", o.dry_run, "print the launch command, and exit");
   app.add_flag("--fresh-if-unrecoverable", o.fresh_if_unrecoverable,
-               "when the program finds its checkpoint unrecoverable (exit 3), remove the job's "
-               "segments and start it afresh instead of stopping");
+               "when the program finds its checkpoint unrecoverable (exit 3: neither memory nor "
+               "storage could serve), remove the job's segments (and its drained epochs in "
+               "$SKT_DRAIN_DIR) and start it afresh instead of stopping");
   app.add_option("command", o.command, "the program and its arguments, after --")->expected(-1);
   try {
     app.parse(argc, argv);

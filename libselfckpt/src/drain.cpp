@@ -451,6 +451,7 @@ void DrainWriter::start(fs::path epoch_dir, DrainFileHeader header, const std::b
   abandon();
   cancelled_ = false;
   file_done_ = false;
+  ended_ = false;
   outcome_ = Outcome{};
   outcome_.epoch = header.epoch;
   outcome_.bytes = header.file_bytes();
@@ -473,16 +474,23 @@ void DrainWriter::start(fs::path epoch_dir, DrainFileHeader header, const std::b
       file_done_ = true;
     }
     file_written_.notify_all();
-    if (!completes || !digest) return;
-    try {
-      const bool completed = complete_when_drained(dir, header.job, header.run, header.epoch,
-                                                   header.nranks, cancelled_);
+    bool completed = false;
+    std::string manifest_error;
+    if (completes && digest) {
+      try {
+        completed = complete_when_drained(dir, header.job, header.run, header.epoch, header.nranks,
+                                          cancelled_);
+      } catch (const std::exception& e) {
+        manifest_error = e.what();
+      }
+    }
+    {
       const std::lock_guard lock(mutex_);
       outcome_.completed = completed;
-    } catch (const std::exception& e) {
-      const std::lock_guard lock(mutex_);
-      outcome_.manifest_error = e.what();
+      outcome_.manifest_error = manifest_error;
+      ended_ = true;
     }
+    thread_ended_.notify_all();
   });
 }
 
@@ -494,6 +502,16 @@ DrainWriter::Outcome DrainWriter::wait_file() {
 
 DrainWriter::Outcome DrainWriter::wait() {
   if (thread_.joinable()) thread_.join();
+  return outcome_;
+}
+
+DrainWriter::Outcome DrainWriter::wait_at_most(double seconds) {
+  {
+    std::unique_lock lock(mutex_);
+    thread_ended_.wait_for(lock, std::chrono::duration<double>(seconds),
+                           [&] { return ended_ || !thread_.joinable(); });
+  }
+  abandon();
   return outcome_;
 }
 

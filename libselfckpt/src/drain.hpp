@@ -145,6 +145,9 @@ class DrainWriter {
   Outcome wait_file();
   // Waits until the thread ends (for the completing rank: the manifest written, or failed).
   Outcome wait();
+  // As wait(), but the completing rank waits at most `seconds` for the other ranks' files and
+  // then abandons: for an end without an agreement, where another rank may have failed.
+  Outcome wait_at_most(double seconds);
   // Stops the drain at its next block, or its wait for the other ranks' files (its epoch stays
   // incomplete), and waits for the thread.
   void abandon();
@@ -155,6 +158,8 @@ class DrainWriter {
   std::mutex mutex_;
   std::condition_variable file_written_;
   bool file_done_ = false;
+  bool ended_ = false;  // the thread has nothing left to do
+  std::condition_variable thread_ended_;
   Outcome outcome_;
 };
 

@@ -882,10 +882,14 @@ void Session::finalize(bool discard) {
   if (discard) {
     drain_.abandon();  // the job is complete: its drained epochs are of no more use
     SKT_MPI(MPI_Barrier(comm_.get()));
-  } else {
-    // Without an agreement no manifest can be written: the epoch in flight stays incomplete, and
-    // the one before remains the newest that storage serves.
-    drain_.wait();
+  } else if (draining_) {
+    // The drain in flight is finished: a program that stops to resume elsewhere (the end of an
+    // allocation) finds its last epoch in storage. There is no agreement here (another rank may
+    // have failed), so rank 0 waits a bounded time for the other ranks' files: long enough for
+    // ranks that write at its own pace, and the epoch stays incomplete otherwise.
+    const DrainWriter::Outcome own = drain_.wait_file();
+    drain_.wait_at_most(10 + 4 * own.seconds);
+    draining_ = false;
   }
   if (discard || ephemeral_job_) {
     if (arena_) arena_->remove();

@@ -71,6 +71,14 @@ def beyond_tolerance(cluster, drains, checks, reference):
         drains.run("remove", "--job", job)
 
 
+def relaunched_elsewhere(cluster, drains, checks, job, reference, what):
+    """Every node's memory gone (a new allocation): the relaunch on other nodes restores epoch 4."""
+    cluster.clean(job)
+    others = [f"m{r}" for r in range(4)]
+    run = cluster.launch(others, APP_ARGS + ["--verify-recovery"], drains.env(job, SKT_RESTART="1"))
+    checks.expect(run.code == 0 and run.result == reference and run.epoch == 4, what, run)
+
+
 def whole_job_elsewhere(cluster, drains, checks, reference):
     job = cluster.new_job("elsewhere")
     try:
@@ -86,11 +94,26 @@ def whole_job_elsewhere(cluster, drains, checks, reference):
         fewer = cluster.launch(others[:2], APP_ARGS, drains.env(job, SKT_RESTART="1"))
         checks.expect(fewer.code == 2 and "written by 4 ranks, this run has 2" in fewer.err,
                       "a relaunch on 2 ranks is refused (exit 2): the epoch was drained by 4", fewer)
+        relaunched_elsewhere(cluster, drains, checks, job, reference,
+                             "the whole job relaunched on other nodes with nothing in memory: epoch 4 "
+                             "from storage, the same result")
+    finally:
         cluster.clean(job)
-        run = cluster.launch(others, APP_ARGS + ["--verify-recovery"], drains.env(job, SKT_RESTART="1"))
-        checks.expect(run.code == 0 and run.result == reference and run.epoch == 4,
-                      "the whole job relaunched on other nodes with nothing in memory: epoch 4 from "
-                      "storage, the same result", run)
+        drains.run("remove", "--job", job)
+
+
+def allocation_ends(cluster, drains, checks, reference):
+    job = cluster.new_job("allocend")
+    try:
+        # The program stops after iteration 8, whose checkpoint (epoch 4) is drained, and ends its
+        # context keeping the checkpoints (skt_finalize(ctx, 0)): the drain in flight is finished
+        # and completed. The allocation ends: every node's memory is gone.
+        first = cluster.launch(NODES, APP_ARGS + ["--stop-after", "8"], drains.env(job, SKT_RESTART="0"))
+        checks.expect(first.code == 0 and "STOPPED after iteration 8" in first.out,
+                      "a program stopping after iteration 8 keeps its checkpoints and exits 0", first)
+        relaunched_elsewhere(cluster, drains, checks, job, reference,
+                             "its last epoch (4), drained at the very end, restores on other nodes: the "
+                             "same result")
     finally:
         cluster.clean(job)
         drains.run("remove", "--job", job)
@@ -220,6 +243,7 @@ def main(argv):
         reference = cluster.reference(4, APP_ARGS)
         beyond_tolerance(cluster, drains, checks, reference)
         whole_job_elsewhere(cluster, drains, checks, reference)
+        allocation_ends(cluster, drains, checks, reference)
         killed_mid_drain(cluster, drains, checks, reference)
         damaged_file(cluster, drains, checks)
         unwritable_and_full(cluster, drains, checks, reference, root)

@@ -42,6 +42,9 @@ struct Options {
   bool uneven = false;
   std::uint64_t seed = 20181001;
   std::vector<std::string> pauses;  // "L:K": on launch L (SKT_RESTART), stop after iteration K
+  // On a first launch, end after this iteration (and its checkpoint) keeping the checkpoints, as a
+  // program does when its allocation ends: skt_finalize(ctx, 0), exit 0.
+  int stop_after = -1;
   // Before recovering, write into every region as real programs do (zero-filling containers,
   // initialisation code): "zero" or "random".
   std::string scribble;
@@ -65,12 +68,16 @@ Window stepped(const Options& o, std::size_t k, std::size_t size, std::uint64_t 
   return {begin, bytes};
 }
 
+// SKT_RESTART's value: 0 on a first launch (or when unset).
+int launch_number() {
+  const char* restart = std::getenv("SKT_RESTART");
+  return restart != nullptr ? std::atoi(restart) : 0;
+}
+
 // Whether this launch stops after `iteration`, for a test to kill a node at a known point.
 bool pause_due(const Options& o, std::uint64_t iteration) {
-  const char* restart = std::getenv("SKT_RESTART");
-  const std::string launch = restart != nullptr ? restart : "0";
-  return std::find(o.pauses.begin(), o.pauses.end(), launch + ":" + std::to_string(iteration)) !=
-         o.pauses.end();
+  const std::string wanted = fmt::format("{}:{}", launch_number(), iteration);
+  return std::find(o.pauses.begin(), o.pauses.end(), wanted) != o.pauses.end();
 }
 
 struct State {
@@ -255,6 +262,11 @@ int run(const Options& o) {
         state.iteration % static_cast<std::uint64_t>(o.checkpoint_every) == 0) {
       ctx.checkpoint();
     }
+    if (static_cast<int>(state.iteration) == o.stop_after && launch_number() == 0) {
+      ctx.finalize(false);
+      if (rank == 0) fmt::print("STOPPED after iteration {}\n", state.iteration);
+      return 0;
+    }
     if (pause_due(o, state.iteration)) {
       MPI_Barrier(MPI_COMM_WORLD);
       if (rank == 0) fmt::print("PAUSED after iteration {}\n", state.iteration);
@@ -318,6 +330,9 @@ int main(int argc, char** argv) {
                  "L:K: on launch L (SKT_RESTART), every rank stops after "
                  "iteration K and waits to be killed (repeatable)");
   app.add_flag("--verify-recovery", o.verify_recovery, "replay and compare restored data");
+  app.add_option("--stop-after", o.stop_after,
+                 "on a first launch, end after this iteration keeping the checkpoints "
+                 "(skt_finalize(ctx, 0)), as at the end of an allocation");
   app.add_flag("--report-memory", o.report_memory, "print the shared memory of every rank");
   app.add_flag("--doubles", o.doubles, "regions of doubles in [-1, 1], as the sum scheme needs");
   app.add_option("--scribble", o.scribble,
