@@ -123,8 +123,8 @@ int remove(const Selection& s) {
 int main(int argc, char** argv) {
   CLI::App app{
       "skt-drain: the checkpoints selfckpt drained to storage (SKT_DRAIN_DIR), one directory per "
-      "job and epoch. An epoch is complete once its manifest is written (at the checkpoint after "
-      "its drain ended); a relaunch restores the newest complete one when memory cannot serve."};
+      "job and epoch. An epoch is complete once its manifest is written, as soon as every rank's "
+      "file is; a relaunch restores the newest complete one when memory cannot serve."};
   app.require_subcommand(1);
   Selection s;
   if (const char* env = std::getenv("SKT_DRAIN_DIR")) s.dir = env;
