@@ -23,52 +23,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'S', 'K', 'T', 'D', 'R', 'A', 'I', 'N'};
-constexpr std::size_t kJobBytes = 64;
 constexpr const char* kManifestName = "MANIFEST";
 constexpr const char* kManifestFirstLine = "selfckpt drain manifest 1";
-
-// Fixed-width little fields one after the other.
-class Packer {
- public:
-  explicit Packer(std::byte* at) : at_(at) {}
-  template <class T>
-  void put(T value) {
-    std::memcpy(at_ + used_, &value, sizeof value);
-    used_ += sizeof value;
-  }
-  void put_text(const std::string& text, std::size_t width) {
-    std::memset(at_ + used_, 0, width);
-    std::memcpy(at_ + used_, text.data(), std::min(text.size(), width - 1));
-    used_ += width;
-  }
-  std::size_t used() const noexcept { return used_; }
-
- private:
-  std::byte* at_;
-  std::size_t used_ = 0;
-};
-
-class Unpacker {
- public:
-  explicit Unpacker(const std::byte* at) : at_(at) {}
-  template <class T>
-  T get() {
-    T value;
-    std::memcpy(&value, at_ + used_, sizeof value);
-    used_ += sizeof value;
-    return value;
-  }
-  std::string get_text(std::size_t width) {
-    const auto* p = reinterpret_cast<const char*>(at_ + used_);
-    used_ += width;
-    return std::string(p, strnlen(p, width - 1));
-  }
-  std::size_t used() const noexcept { return used_; }
-
- private:
-  const std::byte* at_;
-  std::size_t used_ = 0;
-};
 
 std::runtime_error system_failure(const std::string& what, const fs::path& path) {
   return std::runtime_error(fmt::format("{} {}: {}", what, path.string(), std::strerror(errno)));
@@ -160,11 +116,11 @@ std::uint64_t DrainFileHeader::data_offset() const noexcept {
 
 void encode_drain_header(std::byte* page, const DrainFileHeader& h) {
   std::memset(page, 0, kDrainHeaderBytes);
-  Packer w(page);
+  FieldWriter w(page);
   for (const char c : kMagic)
     w.put(c);
   w.put(kDrainFormatVersion);
-  w.put_text(h.job, kJobBytes);
+  w.text(h.job);
   w.put(h.run);
   w.put(h.epoch);
   w.put(static_cast<std::int32_t>(h.rank));
@@ -178,18 +134,18 @@ void encode_drain_header(std::byte* page, const DrainFileHeader& h) {
   w.put(h.regions_bytes);
   w.put(h.copy_bytes);
   w.put(h.block_bytes);
-  const std::uint32_t crc = crc32(page, w.used());
+  const std::uint32_t crc = crc32(page, w.size());
   w.put(crc);
 }
 
 std::optional<DrainFileHeader> decode_drain_header(const std::byte* page) {
-  Unpacker r(page);
+  FieldReader r(page);
   for (const char c : kMagic) {
     if (r.get<char>() != c) return {};
   }
   if (r.get<std::uint32_t>() != kDrainFormatVersion) return {};
   DrainFileHeader h;
-  h.job = r.get_text(kJobBytes);
+  h.job = r.text();
   h.run = r.get<std::uint64_t>();
   h.epoch = r.get<std::uint64_t>();
   h.rank = r.get<std::int32_t>();
@@ -203,7 +159,7 @@ std::optional<DrainFileHeader> decode_drain_header(const std::byte* page) {
   h.regions_bytes = r.get<std::uint64_t>();
   h.copy_bytes = r.get<std::uint64_t>();
   h.block_bytes = r.get<std::uint64_t>();
-  const std::size_t covered = r.used();
+  const std::size_t covered = r.size();
   if (r.get<std::uint32_t>() != crc32(page, covered)) return {};
   if (h.block_bytes == 0 || h.rank < 0 || h.rank >= h.nranks) return {};
   return h;

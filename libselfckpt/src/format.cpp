@@ -11,59 +11,13 @@ namespace skt {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'E', 'L', 'F', 'C', 'K', 'P', 'T'};
-constexpr std::size_t kNameBytes = 64;
 // The first page of a segment: its header, then (checkpoint segments) the description and the
 // control block, or (workspace segments) the arena record.
 constexpr std::size_t kInfoOffset = 1024;
 constexpr std::size_t kControlOffset = 3072;
 constexpr std::uint32_t kDigestMagic = 0x44475354;  // "DGST"
 
-// Little fixed-layout writer and reader over a page: fields are copied byte for byte, so the format
-// does not depend on struct padding.
-class Writer {
- public:
-  explicit Writer(std::byte* p) : p_(p) {}
-  template <class T>
-  void put(const T& v) {
-    std::memcpy(p_ + at_, &v, sizeof v);
-    at_ += sizeof v;
-  }
-  void text(const std::string& s) {
-    std::byte field[kNameBytes] = {};
-    std::memcpy(field, s.data(), std::min(s.size(), kNameBytes - 1));
-    std::memcpy(p_ + at_, field, kNameBytes);
-    at_ += kNameBytes;
-  }
-  std::size_t size() const { return at_; }
-
- private:
-  std::byte* p_;
-  std::size_t at_ = 0;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::byte* p) : p_(p) {}
-  template <class T>
-  T get() {
-    T v;
-    std::memcpy(&v, p_ + at_, sizeof v);
-    at_ += sizeof v;
-    return v;
-  }
-  std::string text() {
-    const char* s = reinterpret_cast<const char*>(p_ + at_);
-    at_ += kNameBytes;
-    return std::string(s, strnlen(s, kNameBytes - 1));
-  }
-  std::size_t size() const { return at_; }
-
- private:
-  const std::byte* p_;
-  std::size_t at_ = 0;
-};
-
-void write_header_fields(Writer& w, const SegmentHeader& h) {
+void write_header_fields(FieldWriter& w, const SegmentHeader& h) {
   for (const char c : kMagic)
     w.put(c);
   w.put(kFormatVersion);
@@ -79,7 +33,7 @@ void write_header_fields(Writer& w, const SegmentHeader& h) {
   w.text(h.identity.name);
 }
 
-void write_info_fields(Writer& w, const CheckpointInfo& i) {
+void write_info_fields(FieldWriter& w, const CheckpointInfo& i) {
   w.put(i.scheme);
   w.put(i.parity);
   w.put(i.requested_group_size);
@@ -113,7 +67,7 @@ struct Slot {
 constexpr std::size_t kSlotBytes = 64;
 
 Slot read_slot(const std::byte* p) {
-  Reader r(p);
+  FieldReader r(p);
   Slot s{};
   s.sequence = r.get<std::uint64_t>();
   s.state.committed = r.get<std::int64_t>();
@@ -171,7 +125,7 @@ const char* header_status_text(HeaderStatus status) noexcept {
 }
 
 void encode_header(std::byte* page, const SegmentHeader& header) {
-  Writer w(page);
+  FieldWriter w(page);
   write_header_fields(w, header);
   const std::uint32_t crc = crc32(page, w.size());
   w.put(crc);
@@ -180,7 +134,7 @@ void encode_header(std::byte* page, const SegmentHeader& header) {
 HeaderStatus decode_header(const std::byte* page, std::size_t available, SegmentHeader* out) {
   if (available < kHeaderBytes) return HeaderStatus::truncated;
   if (std::memcmp(page, kMagic, sizeof kMagic) != 0) return HeaderStatus::bad_magic;
-  Reader r(page + sizeof kMagic);
+  FieldReader r(page + sizeof kMagic);
   if (r.get<std::uint32_t>() != kFormatVersion) return HeaderStatus::bad_version;
   SegmentHeader h;
   h.identity.kind = static_cast<SegmentKind>(r.get<std::uint32_t>());
@@ -206,14 +160,14 @@ bool same_identity(const SegmentIdentity& a, const SegmentIdentity& b) noexcept 
 }
 
 void encode_checkpoint_info(std::byte* page, const CheckpointInfo& info) {
-  Writer w(page + kInfoOffset);
+  FieldWriter w(page + kInfoOffset);
   write_info_fields(w, info);
   const std::uint32_t crc = crc32(page + kInfoOffset, w.size());
   w.put(crc);
 }
 
 bool decode_checkpoint_info(const std::byte* page, CheckpointInfo* out) {
-  Reader r(page + kInfoOffset);
+  FieldReader r(page + kInfoOffset);
   CheckpointInfo i;
   i.scheme = r.get<std::uint32_t>();
   i.parity = r.get<std::uint32_t>();
@@ -262,7 +216,7 @@ void write_control(std::byte* page, const ControlState& state) {
   // Overwrite the slot that does not hold the newest state.
   const bool into_a = !(a.valid && a.sequence == newest && newest != 0);
   std::byte slot[kSlotBytes] = {};
-  Writer w(slot);
+  FieldWriter w(slot);
   w.put(newest + 1);
   w.put(state.committed);
   w.put(state.encoded);
@@ -282,7 +236,7 @@ void clear_control(std::byte* page) {
 }
 
 void encode_arena_record(std::byte* page, const ArenaRecord& record) {
-  Writer w(page + kInfoOffset);
+  FieldWriter w(page + kInfoOffset);
   w.put(record.regions_bytes);
   w.put(record.stage_offset);
   w.put(record.stage_bytes);
@@ -293,7 +247,7 @@ void encode_arena_record(std::byte* page, const ArenaRecord& record) {
 }
 
 bool decode_arena_record(const std::byte* page, ArenaRecord* out) {
-  Reader r(page + kInfoOffset);
+  FieldReader r(page + kInfoOffset);
   ArenaRecord a;
   a.regions_bytes = r.get<std::uint64_t>();
   a.stage_offset = r.get<std::uint64_t>();
@@ -307,7 +261,7 @@ bool decode_arena_record(const std::byte* page, ArenaRecord* out) {
 }
 
 std::optional<DigestState> read_digest_state(const std::byte* slot) {
-  Reader r(slot);
+  FieldReader r(slot);
   if (r.get<std::uint32_t>() != kDigestMagic) return std::nullopt;
   const auto flags = r.get<std::uint32_t>();
   DigestState d;
@@ -321,7 +275,7 @@ std::optional<DigestState> read_digest_state(const std::byte* slot) {
 
 void write_digest_state(std::byte* slot, const DigestState& state) {
   std::byte header[kDigestHeaderBytes] = {};
-  Writer w(header);
+  FieldWriter w(header);
   w.put(kDigestMagic);
   w.put(static_cast<std::uint32_t>((state.data ? 1u : 0u) | (state.parity ? 2u : 0u)));
   w.put(state.epoch);

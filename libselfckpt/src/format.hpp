@@ -2,8 +2,10 @@
 // description, and its double-buffered control block. Pure functions over bytes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -122,6 +124,53 @@ inline constexpr std::size_t kDigestHeaderBytes = 64;
 // Nothing when the slot's header is not valid (never written, cleared, or damaged).
 std::optional<DigestState> read_digest_state(const std::byte* slot);
 void write_digest_state(std::byte* slot, const DigestState& state);
+
+// A little fixed-layout writer and reader over a page, for every on-disk and on-segment format:
+// fields are copied byte for byte, so a format does not depend on struct padding; a text field
+// takes kFieldTextBytes, NUL-padded.
+inline constexpr std::size_t kFieldTextBytes = 64;
+
+class FieldWriter {
+ public:
+  explicit FieldWriter(std::byte* p) : p_(p) {}
+  template <class T>
+  void put(const T& v) {
+    std::memcpy(p_ + at_, &v, sizeof v);
+    at_ += sizeof v;
+  }
+  void text(const std::string& s) {
+    std::memset(p_ + at_, 0, kFieldTextBytes);
+    std::memcpy(p_ + at_, s.data(), std::min(s.size(), kFieldTextBytes - 1));
+    at_ += kFieldTextBytes;
+  }
+  std::size_t size() const { return at_; }
+
+ private:
+  std::byte* p_;
+  std::size_t at_ = 0;
+};
+
+class FieldReader {
+ public:
+  explicit FieldReader(const std::byte* p) : p_(p) {}
+  template <class T>
+  T get() {
+    T v;
+    std::memcpy(&v, p_ + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  std::string text() {
+    const char* s = reinterpret_cast<const char*>(p_ + at_);
+    at_ += kFieldTextBytes;
+    return std::string(s, strnlen(s, kFieldTextBytes - 1));
+  }
+  std::size_t size() const { return at_; }
+
+ private:
+  const std::byte* p_;
+  std::size_t at_ = 0;
+};
 
 std::uint32_t crc32(const void* data, std::size_t bytes) noexcept;
 std::uint64_t crc64(const void* data, std::size_t bytes, std::uint64_t seed = 0) noexcept;

@@ -8,6 +8,7 @@ relaunch that restores must print the result of a run without failure (and, with
 --verify-recovery, replay the computation to the restored iteration and compare byte for byte);
 every one that cannot must say why, with the right exit code, and change nothing."""
 
+import contextlib
 import os
 import re
 import shutil
@@ -23,6 +24,17 @@ import harness
 # memory and epoch 4 complete in storage, the older drained epoch 2 removed.
 APP_ARGS = ["--iterations", "12", "--checkpoint-every", "2", "--bytes", "300000"]
 NODES = [f"n{r}" for r in range(4)]  # G=2: groups {0,2} and {1,3}
+
+
+@contextlib.contextmanager
+def drained_job(cluster, drains, prefix):
+    """A new job tag; its segments and drained epochs are removed at the end, whatever happened."""
+    job = cluster.new_job(prefix)
+    try:
+        yield job
+    finally:
+        cluster.clean(job)
+        drains.run("remove", "--job", job)
 
 
 class Drains:
@@ -49,9 +61,8 @@ def crashed_first_launch(cluster, drains, checks, job, nodes, extra_env=None, ar
 
 
 def beyond_tolerance(cluster, drains, checks, reference):
-    job = cluster.new_job("beyond")
-    nodes = list(NODES)
-    try:
+    with drained_job(cluster, drains, "beyond") as job:
+        nodes = list(NODES)
         crashed_first_launch(cluster, drains, checks, job, nodes)
         listed = drains.run("list", "--job", job).stdout
         checks.expect(re.search(r"\s4\s+complete\s+4\s", listed) and
@@ -66,9 +77,6 @@ def beyond_tolerance(cluster, drains, checks, reference):
                       "result, replayed byte for byte", run)
         checks.expect("restoring drained epoch 4 from storage" in run.err and "group 1 lost" in run.err,
                       "the relaunch says memory could not serve (group 1 lost) and storage did", run)
-    finally:
-        cluster.clean(job)
-        drains.run("remove", "--job", job)
 
 
 def relaunched_elsewhere(cluster, drains, checks, job, reference, what):
@@ -80,8 +88,7 @@ def relaunched_elsewhere(cluster, drains, checks, job, reference, what):
 
 
 def whole_job_elsewhere(cluster, drains, checks, reference):
-    job = cluster.new_job("elsewhere")
-    try:
+    with drained_job(cluster, drains, "elsewhere") as job:
         crashed_first_launch(cluster, drains, checks, job, NODES)
         cluster.clean(job)  # every node's memory is gone: a new allocation
         checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
@@ -97,14 +104,10 @@ def whole_job_elsewhere(cluster, drains, checks, reference):
         relaunched_elsewhere(cluster, drains, checks, job, reference,
                              "the whole job relaunched on other nodes with nothing in memory: epoch 4 "
                              "from storage, the same result")
-    finally:
-        cluster.clean(job)
-        drains.run("remove", "--job", job)
 
 
 def allocation_ends(cluster, drains, checks, reference):
-    job = cluster.new_job("allocend")
-    try:
+    with drained_job(cluster, drains, "allocend") as job:
         # The program stops after iteration 8, whose checkpoint (epoch 4) is drained, and ends its
         # context keeping the checkpoints (skt_finalize(ctx, 0)): the drain in flight is finished
         # and completed. The allocation ends: every node's memory is gone.
@@ -114,15 +117,11 @@ def allocation_ends(cluster, drains, checks, reference):
         relaunched_elsewhere(cluster, drains, checks, job, reference,
                              "its last epoch (4), drained at the very end, restores on other nodes: the "
                              "same result")
-    finally:
-        cluster.clean(job)
-        drains.run("remove", "--job", job)
 
 
 def killed_mid_drain(cluster, drains, checks, reference):
-    job = cluster.new_job("middrain")
-    nodes = list(NODES)
-    try:
+    with drained_job(cluster, drains, "middrain") as job:
+        nodes = list(NODES)
         # Rank 1 dies while it writes its file of epoch 4; epoch 2 is the last complete one.
         first = cluster.launch(nodes, APP_ARGS, drains.env(job, SKT_RESTART="0", SKT_FAULT="drain:1:4"))
         checks.expect(first.code not in (0, 2, 3) and not first.hung,
@@ -138,15 +137,11 @@ def killed_mid_drain(cluster, drains, checks, reference):
         checks.expect(run.code == 0 and run.result == reference and run.epoch == 2,
                       "then one group lost: the previous complete epoch (2) is restored, the same "
                       "result", run)
-    finally:
-        cluster.clean(job)
-        drains.run("remove", "--job", job)
 
 
 def damaged_file(cluster, drains, checks):
-    job = cluster.new_job("damaged")
-    nodes = list(NODES)
-    try:
+    with drained_job(cluster, drains, "damaged") as job:
+        nodes = list(NODES)
         crashed_first_launch(cluster, drains, checks, job, nodes)
         victim = drains.epoch_file(job, 4, 3)
         with open(victim, "r+b") as f:
@@ -170,17 +165,13 @@ def damaged_file(cluster, drains, checks):
                       "(exit 3), naming the file and the lost group, no result", run)
         checks.expect(cluster.digests(job) == survivors and len(survivors) > 0,
                       f"the survivors' {len(survivors)} segments are untouched by the refusal")
-    finally:
-        cluster.clean(job)
-        drains.run("remove", "--job", job)
 
 
 def unwritable_and_full(cluster, drains, checks, reference, root):
-    job = cluster.new_job("nowrite")
-    blocker = os.path.join(root, "a-file")
-    with open(blocker, "w") as f:
-        f.write("not a directory\n")
-    try:
+    with drained_job(cluster, drains, "nowrite") as job:
+        blocker = os.path.join(root, "a-file")
+        with open(blocker, "w") as f:
+            f.write("not a directory\n")
         run = cluster.launch(NODES, APP_ARGS, drains.env(job, SKT_RESTART="0",
                                                          SKT_DRAIN_DIR=os.path.join(blocker, "drains")))
         reports = run.err.count("the drain of epoch")
@@ -188,10 +179,7 @@ def unwritable_and_full(cluster, drains, checks, reference, root):
                       "Not a directory" in run.err,
                       "a drain directory that cannot be created: the run ends with the same result, "
                       "the error reported once, clearly", run)
-    finally:
-        cluster.clean(job)
-    job = cluster.new_job("full")
-    try:
+    with drained_job(cluster, drains, "full") as job:
         # Rank 0's file of epoch 2 goes to a device that is always full.
         part = drains.epoch_file(job, 2, 0) + ".part"
         os.makedirs(os.path.dirname(part))
@@ -212,9 +200,6 @@ def unwritable_and_full(cluster, drains, checks, reference, root):
         again = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], drains.env(job, SKT_RESTART="1"))
         checks.expect(again.code == 0 and again.result == reference and again.epoch == 4,
                       "then group 0 lost: epoch 4 from storage, the same result", again)
-    finally:
-        cluster.clean(job)
-        drains.run("remove", "--job", job)
 
 
 def tool_usage(drains, checks):
