@@ -355,8 +355,9 @@ void clean_segments(const Options& o, const Plan& plan, Log& log) {
 }
 
 // Removes the job's drained epochs (SKT_DRAIN_DIR in skt-run's environment, which its launches
-// inherit): a job started afresh must not find an earlier run's drains, which it would refuse.
-void clean_drains(const Options& o, Log& log) {
+// inherit): a job started afresh must not find an earlier run's drains, which it would refuse. A
+// directory per node ({node}) is cleaned on every node, the spares' too.
+void clean_drains(const Options& o, const Plan& plan, Log& log) {
   const char* dir = std::getenv("SKT_DRAIN_DIR");
   if (dir == nullptr || *dir == '\0') return;
   const std::string tool = locate_tool("skt-drain");
@@ -366,9 +367,28 @@ void clean_drains(const Options& o, Log& log) {
         dir, dir, o.job);
     return;
   }
-  const Captured r = capture({tool, "remove", "--dir", dir, "--job", o.job}, {{"SKT_LOG", "off"}});
+  const std::vector<std::string> remove{tool, "remove", "--dir", dir, "--job", o.job};
+  int failed = 0;
+  // SKT_DRAIN_DIR's placeholder for the node (the library's kNodePlaceholder).
+  if (std::string_view(dir).find("{node}") == std::string_view::npos) {
+    failed += capture(remove, {{"SKT_LOG", "off"}}).code != 0 ? 1 : 0;
+  } else {
+    std::vector<std::string> nodes = nodes_of(plan.ranklist);
+    nodes.insert(nodes.end(), plan.spares.begin(), plan.spares.end());
+    if (plan.local) {
+      for (const auto& node : nodes) {
+        std::vector<std::string> argv = remove;
+        argv.insert(argv.end(), {"--node", node});
+        failed += capture(argv, {{"SKT_LOG", "off"}}).code != 0 ? 1 : 0;
+      }
+    } else {
+      std::vector<std::string> argv = launcher_prefix(o, &nodes);
+      argv.insert(argv.end(), remove.begin(), remove.end());
+      failed += capture(argv, {{"SKT_LOG", "off"}}).code != 0 ? 1 : 0;
+    }
+  }
   log("removed the job's drained epochs in {}{}", dir,
-      r.code == 0 ? "" : fmt::format(" (skt-drain exit {}: some may be left)", r.code));
+      failed == 0 ? "" : " (skt-drain failed: some may be left)");
 }
 
 // How one launch went.
@@ -642,7 +662,7 @@ int Supervisor::run() {
           "the last run found its checkpoint unrecoverable: removing the job's segments and "
           "starting afresh (--fresh-if-unrecoverable)");
       clean_segments(o_, plan_, log_);
-      clean_drains(o_, log_);
+      clean_drains(o_, plan_, log_);
     }
     state_ = JobState{};
     state_.job = o_.job;
@@ -712,7 +732,7 @@ int Supervisor::run() {
     if (code == 0 && !out.hung && !out.dead_node) {
       log_("run {} succeeded", state_.launches);
       clean_segments(o_, plan_, log_);
-      clean_drains(o_, log_);
+      clean_drains(o_, plan_, log_);
       save("done", fmt::format("succeeded after {} launch(es)", state_.launches));
       log_("final ranklist in {}", dir_.file("ranklist"));
       return 0;
@@ -723,7 +743,7 @@ int Supervisor::run() {
           "starting afresh (--fresh-if-unrecoverable)",
           state_.launches);
       clean_segments(o_, plan_, log_);
-      clean_drains(o_, log_);
+      clean_drains(o_, plan_, log_);
       fresh = true;
       failed_at = Clock::now();
       continue;

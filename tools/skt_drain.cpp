@@ -1,5 +1,6 @@
 // skt-drain: the epochs that selfckpt drained to storage (SKT_DRAIN_DIR): list them, verify their
-// files against their manifests and block CRCs, remove them.
+// files against their manifests (or, drained with checksums, against themselves) and block CRCs,
+// remove them.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -44,21 +45,42 @@ std::vector<std::string> jobs_in(const Selection& s) {
   return jobs;
 }
 
+// The headers of the rank files an epoch directory holds here, by rank (nothing for a file whose
+// header is damaged).
+std::vector<std::pair<fs::path, std::optional<skt::DrainFileHeader>>> files_in(
+    const fs::path& dir) {
+  std::vector<std::pair<fs::path, std::optional<skt::DrainFileHeader>>> out;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    if (entry.path().extension() == ".skt")
+      out.emplace_back(entry.path(), skt::read_drain_header(entry.path()));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+bool with_checksums(const fs::path& dir) {
+  const auto files = files_in(dir);
+  return std::any_of(files.begin(), files.end(),
+                     [](const auto& f) { return f.second && f.second->with_checksum; });
+}
+
 int list(const Selection& s) {
-  fmt::print("{:<24} {:>12} {:<10} {:>6} {:>14}\n", "job", "epoch", "state", "ranks", "bytes");
+  fmt::print("{:<24} {:>12} {:<14} {:>6} {:>14}\n", "job", "epoch", "state", "ranks", "bytes");
   for (const auto& job : jobs_in(s)) {
     const auto complete = skt::complete_epochs(s.dir, job);
     for (const auto& dir : skt::epoch_dirs(s.dir, job)) {
       const auto it = std::find_if(complete.begin(), complete.end(),
                                    [&](const skt::DrainedEpoch& d) { return d.dir == dir; });
-      std::size_t files = 0;
-      std::error_code error;
-      for (const auto& entry : fs::directory_iterator(dir, error))
-        files += entry.path().extension() == ".skt" ? 1 : 0;
+      const std::size_t files = files_in(dir).size();
       const std::string epoch = dir.filename().string().substr(6);
+      // Drained with checksums, an epoch is complete when its groups can rebuild what is missing,
+      // which only the ranks together know at a restart: this lists the files seen here.
+      const char* state = it != complete.end()  ? "complete"
+                          : with_checksums(dir) ? "copy+checksum"
+                                                : "incomplete";
       fmt::print(
-          "{:<24} {:>12} {:<10} {:>6} {:>14}\n", job, std::stoull(epoch),
-          it != complete.end() ? "complete" : "incomplete",
+          "{:<24} {:>12} {:<14} {:>6} {:>14}\n", job, std::stoull(epoch), state,
           it != complete.end() ? std::to_string(it->manifest.nranks()) : fmt::format("{} f", files),
           bytes_under(dir));
     }
@@ -68,12 +90,44 @@ int list(const Selection& s) {
 
 // Exit 0: every file of the epoch is whole; 1: some file is damaged or missing; 2: no complete
 // epoch to verify.
+// Drained with checksums: each file seen here checks itself (header, CRC table, blocks).
+int verify_self_checked(const Selection& s, const fs::path& dir) {
+  int damaged = 0;
+  const auto files = files_in(dir);
+  for (const auto& [path, header] : files) {
+    try {
+      if (!header) throw std::runtime_error(path.string() + " has no valid header (damaged)");
+      const auto h = skt::read_rank_file(
+          path, {s.job, header->run, header->epoch, header->rank, header->nranks, std::nullopt},
+          {});
+      fmt::print(
+          "rank {:>5}: ok, {} bytes of copy and {} of checksum in {} blocks (group {} "
+          "member {})\n",
+          h.rank, h.copy_bytes, h.checksum_bytes, h.blocks(), h.group, h.member);
+    } catch (const std::exception& e) {
+      ++damaged;
+      fmt::print("{}: DAMAGED: {}\n", path.filename().string(), e.what());
+    }
+  }
+  fmt::print(
+      "epoch {} of job '{}' (copy+checksum): {} of the {} files here whole; the group rebuilds "
+      "a missing or damaged one at restart if it tolerates the loss\n",
+      dir.filename().string().substr(6), s.job, files.size() - static_cast<std::size_t>(damaged),
+      files.size());
+  return damaged == 0 ? 0 : 1;
+}
+
 int verify(const Selection& s) {
   const auto complete = skt::complete_epochs(s.dir, s.job);
   const auto it = std::find_if(complete.begin(), complete.end(), [&](const skt::DrainedEpoch& d) {
     return !s.epoch || d.manifest.epoch == *s.epoch;
   });
   if (it == complete.end()) {
+    const auto dirs = skt::epoch_dirs(s.dir, s.job);
+    for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) {
+      if ((!s.epoch || *d == skt::drain_epoch_dir(s.dir, s.job, *s.epoch)) && with_checksums(*d))
+        return verify_self_checked(s, *d);
+    }
     fmt::print(stderr, "skt-drain: {} holds no complete drained epoch{} of job '{}'\n",
                skt::drain_job_dir(s.dir, s.job).string(),
                s.epoch ? fmt::format(" {}", *s.epoch) : std::string(), s.job);
@@ -123,13 +177,22 @@ int remove(const Selection& s) {
 int main(int argc, char** argv) {
   CLI::App app{
       "skt-drain: the checkpoints selfckpt drained to storage (SKT_DRAIN_DIR), one directory per "
-      "job and epoch. An epoch is complete once its manifest is written, as soon as every rank's "
-      "file is; a relaunch restores the newest complete one when memory cannot serve."};
+      "job and epoch. Drained as a copy alone, an epoch is complete once its manifest is written, "
+      "as soon as every rank's file is; drained with checksums (node-local disks), once its groups "
+      "hold enough whole files to rebuild the others, which the ranks decide at restart. A "
+      "relaunch restores the newest complete one when memory cannot serve. A {node} in the "
+      "directory stands for --node."};
   app.require_subcommand(1);
   Selection s;
   if (const char* env = std::getenv("SKT_DRAIN_DIR")) s.dir = env;
+  std::string node;
+  if (const char* env = std::getenv("SKT_NODE")) node = env;
+  if (node.empty()) node = skt::default_node_name();
   const auto common = [&](CLI::App* command, bool job_required) {
     command->add_option("--dir", s.dir, "the drain directory (default: $SKT_DRAIN_DIR)");
+    command->add_option("--node", node,
+                        "the node a {node} in the directory stands for (default: $SKT_NODE, "
+                        "Slurm's node name, or this host's name)");
     auto* job = command->add_option("--job", s.job, "job tag (SKT_JOB)");
     if (job_required) job->required();
   };
@@ -138,8 +201,9 @@ int main(int argc, char** argv) {
   auto* verify_cmd = app.add_subcommand(
       "verify",
       "read every rank's file of the newest complete epoch (or --epoch) and check it against the "
-      "manifest and its block CRCs. Exit status 0: whole; 1: a file is damaged or missing; 2: no "
-      "complete epoch");
+      "manifest and its block CRCs; for an epoch drained with checksums, every file here against "
+      "its own CRCs. Exit status 0: whole; 1: a file is damaged or missing; 2: no epoch to "
+      "verify");
   common(verify_cmd, true);
   verify_cmd->add_option("--epoch", s.epoch, "this epoch instead of the newest complete one");
   auto* remove_cmd = app.add_subcommand("remove", "remove a job's drained epochs (or one)");
@@ -150,6 +214,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "skt-drain: no drain directory: give --dir or set SKT_DRAIN_DIR\n");
     return 2;
   }
+  s.dir = skt::expand_node(s.dir, node);
   if (!s.job.empty() && !skt::valid_job_tag(s.job)) {
     fmt::print(stderr, "skt-drain: '{}' is not a job tag\n", s.job);
     return 2;

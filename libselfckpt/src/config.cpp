@@ -11,6 +11,8 @@
 #include <functional>
 #include <string_view>
 
+#include <unistd.h>
+
 #include "libselfckpt/src/monitor.hpp"
 #include "selfckpt/selfckpt.hpp"
 
@@ -189,6 +191,16 @@ const std::vector<Option>& options() {
          }
          c.drain_dir = v;
        }},
+      {"drain_write", "SKT_DRAIN_WRITE",
+       "what a drain writes: 'copy' (the committed copy; a directory every rank sees) or "
+       "'copy+checksum' (and its checksum, so that a lost node's files are rebuilt from its "
+       "group's: node-local disks)",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         if (v != "copy" && v != "copy+checksum") {
+           bad(origin, fmt::format("'{}' is neither 'copy' nor 'copy+checksum'", v));
+         }
+         c.drain_checksum = v == "copy+checksum";
+       }},
       {"drain_every", "SKT_DRAIN_EVERY",
        "drain every k-th committed checkpoint (a count), or the first one after an interval "
        "(a duration with a unit: 90s, 30m, 2h)",
@@ -307,6 +319,12 @@ void validate(const Config& c) {
                     "(SKT_GROUP_SIZE) is {}; lower the parity or raise the group size",
                     c.parity, c.parity + 1, c.group_size));
   }
+  if (c.drain_dir.find(kNodePlaceholder) != std::string::npos && !c.drain_checksum) {
+    bad("drain_dir (SKT_DRAIN_DIR)",
+        fmt::format("'{}' names a directory per node, which no other node sees; a drain there "
+                    "must be rebuildable from the group: set SKT_DRAIN_WRITE=copy+checksum",
+                    c.drain_dir));
+  }
 }
 
 }  // namespace
@@ -321,6 +339,28 @@ std::string_view mode_name(Mode mode) noexcept {
       return "double";
   }
   return "?";
+}
+
+std::string default_node_name() {
+  const char* slurm = std::getenv("SLURMD_NODENAME");
+  if (slurm != nullptr && valid_name(slurm)) return slurm;
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) return "localhost";
+  std::string name(host.data());
+  name = name.substr(0, name.find('.'));
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '-';
+  }
+  if (name.size() > 63) name.resize(63);
+  return valid_name(name) ? name : "localhost";
+}
+
+std::string expand_node(std::string path, const std::string& node) {
+  for (auto at = path.find(kNodePlaceholder); at != std::string::npos;
+       at = path.find(kNodePlaceholder, at + node.size())) {
+    path.replace(at, kNodePlaceholder.size(), node);
+  }
+  return path;
 }
 
 std::optional<double> parse_duration(const std::string& text) {
@@ -446,10 +486,12 @@ std::optional<FaultSpec> parse_fault(const std::string& text) {
 std::string Config::shared_settings() const {
   return fmt::format(
       "job={} mode={} group_size={} scheme={} parity={} chunk_size={} pipeline_depth={} "
-      "huge_pages={} find_changes={} mtbf={} restart={} drain_dir={} drain_every={}",
+      "huge_pages={} find_changes={} mtbf={} restart={} drain_dir={} drain_write={} "
+      "drain_every={}",
       job, mode_name(mode), group_size, enc::scheme_name(scheme), parity, chunk_bytes,
       pipeline_depth, huge_pages, find_changes, mtbf_seconds,
       restart ? std::to_string(*restart) : "unset", drain_dir.empty() ? "none" : drain_dir,
+      drain_checksum ? "copy+checksum" : "copy",
       drain_every_seconds > 0 ? fmt::format("{}s", drain_every_seconds)
                               : std::to_string(drain_every_commits));
 }

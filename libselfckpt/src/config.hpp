@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -66,6 +67,9 @@ struct Config {
   // none), after every `drain_every_commits`-th commit, or the first commit once
   // `drain_every_seconds` have passed since the last drain started.
   std::string drain_dir;
+  // With the checksum of each drained copy (C) too, so that a rank's missing or damaged file is
+  // rebuilt from its group's files: what node-local drain directories need.
+  bool drain_checksum = false;
   int drain_every_commits = 1;
   double drain_every_seconds = 0;
 
@@ -89,7 +93,15 @@ std::optional<std::size_t> parse_size(const std::string& text);
 std::optional<LogLevel> parse_log_level(const std::string& text);
 // Seconds, with an optional unit: s, m, h or d.
 std::optional<double> parse_duration(const std::string& text);
+
+// SKT_DRAIN_DIR may name a directory per node (node-local disks seen under one path each, or the
+// virtual nodes of a test): this placeholder stands for the rank's node.
+inline constexpr std::string_view kNodePlaceholder = "{node}";
+std::string expand_node(std::string path, const std::string& node);
 bool valid_name(const std::string& text);
+// A rank's node when SKT_NODE does not say: Slurm's name for it, or the host name (cut at the
+// first dot, characters outside the name set replaced).
+std::string default_node_name();
 // A job tag is a name, or a sub-job's: the job's name, '+', the sub-job's (skt-hpl's TAG+hpl). A
 // user's tag has no '+', so that no sub-job of one job can be another job.
 bool valid_job_tag(const std::string& text);

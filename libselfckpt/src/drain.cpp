@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -106,6 +109,37 @@ std::optional<std::uint64_t> epoch_of_name(const std::string& name) {
   return epoch;
 }
 
+// Where block b of a file is: in the payload (B, then C from copy_bytes on) and in the file.
+struct BlockSpan {
+  std::uint64_t payload_offset = 0;
+  std::size_t bytes = 0;
+  std::uint64_t file_offset = 0;
+};
+
+BlockSpan block_span(const DrainFileHeader& h, std::uint64_t b) {
+  if (b < h.copy_blocks()) {
+    const std::uint64_t at = b * h.block_bytes;
+    return {at, static_cast<std::size_t>(std::min(h.block_bytes, h.copy_bytes - at)),
+            h.data_offset() + at};
+  }
+  const std::uint64_t at = (b - h.copy_blocks()) * h.block_bytes;
+  return {h.copy_bytes + at,
+          static_cast<std::size_t>(std::min(h.block_bytes, h.checksum_bytes - at)),
+          h.checksum_offset() + at};
+}
+
+std::string describe_block(const DrainFileHeader& h, const BlockSpan& s) {
+  return s.payload_offset < h.copy_bytes
+             ? fmt::format("bytes {} to {} of the copy", s.payload_offset,
+                           s.payload_offset + s.bytes)
+             : fmt::format("bytes {} to {} of the checksum", s.payload_offset - h.copy_bytes,
+                           s.payload_offset - h.copy_bytes + s.bytes);
+}
+
+std::uint32_t table_crc(const std::vector<std::uint32_t>& crcs) {
+  return crc32(crcs.data(), crcs.size() * sizeof(std::uint32_t));
+}
+
 }  // namespace
 
 std::uint64_t DrainFileHeader::data_offset() const noexcept {
@@ -125,15 +159,26 @@ void encode_drain_header(std::byte* page, const DrainFileHeader& h) {
   w.put(h.epoch);
   w.put(static_cast<std::int32_t>(h.rank));
   w.put(static_cast<std::int32_t>(h.nranks));
+  w.put(static_cast<std::int32_t>(h.groups));
   w.put(static_cast<std::int32_t>(h.group));
   w.put(static_cast<std::int32_t>(h.member));
-  w.put(static_cast<std::int32_t>(h.group_size));
+  w.put(static_cast<std::int32_t>(h.group_size()));
+  for (int i = 0; i < h.group_size(); ++i) {
+    w.put(static_cast<std::int32_t>(h.members[static_cast<std::size_t>(i)]));
+    w.put(h.member_chunks[static_cast<std::size_t>(i)]);
+  }
+  w.put(h.scheme);
+  w.put(static_cast<std::int32_t>(h.parity));
+  w.put(h.chunk_bytes);
   w.put(h.layout_hash);
   w.put(h.stage_bytes);
   w.put(h.regions_offset);
   w.put(h.regions_bytes);
   w.put(h.copy_bytes);
+  w.put(h.checksum_bytes);
+  w.put(static_cast<std::uint32_t>(h.with_checksum ? 1 : 0));
   w.put(h.block_bytes);
+  w.put(h.table_crc);
   const std::uint32_t crc = crc32(page, w.size());
   w.put(crc);
 }
@@ -150,18 +195,34 @@ std::optional<DrainFileHeader> decode_drain_header(const std::byte* page) {
   h.epoch = r.get<std::uint64_t>();
   h.rank = r.get<std::int32_t>();
   h.nranks = r.get<std::int32_t>();
+  h.groups = r.get<std::int32_t>();
   h.group = r.get<std::int32_t>();
   h.member = r.get<std::int32_t>();
-  h.group_size = r.get<std::int32_t>();
+  const auto size = r.get<std::int32_t>();
+  if (size < 1 || size > kMaxGroupSize) return {};  // before reading on: the CRC comes after
+  for (int i = 0; i < size; ++i) {
+    h.members.push_back(r.get<std::int32_t>());
+    h.member_chunks.push_back(r.get<std::uint64_t>());
+  }
+  h.scheme = r.get<std::uint32_t>();
+  h.parity = r.get<std::int32_t>();
+  h.chunk_bytes = r.get<std::uint64_t>();
   h.layout_hash = r.get<std::uint64_t>();
   h.stage_bytes = r.get<std::uint64_t>();
   h.regions_offset = r.get<std::uint64_t>();
   h.regions_bytes = r.get<std::uint64_t>();
   h.copy_bytes = r.get<std::uint64_t>();
+  h.checksum_bytes = r.get<std::uint64_t>();
+  h.with_checksum = r.get<std::uint32_t>() != 0;
   h.block_bytes = r.get<std::uint64_t>();
+  h.table_crc = r.get<std::uint32_t>();
   const std::size_t covered = r.size();
   if (r.get<std::uint32_t>() != crc32(page, covered)) return {};
-  if (h.block_bytes == 0 || h.rank < 0 || h.rank >= h.nranks) return {};
+  if (h.block_bytes == 0 || h.rank < 0 || h.rank >= h.nranks || h.groups < 1 || h.group < 0 ||
+      h.group >= h.groups || h.member < 0 || h.member >= size ||
+      h.members[static_cast<std::size_t>(h.member)] != h.rank) {
+    return {};
+  }
   return h;
 }
 
@@ -219,8 +280,8 @@ fs::path drain_rank_file(const fs::path& epoch_dir, int rank) {
 }
 
 std::uint64_t write_drain_file(const fs::path& epoch_dir, const DrainFileHeader& header,
-                               const std::byte* copy, const std::atomic<bool>* cancelled,
-                               const DrainProgress& progress) {
+                               const std::byte* copy, const std::byte* checksum,
+                               const std::atomic<bool>* cancelled, const DrainProgress& progress) {
   make_directories(epoch_dir);
   const fs::path final_path = drain_rank_file(epoch_dir, header.rank);
   const fs::path part = fs::path(final_path.string() + ".part");
@@ -228,20 +289,22 @@ std::uint64_t write_drain_file(const fs::path& epoch_dir, const DrainFileHeader&
   if (fd.get() < 0) throw system_failure("cannot create", part);
   try {
     std::vector<std::uint32_t> crcs(header.blocks());
-    const std::uint64_t data = header.data_offset();
     for (std::uint64_t b = 0; b < crcs.size(); ++b) {
       if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
         throw std::runtime_error(fmt::format("the drain of epoch {} was abandoned", header.epoch));
       }
-      const std::uint64_t offset = b * header.block_bytes;
-      const auto n =
-          static_cast<std::size_t>(std::min(header.block_bytes, header.copy_bytes - offset));
-      crcs[b] = crc32(copy + offset, n);
-      write_all(fd.get(), copy + offset, n, data + offset, part);
+      const BlockSpan s = block_span(header, b);
+      const std::byte* from = s.payload_offset < header.copy_bytes
+                                  ? copy + s.payload_offset
+                                  : checksum + (s.payload_offset - header.copy_bytes);
+      crcs[b] = crc32(from, s.bytes);
+      write_all(fd.get(), from, s.bytes, s.file_offset, part);
       if (progress) progress(b + 1, crcs.size());
     }
     std::vector<std::byte> head(kDrainHeaderBytes);
-    encode_drain_header(head.data(), header);
+    DrainFileHeader written = header;
+    written.table_crc = table_crc(crcs);
+    encode_drain_header(head.data(), written);
     write_all(fd.get(), reinterpret_cast<const std::byte*>(crcs.data()),
               crcs.size() * sizeof(std::uint32_t), kDrainHeaderBytes, part);
     write_all(fd.get(), head.data(), head.size(), 0, part);
@@ -303,9 +366,8 @@ std::vector<DrainedEpoch> complete_epochs(const fs::path& dir, const std::string
   return out;
 }
 
-DrainFileHeader read_drain_file(const DrainedEpoch& epoch, int rank, const BlockSink& deliver) {
-  const DrainManifest& m = epoch.manifest;
-  const fs::path path = drain_rank_file(epoch.dir, rank);
+DrainFileHeader read_rank_file(const fs::path& path, const DrainFileExpected& expected,
+                               const BlockSink& deliver) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw system_failure("cannot open", path);
   std::vector<std::byte> head(kDrainHeaderBytes);
@@ -316,42 +378,171 @@ DrainFileHeader read_drain_file(const DrainedEpoch& epoch, int rank, const Block
   if (!header) {
     throw std::runtime_error(fmt::format("{} has no valid header (damaged)", path.string()));
   }
-  if (header->job != m.job || header->run != m.run || header->epoch != m.epoch ||
-      header->rank != rank || header->nranks != m.nranks()) {
+  const DrainFileExpected& x = expected;
+  if (header->job != x.job || header->run != x.run || header->epoch != x.epoch ||
+      header->rank != x.rank || header->nranks != x.nranks) {
     throw std::runtime_error(fmt::format(
-        "{} belongs elsewhere: job '{}' run {:016x} epoch {} rank {} of {}, the manifest says job "
-        "'{}' run {:016x} epoch {} rank {} of {}",
-        path.string(), header->job, header->run, header->epoch, header->rank, header->nranks, m.job,
-        m.run, m.epoch, rank, m.nranks()));
+        "{} belongs elsewhere: job '{}' run {:016x} epoch {} rank {} of {}, expected job '{}' "
+        "run {:016x} epoch {} rank {} of {}",
+        path.string(), header->job, header->run, header->epoch, header->rank, header->nranks, x.job,
+        x.run, x.epoch, x.rank, x.nranks));
   }
   std::vector<std::uint32_t> crcs(header->blocks());
   if (!read_all(fd.get(), reinterpret_cast<std::byte*>(crcs.data()),
                 crcs.size() * sizeof(std::uint32_t), kDrainHeaderBytes, path)) {
     throw std::runtime_error(fmt::format("{} is truncated (in its block CRCs)", path.string()));
   }
-  if (file_digest(head.data(), crcs) != m.digests[static_cast<std::size_t>(rank)]) {
+  if (table_crc(crcs) != header->table_crc) {
+    throw std::runtime_error(
+        fmt::format("{} is damaged: its block CRCs do not match their own "
+                    "CRC",
+                    path.string()));
+  }
+  if (x.digest && file_digest(head.data(), crcs) != *x.digest) {
     throw std::runtime_error(
         fmt::format("{} is not the file the manifest recorded (its header or block CRCs differ)",
                     path.string()));
   }
   std::vector<std::byte> block(static_cast<std::size_t>(header->block_bytes));
-  const std::uint64_t data = header->data_offset();
   for (std::uint64_t b = 0; b < crcs.size(); ++b) {
-    const std::uint64_t offset = b * header->block_bytes;
-    const auto n =
-        static_cast<std::size_t>(std::min(header->block_bytes, header->copy_bytes - offset));
-    if (!read_all(fd.get(), block.data(), n, data + offset, path)) {
+    const BlockSpan s = block_span(*header, b);
+    if (!read_all(fd.get(), block.data(), s.bytes, s.file_offset, path)) {
       throw std::runtime_error(
           fmt::format("{} is truncated: it ends in block {} of {}", path.string(), b, crcs.size()));
     }
-    if (crc32(block.data(), n) != crcs[b]) {
-      throw std::runtime_error(
-          fmt::format("{} is damaged: block {} (bytes {} to {} of the copy) does not match its CRC",
-                      path.string(), b, offset, offset + n));
+    if (crc32(block.data(), s.bytes) != crcs[b]) {
+      throw std::runtime_error(fmt::format("{} is damaged: block {} ({}) does not match its CRC",
+                                           path.string(), b, describe_block(*header, s)));
     }
-    if (deliver) deliver(offset, block.data(), n);
+    if (deliver) deliver(s.payload_offset, block.data(), s.bytes);
   }
   return *header;
+}
+
+DrainFileHeader read_drain_file(const DrainedEpoch& epoch, int rank, const BlockSink& deliver) {
+  const DrainManifest& m = epoch.manifest;
+  return read_rank_file(
+      drain_rank_file(epoch.dir, rank),
+      {m.job, m.run, m.epoch, rank, m.nranks(), m.digests[static_cast<std::size_t>(rank)]},
+      deliver);
+}
+
+std::optional<DrainFileHeader> read_drain_header(const fs::path& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return {};
+  std::vector<std::byte> head(kDrainHeaderBytes);
+  if (!read_all(fd.get(), head.data(), head.size(), 0, path)) return {};
+  return decode_drain_header(head.data());
+}
+
+std::vector<DrainFileHeader> rank_files(const fs::path& dir, const std::string& job, int rank) {
+  std::vector<DrainFileHeader> out;
+  const auto dirs = epoch_dirs(dir, job);
+  for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+    const auto header = read_drain_header(drain_rank_file(*it, rank));
+    if (header && header->job == job && header->rank == rank &&
+        epoch_of_name(it->filename().string()) == header->epoch) {
+      out.push_back(*header);
+    }
+  }
+  return out;
+}
+
+void remove_rank_files(const fs::path& dir, const std::string& job, int rank,
+                       std::optional<std::uint64_t> keep) {
+  for (const auto& epoch_dir : epoch_dirs(dir, job)) {
+    if (keep && epoch_of_name(epoch_dir.filename().string()) == *keep) continue;
+    std::error_code ignored;
+    fs::remove(drain_rank_file(epoch_dir, rank), ignored);
+    fs::remove(fs::path(drain_rank_file(epoch_dir, rank).string() + ".part"), ignored);
+    fs::remove(epoch_dir, ignored);  // only once empty: other ranks' files may share it
+  }
+  std::error_code ignored;
+  if (!keep) fs::remove(drain_job_dir(dir, job), ignored);
+}
+
+std::vector<DrainedCandidate> drained_candidates(
+    const std::vector<std::vector<DrainFileHeader>>& files,
+    const std::function<int(std::uint32_t scheme, int parity)>& tolerance, std::string* why_not) {
+  const int n = static_cast<int>(files.size());
+  // Every (epoch, run) some rank holds a file of, newest epoch first.
+  std::set<std::pair<std::uint64_t, std::uint64_t>, std::greater<>> keys;
+  for (const auto& mine : files) {
+    for (const auto& h : mine)
+      keys.emplace(h.epoch, h.run);
+  }
+  std::vector<DrainedCandidate> out;
+  for (const auto& [epoch, run] : keys) {
+    DrainedCandidate c;
+    c.epoch = epoch;
+    c.run = run;
+    c.group_of.assign(static_cast<std::size_t>(n), -1);
+    c.chunks_of.assign(static_cast<std::size_t>(n), 0);
+    std::vector<const DrainFileHeader*> held(static_cast<std::size_t>(n), nullptr);
+    std::string why;
+    for (int r = 0; r < n && why.empty(); ++r) {
+      for (const auto& h : files[static_cast<std::size_t>(r)]) {
+        if (h.epoch != epoch || h.run != run) continue;
+        if (h.nranks != n) {
+          why = fmt::format("it was drained by {} ranks, this run has {}", h.nranks, n);
+          break;
+        }
+        held[static_cast<std::size_t>(r)] = &h;
+        if (c.members.empty()) {
+          c.sample = h;
+          c.members.resize(static_cast<std::size_t>(h.groups));
+        }
+        auto& group = c.members[static_cast<std::size_t>(h.group)];
+        if (h.groups != c.sample.groups || h.scheme != c.sample.scheme ||
+            h.parity != c.sample.parity || h.chunk_bytes != c.sample.chunk_bytes ||
+            (!group.empty() && group != h.members)) {
+          why = fmt::format("the files of ranks {} and {} disagree about the groups", c.sample.rank,
+                            r);
+          break;
+        }
+        group = h.members;
+        for (int i = 0; i < h.group_size(); ++i) {
+          const auto member = static_cast<std::size_t>(h.members[static_cast<std::size_t>(i)]);
+          if (member >= static_cast<std::size_t>(n)) {
+            why = fmt::format("rank {}'s file names rank {}, beyond the job", r, member);
+            break;
+          }
+          c.group_of[member] = h.group;
+          c.chunks_of[member] = h.member_chunks[static_cast<std::size_t>(i)];
+        }
+      }
+    }
+    c.lost.resize(c.members.size());
+    for (std::size_t g = 0; g < c.members.size() && why.empty(); ++g) {
+      if (c.members[g].empty()) {
+        why = fmt::format("no rank of group {} holds a file", g);
+        break;
+      }
+      for (std::size_t i = 0; i < c.members[g].size(); ++i) {
+        if (held[static_cast<std::size_t>(c.members[g][i])] == nullptr)
+          c.lost[g].push_back(static_cast<int>(i));
+      }
+      const int tolerated = tolerance(c.sample.scheme, c.sample.parity);
+      if (static_cast<int>(c.lost[g].size()) > tolerated) {
+        std::vector<int> ranks;
+        for (const int i : c.lost[g])
+          ranks.push_back(c.members[g][static_cast<std::size_t>(i)]);
+        why = fmt::format("group {} lacks the files of ranks {} and tolerates {}", g,
+                          fmt::join(ranks, ", "), tolerated);
+      }
+    }
+    for (int r = 0; r < n && why.empty(); ++r) {
+      if (c.group_of[static_cast<std::size_t>(r)] < 0)
+        why = fmt::format("no file names a group for rank {}", r);
+    }
+    if (why.empty()) {
+      out.push_back(std::move(c));
+    } else if (why_not != nullptr && out.empty()) {
+      *why_not += fmt::format("{}epoch {} of run {:016x}: {}", why_not->empty() ? "" : "; ", epoch,
+                              run, why);
+    }
+  }
+  return out;
 }
 
 std::optional<std::uint64_t> drained_file_digest(const fs::path& epoch_dir, int rank,
@@ -403,7 +594,7 @@ DrainWriter::~DrainWriter() {
 }
 
 void DrainWriter::start(fs::path epoch_dir, DrainFileHeader header, const std::byte* copy,
-                        DrainProgress progress, bool completes) {
+                        const std::byte* checksum, DrainProgress progress, bool completes) {
   abandon();
   cancelled_ = false;
   file_done_ = false;
@@ -412,12 +603,12 @@ void DrainWriter::start(fs::path epoch_dir, DrainFileHeader header, const std::b
   outcome_.epoch = header.epoch;
   outcome_.bytes = header.file_bytes();
   thread_ = std::thread([this, dir = std::move(epoch_dir), header = std::move(header), copy,
-                         progress = std::move(progress), completes] {
+                         checksum, progress = std::move(progress), completes] {
     const auto begin = std::chrono::steady_clock::now();
     std::optional<std::uint64_t> digest;
     std::string error;
     try {
-      digest = write_drain_file(dir, header, copy, &cancelled_, progress);
+      digest = write_drain_file(dir, header, copy, checksum, &cancelled_, progress);
     } catch (const std::exception& e) {
       error = e.what();
     }

@@ -1,12 +1,18 @@
 // The second level: committed copies B drained from shared memory to files, and read back when
 // memory cannot serve. Formats and file operations, no MPI; the session decides when and agrees.
 //
-// A drained epoch is a directory DIR/JOB/epoch-E holding one file per rank and, once every rank's
-// file is complete, a manifest written last and renamed into place, so that an epoch without a
-// manifest is never taken as complete. A rank's file is a header page (who, which epoch, the byte
-// layout of B, the group plan of the run that drained it), the CRC of every block of B, then B.
-// Every file and the manifest carry the run's id: files of another run under the same epoch
-// number can never be mixed into a restore.
+// A drained epoch is a directory DIR/JOB/epoch-E holding one file per rank. A rank's file is a
+// header page (who, which epoch, the byte layout of B, the group of the run that drained it), the
+// CRC of every block, then B and, when the checksum is drained too, C; it gets its name only once
+// whole. Every file carries the run's id: files of another run under the same epoch number can
+// never be mixed into a restore.
+//
+// What makes an epoch complete depends on what was drained. A drain of B alone (a directory every
+// rank sees) is complete when its manifest, written last and renamed into place once every rank's
+// file is there, says so; an epoch without one is never used. A drain of B and C (node-local
+// disks, where no rank sees the others' files) has no manifest: it is complete when every group
+// holds enough whole files to rebuild the others, as it would in memory, which the ranks decide
+// together at restart (drained_candidates).
 #pragma once
 
 #include <atomic>
@@ -23,7 +29,7 @@
 
 namespace skt {
 
-inline constexpr std::uint32_t kDrainFormatVersion = 1;
+inline constexpr std::uint32_t kDrainFormatVersion = 2;
 inline constexpr std::size_t kDrainHeaderBytes = 4096;
 inline constexpr std::size_t kDrainBlockBytes = std::size_t{1} << 20;
 
@@ -33,21 +39,41 @@ struct DrainFileHeader {
   std::uint64_t epoch = 0;
   int rank = 0;
   int nranks = 0;
-  int group = 0;  // the group plan of that run, for tools and messages
+  // The group of that run, which a rebuild from the group's files joins again: its index among
+  // `groups`, this rank's member index, and by member index the ranks and their stream lengths.
+  int groups = 0;
+  int group = 0;
   int member = 0;
-  int group_size = 0;
+  std::vector<int> members;
+  std::vector<std::uint64_t> member_chunks;
+  std::uint32_t scheme = 0;  // enc::Scheme, the parity and the chunk size that striped C
+  int parity = 0;
+  std::uint64_t chunk_bytes = 0;
   std::uint64_t layout_hash = 0;     // of the regions and private objects B holds
   std::uint64_t stage_bytes = 0;     // B: the staged private objects from 0,
   std::uint64_t regions_offset = 0;  // the regions' area from here,
   std::uint64_t regions_bytes = 0;
-  std::uint64_t copy_bytes = 0;  // in all
+  std::uint64_t copy_bytes = 0;      // in all
+  std::uint64_t checksum_bytes = 0;  // C, after B
+  bool with_checksum = false;        // C is drained (SKT_DRAIN_WRITE=copy+checksum)
   std::uint64_t block_bytes = kDrainBlockBytes;
+  std::uint32_t table_crc = 0;  // of the block CRCs, which follow the header
 
   bool operator==(const DrainFileHeader&) const = default;
-  std::uint64_t blocks() const noexcept { return (copy_bytes + block_bytes - 1) / block_bytes; }
-  // Where B starts in the file: after the header and the block CRCs, on a page.
+  int group_size() const noexcept { return static_cast<int>(members.size()); }
+  std::uint64_t copy_blocks() const noexcept {
+    return (copy_bytes + block_bytes - 1) / block_bytes;
+  }
+  std::uint64_t blocks() const noexcept {
+    return copy_blocks() + (checksum_bytes + block_bytes - 1) / block_bytes;
+  }
+  // Where B starts in the file: after the header and the block CRCs, on a page; C starts on the
+  // block after B's last.
   std::uint64_t data_offset() const noexcept;
-  std::uint64_t file_bytes() const noexcept { return data_offset() + copy_bytes; }
+  std::uint64_t checksum_offset() const noexcept {
+    return data_offset() + copy_blocks() * block_bytes;
+  }
+  std::uint64_t file_bytes() const noexcept { return checksum_offset() + checksum_bytes; }
 };
 
 void encode_drain_header(std::byte* page, const DrainFileHeader& header);
@@ -74,13 +100,14 @@ std::filesystem::path drain_epoch_dir(const std::filesystem::path& dir, const st
                                       std::uint64_t epoch);
 std::filesystem::path drain_rank_file(const std::filesystem::path& epoch_dir, int rank);
 
-// Writes `header.copy_bytes` at `copy` as the rank's file of the epoch (under a temporary name,
-// synced, then renamed), straight from memory. Returns the file's digest; throws
-// std::runtime_error naming the file and the system's reason. `cancelled` is polled between
-// blocks, and `progress` told after each (blocks written, blocks in all).
+// Writes `header.copy_bytes` at `copy` (and `header.checksum_bytes` at `checksum`) as the rank's
+// file of the epoch (under a temporary name, synced, then renamed), straight from memory. Returns
+// the file's digest; throws std::runtime_error naming the file and the system's reason.
+// `cancelled` is polled between blocks, and `progress` told after each (blocks written, in all).
 using DrainProgress = std::function<void(std::uint64_t, std::uint64_t)>;
 std::uint64_t write_drain_file(const std::filesystem::path& epoch_dir,
                                const DrainFileHeader& header, const std::byte* copy,
+                               const std::byte* checksum = nullptr,
                                const std::atomic<bool>* cancelled = nullptr,
                                const DrainProgress& progress = {});
 
@@ -99,12 +126,55 @@ std::vector<DrainedEpoch> complete_epochs(const std::filesystem::path& dir, cons
 std::vector<std::filesystem::path> epoch_dirs(const std::filesystem::path& dir,
                                               const std::string& job);
 
-// Reads rank's file of a complete epoch and checks it against the manifest (job, run, epoch, rank,
-// digest) and every block against its CRC; each verified block goes to `deliver` (offset in B,
-// bytes), which may be empty to verify only. Returns the header; throws std::runtime_error with
-// what is wrong (missing, truncated, a block whose CRC differs, another run's file).
+// What a rank's file must be to serve: whose, which epoch, and (from a manifest) its digest.
+struct DrainFileExpected {
+  std::string job;
+  std::uint64_t run = 0;
+  std::uint64_t epoch = 0;
+  int rank = 0;
+  int nranks = 0;
+  std::optional<std::uint64_t> digest;
+};
+
+// Reads a rank's file and checks it against what is expected and every block against its CRC;
+// each verified block goes to `deliver` (offset in B, or past B's end in C: copy_bytes + offset
+// in C; bytes), which may be empty to verify only. Returns the header; throws std::runtime_error
+// with what is wrong (missing, truncated, a block whose CRC differs, another run's file).
 using BlockSink = std::function<void(std::uint64_t offset, const std::byte* bytes, std::size_t n)>;
+DrainFileHeader read_rank_file(const std::filesystem::path& path, const DrainFileExpected& expected,
+                               const BlockSink& deliver);
+// The same for rank's file of a complete epoch, as its manifest records it.
 DrainFileHeader read_drain_file(const DrainedEpoch& epoch, int rank, const BlockSink& deliver);
+
+// The headers of rank's files of a job (files under their final name whose header is intact),
+// newest epoch first, and the header of one file, if it has a valid one.
+std::vector<DrainFileHeader> rank_files(const std::filesystem::path& dir, const std::string& job,
+                                        int rank);
+std::optional<DrainFileHeader> read_drain_header(const std::filesystem::path& path);
+
+// Removes rank's files of the job's epochs other than `keep` (all with none), and the epoch
+// directories they leave empty: what each rank does when its files are the only ones it sees.
+void remove_rank_files(const std::filesystem::path& dir, const std::string& job, int rank,
+                       std::optional<std::uint64_t> keep);
+
+// An epoch drained with its checksums (copy+checksum), and how its groups rebuild it: the ranks
+// whose files are missing or damaged, by group.
+struct DrainedCandidate {
+  std::uint64_t epoch = 0;
+  std::uint64_t run = 0;
+  std::vector<int> group_of;              // rank → its group in the run that drained
+  std::vector<std::vector<int>> members;  // group → ranks, by member index
+  std::vector<std::vector<int>> lost;     // group → member indices with no whole file
+  std::vector<std::uint64_t> chunks_of;   // rank → its stream length, as recorded
+  DrainFileHeader sample;                 // one file's header (scheme, parity, sizes)
+};
+// The epochs that `files[r]` (rank r's headers, as rank_files gives them; those whose CRCs failed
+// left out) can restore, newest first: those of one run where every rank belongs to a recorded
+// group and no group lacks more files than its code tolerates (`tolerance(scheme, parity)`).
+// `why_not` collects, for the newer epochs that cannot, the reason.
+std::vector<DrainedCandidate> drained_candidates(
+    const std::vector<std::vector<DrainFileHeader>>& files,
+    const std::function<int(std::uint32_t scheme, int parity)>& tolerance, std::string* why_not);
 
 // The digest of rank's file of an epoch as the manifest records it, once the file is there under
 // its final name and written by run `run`; nothing until then.
@@ -131,7 +201,7 @@ class DrainWriter {
 
   // Starts writing; the copy must not change until wait_file() returns.
   void start(std::filesystem::path epoch_dir, DrainFileHeader header, const std::byte* copy,
-             DrainProgress progress, bool completes);
+             const std::byte* checksum, DrainProgress progress, bool completes);
   struct Outcome {
     std::uint64_t epoch = 0;
     std::optional<std::uint64_t> digest;  // of this rank's file, once written

@@ -27,19 +27,6 @@ std::string getenv_string(const char* name) {
   return v == nullptr ? std::string() : std::string(v);
 }
 
-// A node name from the host name: cut at the first dot, characters outside the name set replaced.
-std::string host_node_name() {
-  std::array<char, 256> host{};
-  if (gethostname(host.data(), host.size() - 1) != 0) return "localhost";
-  std::string name(host.data());
-  name = name.substr(0, name.find('.'));
-  for (char& c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '-';
-  }
-  if (name.size() > 63) name.resize(63);
-  return valid_name(name) ? name : "localhost";
-}
-
 // A rank dies with the process that started it (mpirun, or a launcher's daemon): a rank outliving
 // its launcher would go on writing into the segments that the next launch takes over.
 void die_with_launcher() {
@@ -89,10 +76,7 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   effects_ = std::make_unique<MpiEffects>(comm_.get(), nodes_, config_.node, nullptr);
   effects_->agree([&] {
     config_ = load_config(config_path, skt_environment());
-    if (config_.node.empty()) {
-      const std::string slurm = getenv_string("SLURMD_NODENAME");
-      config_.node = valid_name(slurm) ? slurm : host_node_name();
-    }
+    if (config_.node.empty()) config_.node = default_node_name();
   });
   if (config_.job.empty()) {
     const std::string slurm_job = getenv_string("SLURM_JOB_ID");
@@ -142,6 +126,7 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
                               shared, reference));
     }
   });
+  config_.drain_dir = expand_node(config_.drain_dir, config_.node);
 
   std::array<char, kNodeBytes> mine{};
   std::memcpy(mine.data(), config_.node.data(), std::min(config_.node.size(), kNodeBytes - 1));
@@ -594,6 +579,7 @@ int Session::establish(const RestorePlan& setup, std::optional<ControlState> sur
 
 bool Session::restore_from_storage(const std::vector<Finding>& findings,
                                    const std::string& memory_failure) {
+  if (config_.drain_checksum) return restore_from_group_files(findings, memory_failure);
   // Rank 0's view of the drain directory decides; every rank must see that epoch's manifest too.
   std::int64_t chosen = -1;
   std::vector<DrainedEpoch> complete;
@@ -682,31 +668,239 @@ bool Session::restore_from_storage(const std::vector<Finding>& findings,
         RestoreInputs{fresh.candidates, false, fresh.shapes, group, nodes_, config_.job});
   }
   effects_->agree([&] {
-    const StreamLayout& layout = store_.layout;
-    const std::uint64_t regions_at = layout.copy_regions_offset();
-    std::byte* const stage = arena_->stage();
-    std::byte* const regions = arena_->regions();
     try {
-      read_drain_file(
-          epoch, rank_, [&](std::uint64_t offset, const std::byte* bytes, std::size_t n) {
-            const std::uint64_t end = offset + n;
-            // B is the stage, a gap to the next 64 bytes, then the regions' area.
-            const std::uint64_t stage_end = std::min<std::uint64_t>(end, layout.stage_bytes);
-            if (offset < stage_end) std::memcpy(stage + offset, bytes, stage_end - offset);
-            const std::uint64_t from = std::max(offset, regions_at);
-            const std::uint64_t to =
-                std::min<std::uint64_t>(end, regions_at + layout.regions_bytes);
-            if (from < to)
-              std::memcpy(regions + (from - regions_at), bytes + (from - offset), to - from);
-          });
+      read_drain_file(epoch, rank_,
+                      [&](std::uint64_t offset, const std::byte* bytes, std::size_t n) {
+                        load_copy_bytes(offset, bytes, n);
+                      });
     } catch (const std::exception& e) {
       throw unreadable(e);
     }
-    restore_private_objects(stage);
+    restore_private_objects(arena_->stage());
   });
   // The memory level anew: W, B and the checksums of the epoch, as a checkpoint writes them.
   protocol_->checkpoint(static_cast<std::uint64_t>(chosen), nullptr);
   epoch_ = static_cast<std::uint64_t>(chosen);
+  return true;
+}
+
+void Session::load_copy_bytes(std::uint64_t offset, const std::byte* bytes, std::size_t n) {
+  const StreamLayout& layout = store_.layout;
+  const std::uint64_t regions_at = layout.copy_regions_offset();
+  const std::uint64_t end = offset + n;
+  // B is the stage, a gap to the next 64 bytes, then the regions' area.
+  const std::uint64_t stage_end = std::min<std::uint64_t>(end, layout.stage_bytes);
+  if (offset < stage_end) std::memcpy(arena_->stage() + offset, bytes, stage_end - offset);
+  const std::uint64_t from = std::max(offset, regions_at);
+  const std::uint64_t to = std::min<std::uint64_t>(end, regions_at + layout.regions_bytes);
+  if (from < to)
+    std::memcpy(arena_->regions() + (from - regions_at), bytes + (from - offset), to - from);
+}
+
+bool Session::restore_from_group_files(const std::vector<Finding>& findings,
+                                       const std::string& memory_failure) {
+  // No rank may see another's files (node-local disks): each tells the others which it holds.
+  const std::string where = drain_job_dir(config_.drain_dir, config_.job).string();
+  std::vector<DrainFileHeader> own;
+  effects_->agree([&] {
+    own = rank_files(config_.drain_dir, config_.job, rank_);
+    std::erase_if(own, [](const DrainFileHeader& h) { return !h.with_checksum; });
+  });
+  std::vector<std::byte> pages(own.size() * kDrainHeaderBytes);
+  for (std::size_t i = 0; i < own.size(); ++i)
+    encode_drain_header(pages.data() + i * kDrainHeaderBytes, own[i]);
+  const auto gathered = effects_->gather(pages);
+  std::vector<std::vector<DrainFileHeader>> files(gathered.size());
+  std::size_t held = 0;
+  const DrainFileHeader* newest = nullptr;
+  for (std::size_t r = 0; r < gathered.size(); ++r) {
+    for (std::size_t at = 0; at + kDrainHeaderBytes <= gathered[r].size(); at += kDrainHeaderBytes)
+      files[r].push_back(*decode_drain_header(gathered[r].data() + at));
+    held += files[r].size();
+  }
+  for (const auto& mine : files) {
+    for (const auto& h : mine) {
+      if (newest == nullptr || h.epoch > newest->epoch) newest = &h;
+    }
+  }
+  if (newest == nullptr) {
+    if (memory_failure.empty()) return false;  // a fresh start: nothing anywhere
+    throw AgreedError(SKT_ERR_UNRECOVERABLE,
+                      fmt::format("{}; storage cannot serve either: no rank holds a drained file "
+                                  "of job '{}' in {}",
+                                  memory_failure, config_.job, config_.drain_dir));
+  }
+  if (config_.restart && *config_.restart == 0) {
+    throw AgreedError(
+        SKT_ERR_STALE,
+        fmt::format("drained checkpoints of job '{}' ({} files, epoch {} the newest) exist in {} "
+                    "from an earlier run, but SKT_RESTART=0 says this is a first launch; remove "
+                    "them with 'skt-drain remove --dir {} --job {}' on every node, or use a new "
+                    "job tag",
+                    config_.job, held, newest->epoch, where, config_.drain_dir, config_.job));
+  }
+  if (newest->nranks != nranks_) {
+    throw AgreedError(
+        SKT_ERR_MISMATCH,
+        fmt::format("drained epoch {} of job '{}' was written by {} ranks, this run "
+                    "has {}; relaunch with {} ranks",
+                    newest->epoch, config_.job, newest->nranks, nranks_, newest->nranks));
+  }
+  const auto tolerance = [](std::uint32_t scheme, int parity) {
+    return enc::tolerance(static_cast<enc::Scheme>(scheme), parity);
+  };
+  // The newest epoch the groups can rebuild; every file it takes is read whole before anything in
+  // memory changes, and one that is not counts as missing.
+  std::string why_not;
+  std::optional<DrainedCandidate> chosen;
+  while (!chosen) {
+    auto candidates = drained_candidates(files, tolerance, &why_not);
+    if (candidates.empty()) {
+      throw AgreedError(
+          SKT_ERR_UNRECOVERABLE,
+          fmt::format("{}storage cannot serve either: no drained epoch in {} can be rebuilt ({})",
+                      memory_failure.empty() ? "" : memory_failure + "; ", where, why_not));
+    }
+    DrainedCandidate& c = candidates.front();
+    const DrainFileHeader& s = c.sample;
+    if (s.scheme != static_cast<std::uint32_t>(config_.scheme) || s.parity != config_.parity ||
+        s.chunk_bytes != config_.chunk_bytes) {
+      throw AgreedError(
+          SKT_ERR_MISMATCH,
+          fmt::format("drained epoch {} was encoded with scheme {}, parity {} and chunks of {} "
+                      "bytes; relaunch with the same SKT_SCHEME, SKT_PARITY and SKT_CHUNK_SIZE",
+                      c.epoch, enc::scheme_name(static_cast<enc::Scheme>(s.scheme)), s.parity,
+                      s.chunk_bytes));
+    }
+    for (int r = 0; r < nranks_; ++r) {
+      const Finding& f = findings[static_cast<std::size_t>(r)];
+      const int size = static_cast<int>(c.members[static_cast<std::size_t>(c.group_of[r])].size());
+      const std::uint64_t chunks =
+          StreamLayout::plan({}, f.stage_bytes, f.regions_bytes, config_.chunk_bytes,
+                             stage_period(config_.scheme, size, config_.parity))
+              .chunks;
+      const auto& held_by_r = files[static_cast<std::size_t>(r)];
+      const bool layout_differs =
+          std::any_of(held_by_r.begin(), held_by_r.end(), [&](const auto& h) {
+            return h.epoch == c.epoch && h.run == c.run &&
+                   (h.layout_hash != f.layout_hash || h.stage_bytes != f.stage_bytes ||
+                    h.regions_bytes != f.regions_bytes);
+          });
+      if (chunks != c.chunks_of[static_cast<std::size_t>(r)] || layout_differs) {
+        throw AgreedError(
+            SKT_ERR_MISMATCH,
+            fmt::format("rank {} declared regions that differ from those of drained epoch {}; a "
+                        "relaunch must declare the same regions and protect the same objects",
+                        r, c.epoch));
+      }
+    }
+    const auto& mine = files[static_cast<std::size_t>(rank_)];
+    const auto held_here = std::find_if(mine.begin(), mine.end(), [&](const DrainFileHeader& h) {
+      return h.epoch == c.epoch && h.run == c.run;
+    });
+    int whole = 1;
+    effects_->agree([&] {
+      if (held_here == mine.end()) return;
+      try {
+        read_rank_file(
+            drain_rank_file(drain_epoch_dir(config_.drain_dir, config_.job, c.epoch), rank_),
+            {config_.job, c.run, c.epoch, rank_, nranks_, std::nullopt}, {});
+      } catch (const std::exception& e) {
+        whole = 0;
+        log_->warn("{}: this rank's file of epoch {} counts as lost", e.what(), c.epoch);
+      }
+    });
+    int all_whole = whole;
+    SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &all_whole, 1, MPI_INT, MPI_MIN, comm_.get()));
+    if (all_whole != 0) {
+      chosen = std::move(c);
+      break;
+    }
+    // Each rank drops what it found damaged from everyone's view, and the choice is made again.
+    std::vector<int> bad(static_cast<std::size_t>(nranks_));
+    const int mine_bad = 1 - whole;
+    SKT_MPI(MPI_Allgather(&mine_bad, 1, MPI_INT, bad.data(), 1, MPI_INT, comm_.get()));
+    for (int r = 0; r < nranks_; ++r) {
+      if (bad[static_cast<std::size_t>(r)] == 0) continue;
+      auto& list = files[static_cast<std::size_t>(r)];
+      std::erase_if(list,
+                    [&](const DrainFileHeader& h) { return h.epoch == c.epoch && h.run == c.run; });
+    }
+  }
+  const DrainedCandidate& c = *chosen;
+  std::vector<std::string> rebuilt;
+  for (std::size_t g = 0; g < c.lost.size(); ++g) {
+    for (const int i : c.lost[g])
+      rebuilt.push_back(std::to_string(c.members[g][static_cast<std::size_t>(i)]));
+  }
+  if (rank_ == 0) {
+    log_->warn("{}: restoring drained epoch {} from storage ({}){}",
+               memory_failure.empty() ? "nothing of job '" + config_.job + "' is left in memory"
+                                      : "memory cannot serve (" + memory_failure + ")",
+               c.epoch, where,
+               rebuilt.empty() ? std::string()
+                               : fmt::format("; the files of ranks {} are missing or damaged "
+                                             "and are rebuilt from their groups' files",
+                                             fmt::join(rebuilt, ", ")));
+  }
+  // The groups of the run that drained, as the memory level would keep them.
+  RestorePlan setup;
+  setup.groups.group_of = c.group_of;
+  setup.groups.members = c.members;
+  setup.groups.index_of.assign(static_cast<std::size_t>(nranks_), 0);
+  for (const auto& members : c.members) {
+    for (std::size_t i = 0; i < members.size(); ++i)
+      setup.groups.index_of[static_cast<std::size_t>(members[i])] = static_cast<int>(i);
+  }
+  setup.shapes = group_shapes(setup.groups, c.chunks_of, config_.parity, config_.chunk_bytes,
+                              enc::tolerance(config_.scheme, config_.parity));
+  for (auto& shape : setup.shapes) {
+    for (const int r : shape.ranks)
+      shape.layouts.push_back(findings[static_cast<std::size_t>(r)].layout_hash);
+  }
+  const int group = establish(setup, std::nullopt);
+  protocol_->restore(RestoreInputs{{}, false, setup.shapes, group, nodes_, config_.job});
+  const bool lost_here =
+      std::find(c.lost[static_cast<std::size_t>(group)].begin(),
+                c.lost[static_cast<std::size_t>(group)].end(),
+                static_cast<int>(info_.member)) != c.lost[static_cast<std::size_t>(group)].end();
+  std::byte* const checksum = store_.checksum_of(c.epoch);
+  effects_->agree([&] {
+    if (lost_here) return;
+    try {
+      const DrainFileHeader h = read_rank_file(
+          drain_rank_file(drain_epoch_dir(config_.drain_dir, config_.job, c.epoch), rank_),
+          {config_.job, c.run, c.epoch, rank_, nranks_, std::nullopt},
+          [&](std::uint64_t offset, const std::byte* bytes, std::size_t n) {
+            if (offset < store_.layout.copy_bytes()) {
+              load_copy_bytes(offset, bytes, n);
+            } else if (offset - store_.layout.copy_bytes() + n <= store_.geometry.parity_bytes()) {
+              std::memcpy(checksum + (offset - store_.layout.copy_bytes()), bytes, n);
+            }
+          });
+      if (h.checksum_bytes != store_.geometry.parity_bytes()) {
+        throw Error(SKT_ERR_INTERNAL,
+                    fmt::format("drained epoch {}: this rank's file holds {} bytes of checksum, "
+                                "its group's stripes take {}",
+                                c.epoch, h.checksum_bytes, store_.geometry.parity_bytes()));
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(SKT_ERR_UNRECOVERABLE,
+                  fmt::format("drained epoch {} cannot be restored: {}", c.epoch, e.what()));
+    }
+  });
+  const auto& lost = c.lost[static_cast<std::size_t>(group)];
+  effects_->agree([&] {
+    if (!lost.empty()) effects_->rebuild(lost, {}, {}, store_.workspace, checksum, {});
+  });
+  if (lost_here)
+    log_->warn("this rank's data of epoch {} was rebuilt from its group's files", c.epoch);
+  restore_private_objects(arena_->stage());
+  // The memory level anew: W, B and the checksums of the epoch, as a checkpoint writes them.
+  protocol_->checkpoint(c.epoch, nullptr);
+  epoch_ = c.epoch;
   return true;
 }
 
@@ -790,18 +984,30 @@ void Session::start_drain() {
   h.epoch = epoch_;
   h.rank = rank_;
   h.nranks = nranks_;
+  h.groups = static_cast<int>(info_.groups);
   h.group = static_cast<int>(info_.group);
   h.member = static_cast<int>(info_.member);
-  h.group_size = static_cast<int>(info_.group_size);
+  for (std::uint32_t i = 0; i < info_.group_size; ++i) {
+    h.members.push_back(info_.members[i]);
+    h.member_chunks.push_back(info_.member_chunks[i]);
+  }
+  h.scheme = static_cast<std::uint32_t>(config_.scheme);
+  h.parity = store_.geometry.parity;
+  h.chunk_bytes = config_.chunk_bytes;
   h.layout_hash = declared_layout_hash_;
   h.stage_bytes = store_.layout.stage_bytes;
   h.regions_offset = store_.layout.copy_regions_offset();
   h.regions_bytes = store_.layout.regions_bytes;
   h.copy_bytes = store_.layout.copy_bytes();
+  h.with_checksum = config_.drain_checksum;
+  h.checksum_bytes = config_.drain_checksum ? store_.geometry.parity_bytes() : 0;
   const std::byte* copy =
       checkpoint_.data() + store_.areas.copy_offset(store_.areas.copy_of_epoch(epoch_));
+  // With B alone, rank 0 completes the epoch (its manifest) once every rank's file is there; with
+  // C too, no rank may see the others' files, and the groups decide at restart.
   drain_.start(drain_epoch_dir(config_.drain_dir, config_.job, epoch_), h, copy,
-               fault_->midway(FaultStep::drain, epoch_), rank_ == 0);
+               store_.checksum_of(epoch_), fault_->midway(FaultStep::drain, epoch_),
+               rank_ == 0 && !config_.drain_checksum);
   draining_ = true;
   last_drain_start_ = MPI_Wtime();
 }
@@ -835,8 +1041,10 @@ void Session::settle_drain() {
     }
     return;
   }
-  // Every rank's file is written: rank 0's thread completes the epoch, if it has not yet.
+  // Every rank's file is written: rank 0's thread completes the epoch, if it has not yet; with the
+  // checksums drained, the epoch is complete now, and each rank removes its older files.
   const DrainWriter::Outcome out = drain_.wait();
+  if (config_.drain_checksum) remove_rank_files(config_.drain_dir, config_.job, rank_, out.epoch);
   if (rank_ != 0) return;
   if (!out.manifest_error.empty()) {
     if (!drain_failure_reported_) {
@@ -894,7 +1102,9 @@ void Session::finalize(bool discard) {
   if (discard || ephemeral_job_) {
     if (arena_) arena_->remove();
     if (checkpoint_) checkpoint_.remove();
-    if (rank_ == 0 && !config_.drain_dir.empty()) {
+    if (config_.drain_checksum) {
+      remove_rank_files(config_.drain_dir, config_.job, rank_, std::nullopt);
+    } else if (rank_ == 0 && !config_.drain_dir.empty()) {
       std::error_code ignored;
       std::filesystem::remove_all(drain_job_dir(config_.drain_dir, config_.job), ignored);
     }

@@ -93,6 +93,13 @@ class Session {
   // fresh start; with a memory failure that is an AgreedError, as any refusal.
   bool restore_from_storage(const std::vector<Finding>& findings,
                             const std::string& memory_failure);
+  // The same from drains with checksums (SKT_DRAIN_WRITE=copy+checksum), where each rank sees only
+  // its own files: the newest epoch whose groups hold enough whole files, the others rebuilt from
+  // them as a lost member's memory would be.
+  bool restore_from_group_files(const std::vector<Finding>& findings,
+                                const std::string& memory_failure);
+  // Bytes of a drained copy B at `offset`, into W's stage or regions.
+  void load_copy_bytes(std::uint64_t offset, const std::byte* bytes, std::size_t n);
   // Collective: whether the epoch just committed is drained (SKT_DRAIN_EVERY).
   bool drain_due();
   void start_drain();

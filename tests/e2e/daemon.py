@@ -170,6 +170,41 @@ def storage_beyond_tolerance(d, cluster, checks, reference):
     cluster.clean(job)
 
 
+def node_local_drains_fresh(d, cluster, checks, reference):
+    # As in fresh_if_unrecoverable, but the job drains every committed epoch to node-local disks (a
+    # directory per node, checksums drained): n2 and n4 are gone with their disks, so no rank holds
+    # a file of group 1 and no level can serve (exit 3). skt-run, asked to start afresh, removes the
+    # job's drains on every node first: a file left on a surviving node would make that first
+    # launch refuse to start (exit 2).
+    job = cluster.new_job("dlocal")
+    drains = os.path.join(d.root, job + "-{node}")
+    os.makedirs(d.registry(job))
+    probe = os.path.join(d.state_dir(job), "probe")
+    with open(probe, "w") as f:
+        f.write(f"""#!/bin/sh
+test -e '{d.registry(job)}'/"$1".dead && exit 1
+case "$1" in n2|n4) '{d.options.inject}' node "$1" --job {job} --registry '{d.registry(job)}' >/dev/null
+  rm -rf '{drains.replace("{node}", "")}'"$1"; exit 1;; esac
+exit 0
+""")
+    os.chmod(probe, 0o755)
+    code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4", "n5", "n6"], 2, APP_ARGS,
+                                extra=["--probe", f"cmd:{probe}", "--fresh-if-unrecoverable"]),
+                      env={"SKT_FAULT": "stage:1:2:0", "SKT_DRAIN_DIR": drains,
+                           "SKT_DRAIN_WRITE": "copy+checksum", "SKT_DRAIN_EVERY": "1"})
+    checks.expect(code == 0 and result_of(out) == reference and "starting afresh" in out and
+                  "no rank of group 1 holds a file" in out,
+                  "node-local drains, one group's two nodes lost with their disks: neither level "
+                  "can serve, skt-run starts afresh and the job finishes right", out)
+    checks.expect("removed the job's drained epochs" in out and "SKT_RESTART=0 says" not in out,
+                  "the drains were removed on every node before the fresh start, which accepted it",
+                  out)
+    left = [os.path.join(dirpath, f) for node in ["n1", "n2", "n3", "n4", "n5", "n6"]
+            for dirpath, _, files in os.walk(drains.replace("{node}", node)) for f in files]
+    checks.expect(not left, "no drained file of the job is left on any node", str(left))
+    cluster.clean(job)
+
+
 def ping_probe(d, cluster, checks):
     # A name that does not resolve does not answer ping; localhost does.
     if shutil.which("ping") is None:
@@ -258,6 +293,7 @@ def main(argv):
         probes_and_exit_codes(d, cluster, checks, reference)
         fresh_if_unrecoverable(d, cluster, checks, reference)
         storage_beyond_tolerance(d, cluster, checks, reference)
+        node_local_drains_fresh(d, cluster, checks, reference)
         ping_probe(d, cluster, checks)
     return harness.report_failures(checks.failures)
 

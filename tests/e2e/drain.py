@@ -3,7 +3,10 @@
 restored when memory cannot serve. Two members of one XOR group lost, the whole job gone with its
 segments (other nodes), a rank killed in the middle of a drain, a damaged drained file, a drain
 directory that cannot be written, or that is full, a relaunch with another number of ranks, a
-first launch over an earlier run's drains, and skt-drain's list, verify and remove. Every
+first launch over an earlier run's drains, and skt-drain's list, verify and remove. Then drains
+with their checksums to a directory per node (SKT_DRAIN_WRITE=copy+checksum, node-local disks): a
+whole allocation lost with one node's disk and a damaged file on another (both rebuilt from their
+groups' files), and a group that lost both its files (refused). Every
 relaunch that restores must print the result of a run without failure (and, with
 --verify-recovery, replay the computation to the restored iteration and compare byte for byte);
 every one that cannot must say why, with the right exit code, and change nothing."""
@@ -202,6 +205,107 @@ def unwritable_and_full(cluster, drains, checks, reference, root):
                       "then group 0 lost: epoch 4 from storage, the same result", again)
 
 
+class NodeDrains(Drains):
+    """Drains with checksums to a directory per virtual node, as node-local disks."""
+
+    def __init__(self, options, root):
+        super().__init__(options, os.path.join(root, "local-{node}"))
+
+    def env(self, job, **extra):
+        return super().env(job, SKT_DRAIN_WRITE="copy+checksum", **extra)
+
+    def run(self, *args, node="n0"):
+        return subprocess.run([self.tool, *args, "--dir", self.root, "--node", node],
+                              capture_output=True, text=True)
+
+    def node_dir(self, node):
+        return self.root.replace("{node}", node)
+
+    def epoch_file(self, job, epoch, rank, node=None):
+        return os.path.join(self.node_dir(node or NODES[rank]), job, f"epoch-{epoch:012d}",
+                            f"rank-{rank:06d}.skt")
+
+
+@contextlib.contextmanager
+def node_drained_job(cluster, drains, prefix):
+    job = cluster.new_job(prefix)
+    try:
+        yield job
+    finally:
+        cluster.clean(job)
+        for node in NODES + [n + "x" for n in NODES]:
+            drains.run("remove", "--job", job, node=node)
+
+
+def node_local(cluster, options, checks, reference, root):
+    drains = NodeDrains(options, root)
+    with node_drained_job(cluster, drains, "nodelocal") as job:
+        crashed_first_launch(cluster, drains, checks, job, NODES)
+        files = [drains.epoch_file(job, 4, r) for r in range(4)]
+        older = [drains.epoch_file(job, 2, r) for r in range(4)]
+        checks.expect(all(map(os.path.exists, files)) and not any(map(os.path.exists, older)),
+                      "each node's directory holds its rank's file of epoch 4; epoch 2's are removed")
+        listed = drains.run("list", "--job", job, node="n2").stdout
+        checks.expect(re.search(r"\s4\s+copy\+checksum\s+1 f\s", listed),
+                      "skt-drain list on node n2: epoch 4, drained with checksums, one file here",
+                      listed)
+        # The allocation is lost (every node's memory), node n3 with its disk; rank 2's file on
+        # n2 has a flipped bit in its checksum part.
+        cluster.clean(job)
+        shutil.rmtree(drains.node_dir("n3"))
+        with open(files[2], "r+b") as f:
+            f.seek(os.path.getsize(files[2]) - 10)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0x04]))
+        verify = drains.run("verify", "--job", job, node="n2")
+        checks.expect(verify.returncode == 1 and "DAMAGED" in verify.stdout and
+                      "of the checksum" in verify.stdout,
+                      "skt-drain verify on node n2 finds the flipped bit in the checksum (exit 1)",
+                      verify.stdout + verify.stderr)
+        nodes = ["n0", "n1", "n2", "n3x"]
+        run = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], drains.env(job, SKT_RESTART="1"))
+        checks.expect(run.code == 0 and run.result == reference and run.epoch == 4,
+                      "memory gone everywhere, n3's disk gone, rank 2's file damaged: epoch 4 "
+                      "restored from storage, the same result, replayed byte for byte", run)
+        checks.expect("rank-000002.skt is damaged" in run.err and
+                      "the files of ranks 2, 3 are missing or damaged and are rebuilt from their "
+                      "groups' files" in run.err,
+                      "the relaunch names the damaged file and the ranks rebuilt from their groups",
+                      run)
+    with node_drained_job(cluster, drains, "nodelost") as job:
+        crashed_first_launch(cluster, drains, checks, job, NODES)
+        cluster.clean(job)
+        for node in ("n1", "n3"):
+            shutil.rmtree(drains.node_dir(node))
+        run = cluster.launch(["n0", "n1x", "n2", "n3x"], APP_ARGS, drains.env(job, SKT_RESTART="1"))
+        checks.expect(run.code == 3 and run.result is None and "storage cannot serve either" in run.err
+                      and "no rank of group 1 holds a file" in run.err,
+                      "both nodes of group 1 lost with their disks: refused as unrecoverable (exit 3), "
+                      "saying why, no result", run)
+    # Reed-Solomon rebuilds from its files too: one group of 4 tolerating two losses, both n1's and
+    # n3's disks gone.
+    for code, lost_disks in (({"SKT_SCHEME": "rs", "SKT_PARITY": "2", "SKT_GROUP_SIZE": "4"},
+                              ("n1", "n3")),):
+        with node_drained_job(cluster, drains, "nodecode") as job:
+            crashed_first_launch(cluster, drains, checks, job, NODES, extra_env=code)
+            cluster.clean(job)
+            for node in lost_disks:
+                shutil.rmtree(drains.node_dir(node))
+            nodes = [n + "x" if n in lost_disks else n for n in NODES]
+            run = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"],
+                                 drains.env(job, SKT_RESTART="1", **code))
+            checks.expect(run.code == 0 and run.result == reference and run.epoch == 4,
+                          f"scheme {code['SKT_SCHEME']}, memory gone and the disks of "
+                          f"{', '.join(lost_disks)} too: epoch 4 rebuilt from the groups' files, "
+                          "the same result, replayed byte for byte", run)
+    refused = cluster.launch(NODES, APP_ARGS, dict(Drains(options, drains.root).env("bad-config"),
+                                                   SKT_RESTART="0"))
+    checks.expect(refused.code == 2 and "SKT_DRAIN_WRITE=copy+checksum" in refused.err,
+                  "a directory per node without the checksums drained is refused (exit 2), naming "
+                  "the setting", refused)
+
+
 def tool_usage(drains, checks):
     bare = subprocess.run([drains.tool, "list"], capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if k != "SKT_DRAIN_DIR"})
@@ -232,8 +336,10 @@ def main(argv):
         killed_mid_drain(cluster, drains, checks, reference)
         damaged_file(cluster, drains, checks)
         unwritable_and_full(cluster, drains, checks, reference, root)
+        node_local(cluster, options, checks, reference, root)
         tool_usage(drains, checks)
-        leftover = [d for d in os.listdir(root) if d != "a-file"]
+        leftover = [d for d in os.listdir(root) if d != "a-file" and
+                    not (d.startswith("local-") and not os.listdir(os.path.join(root, d)))]
         checks.expect(not leftover, "every job's drains were removed", str(leftover))
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -150,6 +150,22 @@ TEST(Config, DrainSettings) {
             std::string::npos);
   // Every rank must drain to the same place at the same commits.
   EXPECT_NE(every3.shared_settings(), load_config("", {}).shared_settings());
+  // What is written: the copy alone by default, its checksum too where asked; a directory per
+  // node needs the checksum, since no other node sees its files.
+  EXPECT_FALSE(every3.drain_checksum);
+  const Config local = load_config(
+      "", {{"SKT_DRAIN_DIR", "/local/{node}/ckpt"}, {"SKT_DRAIN_WRITE", "copy+checksum"}});
+  EXPECT_TRUE(local.drain_checksum);
+  EXPECT_NE(every3.shared_settings(), load_config("", {{"SKT_DRAIN_DIR", "/scratch/ckpt"},
+                                                       {"SKT_DRAIN_EVERY", "3"},
+                                                       {"SKT_DRAIN_WRITE", "copy+checksum"}})
+                                          .shared_settings());
+  EXPECT_EQ(expand_node(local.drain_dir, "n3"), "/local/n3/ckpt");
+  EXPECT_EQ(expand_node("/a/{node}-{node}", "x"), "/a/x-x");
+  EXPECT_NE(config_error("", {{"SKT_DRAIN_WRITE", "checksum"}}).find("'copy+checksum'"),
+            std::string::npos);
+  EXPECT_NE(config_error("", {{"SKT_DRAIN_DIR", "/local/{node}"}}).find("SKT_DRAIN_WRITE=copy+"),
+            std::string::npos);
   EXPECT_EQ(parse_fault("drain:2:4")->step, FaultStep::drain);
   EXPECT_FALSE(parse_fault("drain:2:4:0:throw").has_value());
 }

@@ -33,9 +33,12 @@ class DrainFiles : public ::testing::Test {
     h.epoch = epoch;
     h.rank = rank;
     h.nranks = 3;
+    // Groups {0, 2} and {1}.
+    h.groups = 2;
     h.group = rank % 2;
     h.member = rank / 2;
-    h.group_size = 2;
+    h.members = rank % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1};
+    h.member_chunks.assign(h.members.size(), 5);
     h.layout_hash = 77;
     h.stage_bytes = 100;
     h.regions_offset = 128;
@@ -76,13 +79,29 @@ TEST(DrainHeader, RoundTripsAndRejectsDamage) {
   h.epoch = 9;
   h.rank = 3;
   h.nranks = 4;
+  h.groups = 2;
+  h.group = 1;
+  h.member = 1;
+  h.members = {1, 3};
+  h.member_chunks = {40, 41};
+  h.scheme = 2;
+  h.parity = 1;
+  h.chunk_bytes = 1 << 20;
   h.copy_bytes = 10'000'001;
+  h.checksum_bytes = 1'500'000;
+  h.with_checksum = true;
+  h.table_crc = 0xabcdef;
   std::vector<std::byte> page(kDrainHeaderBytes);
   encode_drain_header(page.data(), h);
   ASSERT_EQ(decode_drain_header(page.data()), h);
-  EXPECT_EQ(h.blocks(), 10u);
+  EXPECT_EQ(h.blocks(), 12u);  // 10 of B, 2 of C
   EXPECT_EQ(h.data_offset(), 2 * kDrainHeaderBytes);
+  EXPECT_EQ(h.checksum_offset(), h.data_offset() + 10 * kDrainBlockBytes);
   page[20] ^= std::byte{1};
+  EXPECT_FALSE(decode_drain_header(page.data()));
+  // A header whose member list does not hold its own rank is not one.
+  h.members = {1, 2};
+  encode_drain_header(page.data(), h);
   EXPECT_FALSE(decode_drain_header(page.data()));
 }
 
@@ -108,7 +127,9 @@ TEST_F(DrainFiles, ReadsBackEveryByteThroughTheSink) {
           std::copy(bytes, bytes + n, back.begin() + static_cast<std::ptrdiff_t>(offset));
           delivered += n;
         });
-    EXPECT_EQ(h, header(r));
+    DrainFileHeader expected = header(r);
+    expected.table_crc = h.table_crc;
+    EXPECT_EQ(h, expected);
     EXPECT_EQ(delivered, copy_.size());
     EXPECT_EQ(back, copy_);
   }
@@ -169,7 +190,7 @@ TEST_F(DrainFiles, WritersCompleteTheEpochOnceEveryFileIsThere) {
   const fs::path dir = drain_epoch_dir(root_, "job-1", 2);
   DrainWriter writers[3];
   for (int r = 2; r >= 0; --r)
-    writers[r].start(dir, header(r, 2), copy_.data(), {}, r == 0);
+    writers[r].start(dir, header(r, 2), copy_.data(), nullptr, {}, r == 0);
   std::vector<std::uint64_t> digests;
   for (auto& w : writers) {
     const auto written = w.wait_file();
@@ -185,16 +206,16 @@ TEST_F(DrainFiles, WritersCompleteTheEpochOnceEveryFileIsThere) {
 
   // Rank 2 never writes its file of epoch 3: rank 0's writer waits for it until it gives up.
   DrainWriter waiting;
-  waiting.start(drain_epoch_dir(root_, "job-1", 3), header(0, 3), copy_.data(), {}, true);
+  waiting.start(drain_epoch_dir(root_, "job-1", 3), header(0, 3), copy_.data(), nullptr, {}, true);
   write_drain_file(drain_epoch_dir(root_, "job-1", 3), header(1, 3), copy_.data());
   ASSERT_TRUE(waiting.wait_file().digest);
   EXPECT_FALSE(waiting.wait_at_most(0.05).completed);
   EXPECT_EQ(complete_epochs(root_, "job-1").front().manifest.epoch, 2u);
   // Cancelled before its first block: no file under the final name, no partial file left.
   std::atomic<bool> cancelled{true};
-  EXPECT_THROW(
-      write_drain_file(drain_epoch_dir(root_, "job-1", 4), header(0, 4), copy_.data(), &cancelled),
-      std::runtime_error);
+  EXPECT_THROW(write_drain_file(drain_epoch_dir(root_, "job-1", 4), header(0, 4), copy_.data(),
+                                nullptr, &cancelled),
+               std::runtime_error);
   EXPECT_TRUE(fs::is_empty(drain_epoch_dir(root_, "job-1", 4)));
 }
 
@@ -202,10 +223,149 @@ TEST_F(DrainFiles, ReportsAnUnwritableDirectory) {
   const fs::path blocker = root_ / "file";
   std::ofstream(blocker) << "x";
   DrainWriter writer;
-  writer.start(blocker / "sub", header(0), copy_.data(), {}, true);
+  writer.start(blocker / "sub", header(0), copy_.data(), nullptr, {}, true);
   const auto done = writer.wait_file();
   EXPECT_FALSE(done.digest);
   EXPECT_NE(done.error.find("cannot create directory"), std::string::npos) << done.error;
+}
+
+TEST_F(DrainFiles, CarriesTheChecksumAfterTheCopy) {
+  const auto checksum = random_bytes(2 * 4096 + 3, 9);
+  DrainFileHeader h = header(1, 5);
+  h.checksum_bytes = checksum.size();
+  const fs::path dir = drain_epoch_dir(root_, "job-1", 5);
+  write_drain_file(dir, h, copy_.data(), checksum.data());
+  EXPECT_EQ(fs::file_size(drain_rank_file(dir, 1)), h.file_bytes());
+  const DrainFileExpected expected{"job-1", h.run, 5, 1, 3, std::nullopt};
+  std::vector<std::byte> copy_back(copy_.size());
+  std::vector<std::byte> checksum_back(checksum.size());
+  read_rank_file(drain_rank_file(dir, 1), expected,
+                 [&](std::uint64_t offset, const std::byte* bytes, std::size_t n) {
+                   if (offset < copy_.size()) {
+                     ASSERT_LE(offset + n, copy_.size());  // no block spans both
+                     std::copy(bytes, bytes + n, copy_back.begin() + static_cast<long>(offset));
+                   } else {
+                     std::copy(bytes, bytes + n,
+                               checksum_back.begin() + static_cast<long>(offset - copy_.size()));
+                   }
+                 });
+  EXPECT_EQ(copy_back, copy_);
+  EXPECT_EQ(checksum_back, checksum);
+  // A flipped bit in C's last block is named as such; without a manifest the file checks itself.
+  {
+    std::fstream f(drain_rank_file(dir, 1), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(h.file_bytes() - 1));
+    f.put('\x01');
+  }
+  try {
+    read_rank_file(drain_rank_file(dir, 1), expected, {});
+    ADD_FAILURE() << "a damaged checksum block was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes 8192 to 8195 of the checksum"), std::string::npos)
+        << e.what();
+  }
+  // Another epoch's expectations refuse the file.
+  DrainFileExpected later = expected;
+  later.epoch = 7;
+  EXPECT_THROW(read_rank_file(drain_rank_file(dir, 1), later, {}), std::runtime_error);
+}
+
+TEST_F(DrainFiles, EachRankRemovesOnlyItsOwnFiles) {
+  for (const std::uint64_t epoch : {2, 4}) {
+    for (int r = 0; r < 3; ++r)
+      write_drain_file(drain_epoch_dir(root_, "job-1", epoch), header(r, epoch), copy_.data());
+  }
+  ASSERT_EQ(rank_files(root_, "job-1", 1).size(), 2u);
+  EXPECT_EQ(rank_files(root_, "job-1", 1).front().epoch, 4u);  // newest first
+  remove_rank_files(root_, "job-1", 1, 4);
+  EXPECT_EQ(rank_files(root_, "job-1", 1).size(), 1u);
+  EXPECT_EQ(rank_files(root_, "job-1", 0).size(), 2u);
+  for (int r = 0; r < 3; ++r)
+    remove_rank_files(root_, "job-1", r, std::nullopt);
+  EXPECT_FALSE(fs::exists(drain_job_dir(root_, "job-1")));  // the last one leaves nothing
+}
+
+// Four ranks in groups {0, 2} and {1, 3} of a code that tolerates one loss per group.
+DrainFileHeader group_file(int rank, std::uint64_t epoch, std::uint64_t run = 7) {
+  DrainFileHeader h;
+  h.job = "j";
+  h.run = run;
+  h.epoch = epoch;
+  h.rank = rank;
+  h.nranks = 4;
+  h.groups = 2;
+  h.group = rank % 2;
+  h.member = rank / 2;
+  h.members = {rank % 2, rank % 2 + 2};
+  h.member_chunks = {3, 4};
+  h.parity = 1;
+  return h;
+}
+
+int one_loss(std::uint32_t, int) {
+  return 1;
+}
+
+TEST(DrainedCandidates, TakeTheNewestEpochEveryGroupCanRebuild) {
+  std::vector<std::vector<DrainFileHeader>> files(4);
+  for (int r = 0; r < 4; ++r)
+    files[static_cast<std::size_t>(r)].push_back(group_file(r, 4));
+  // Epoch 6 lacks rank 3's file (its node and disk are gone): group 1 rebuilds it.
+  for (int r = 0; r < 3; ++r)
+    files[static_cast<std::size_t>(r)].insert(files[static_cast<std::size_t>(r)].begin(),
+                                              group_file(r, 6));
+  // Epoch 8 lacks both files of group 1; a file of another run under epoch 6 is another epoch.
+  files[0].insert(files[0].begin(), group_file(0, 8));
+  files[2].insert(files[2].begin(), group_file(2, 8));
+  files[3].push_back(group_file(3, 6, 99));
+  std::string why;
+  const auto candidates = drained_candidates(files, one_loss, &why);
+  ASSERT_EQ(candidates.size(), 2u);
+  EXPECT_EQ(candidates[0].epoch, 6u);
+  EXPECT_EQ(candidates[0].run, 7u);
+  EXPECT_EQ(candidates[0].lost, (std::vector<std::vector<int>>{{}, {1}}));
+  EXPECT_EQ(candidates[0].group_of, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(candidates[0].chunks_of, (std::vector<std::uint64_t>{3, 3, 4, 4}));
+  EXPECT_EQ(candidates[1].epoch, 4u);
+  EXPECT_TRUE(candidates[1].lost[1].empty());
+  EXPECT_NE(why.find("epoch 8 of run 0000000000000007: no rank of group 1 holds a file"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("epoch 4"), std::string::npos) << why;
+
+  // A code that tolerates no loss cannot rebuild epoch 6.
+  why.clear();
+  const auto exact = drained_candidates(
+      files, [](std::uint32_t, int) { return 0; }, &why);
+  ASSERT_EQ(exact.size(), 1u);
+  EXPECT_EQ(exact[0].epoch, 4u);
+  EXPECT_NE(why.find("epoch 6 of run 0000000000000007: group 1 lacks the files of ranks 3 and "
+                     "tolerates 0"),
+            std::string::npos)
+      << why;
+
+  // Without any file of group 1, nothing names its members.
+  files[1].clear();
+  files[3].clear();
+  why.clear();
+  EXPECT_TRUE(drained_candidates(files, one_loss, &why).empty());
+  EXPECT_NE(why.find("no rank of group 1 holds a file"), std::string::npos) << why;
+}
+
+TEST(DrainedCandidates, RefuseFilesThatDisagreeOrCountOtherRanks) {
+  std::vector<std::vector<DrainFileHeader>> files(4);
+  for (int r = 0; r < 4; ++r)
+    files[static_cast<std::size_t>(r)].push_back(group_file(r, 4));
+  files[2][0].members = {2, 0};
+  files[2][0].member = 0;
+  std::string why;
+  EXPECT_TRUE(drained_candidates(files, one_loss, &why).empty());
+  EXPECT_NE(why.find("disagree about the groups"), std::string::npos) << why;
+  files[2][0] = group_file(2, 4);
+  files[1][0].nranks = 8;
+  why.clear();
+  EXPECT_TRUE(drained_candidates(files, one_loss, &why).empty());
+  EXPECT_NE(why.find("drained by 8 ranks"), std::string::npos) << why;
 }
 
 }  // namespace
