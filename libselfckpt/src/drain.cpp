@@ -491,16 +491,19 @@ std::vector<DrainedCandidate> drained_candidates(
         if (c.members.empty()) {
           c.sample = h;
           c.members.resize(static_cast<std::size_t>(h.groups));
+          c.parity_of.assign(static_cast<std::size_t>(h.groups), -1);
         }
-        auto& group = c.members[static_cast<std::size_t>(h.group)];
+        const auto g = static_cast<std::size_t>(h.group);
+        // A group of one has no parity: the parity is the group's, not the job's.
         if (h.groups != c.sample.groups || h.scheme != c.sample.scheme ||
-            h.parity != c.sample.parity || h.chunk_bytes != c.sample.chunk_bytes ||
-            (!group.empty() && group != h.members)) {
+            h.chunk_bytes != c.sample.chunk_bytes ||
+            (!c.members[g].empty() && (c.members[g] != h.members || c.parity_of[g] != h.parity))) {
           why = fmt::format("the files of ranks {} and {} disagree about the groups", c.sample.rank,
                             r);
           break;
         }
-        group = h.members;
+        c.members[g] = h.members;
+        c.parity_of[g] = h.parity;
         for (int i = 0; i < h.group_size(); ++i) {
           const auto member = static_cast<std::size_t>(h.members[static_cast<std::size_t>(i)]);
           if (member >= static_cast<std::size_t>(n)) {
@@ -522,7 +525,7 @@ std::vector<DrainedCandidate> drained_candidates(
         if (held[static_cast<std::size_t>(c.members[g][i])] == nullptr)
           c.lost[g].push_back(static_cast<int>(i));
       }
-      const int tolerated = tolerance(c.sample.scheme, c.sample.parity);
+      const int tolerated = tolerance(c.sample.scheme, c.parity_of[g]);
       if (static_cast<int>(c.lost[g].size()) > tolerated) {
         std::vector<int> ranks;
         for (const int i : c.lost[g])

@@ -165,8 +165,9 @@ struct DrainedCandidate {
   std::vector<int> group_of;              // rank → its group in the run that drained
   std::vector<std::vector<int>> members;  // group → ranks, by member index
   std::vector<std::vector<int>> lost;     // group → member indices with no whole file
+  std::vector<int> parity_of;             // group → its parity chunks per row (none for one)
   std::vector<std::uint64_t> chunks_of;   // rank → its stream length, as recorded
-  DrainFileHeader sample;                 // one file's header (scheme, parity, sizes)
+  DrainFileHeader sample;                 // one file's header (scheme, chunk size)
 };
 // The epochs that `files[r]` (rank r's headers, as rank_files gives them; those whose CRCs failed
 // left out) can restore, newest first: those of one run where every rank belongs to a recorded

@@ -763,14 +763,18 @@ bool Session::restore_from_group_files(const std::vector<Finding>& findings,
     }
     DrainedCandidate& c = candidates.front();
     const DrainFileHeader& s = c.sample;
-    if (s.scheme != static_cast<std::uint32_t>(config_.scheme) || s.parity != config_.parity ||
+    bool parity_differs = false;
+    for (std::size_t g = 0; g < c.members.size(); ++g)
+      parity_differs =
+          parity_differs || (c.members[g].size() > 1 && c.parity_of[g] != config_.parity);
+    if (s.scheme != static_cast<std::uint32_t>(config_.scheme) || parity_differs ||
         s.chunk_bytes != config_.chunk_bytes) {
       throw AgreedError(
           SKT_ERR_MISMATCH,
           fmt::format("drained epoch {} was encoded with scheme {}, parity {} and chunks of {} "
                       "bytes; relaunch with the same SKT_SCHEME, SKT_PARITY and SKT_CHUNK_SIZE",
-                      c.epoch, enc::scheme_name(static_cast<enc::Scheme>(s.scheme)), s.parity,
-                      s.chunk_bytes));
+                      c.epoch, enc::scheme_name(static_cast<enc::Scheme>(s.scheme)),
+                      *std::max_element(c.parity_of.begin(), c.parity_of.end()), s.chunk_bytes));
     }
     for (int r = 0; r < nranks_; ++r) {
       const Finding& f = findings[static_cast<std::size_t>(r)];

@@ -284,9 +284,10 @@ def node_local(cluster, options, checks, reference, root):
                       "both nodes of group 1 lost with their disks: refused as unrecoverable (exit 3), "
                       "saying why, no result", run)
     # Reed-Solomon rebuilds from its files too: one group of 4 tolerating two losses, both n1's and
-    # n3's disks gone.
+    # n3's disks gone. Groups of one rank have no parity: with every disk there, they restore.
     for code, lost_disks in (({"SKT_SCHEME": "rs", "SKT_PARITY": "2", "SKT_GROUP_SIZE": "4"},
-                              ("n1", "n3")),):
+                              ("n1", "n3")),
+                             ({"SKT_SCHEME": "xor", "SKT_GROUP_SIZE": "1"}, ())):
         with node_drained_job(cluster, drains, "nodecode") as job:
             crashed_first_launch(cluster, drains, checks, job, NODES, extra_env=code)
             cluster.clean(job)
@@ -296,9 +297,10 @@ def node_local(cluster, options, checks, reference, root):
             run = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"],
                                  drains.env(job, SKT_RESTART="1", **code))
             checks.expect(run.code == 0 and run.result == reference and run.epoch == 4,
-                          f"scheme {code['SKT_SCHEME']}, memory gone and the disks of "
-                          f"{', '.join(lost_disks)} too: epoch 4 rebuilt from the groups' files, "
-                          "the same result, replayed byte for byte", run)
+                          f"scheme {code['SKT_SCHEME']}, groups of {code['SKT_GROUP_SIZE']}, memory "
+                          f"gone and the disks of {', '.join(lost_disks) or 'no node'} too: epoch 4 "
+                          "restored from the groups' files, the same result, replayed byte for "
+                          "byte", run)
     refused = cluster.launch(NODES, APP_ARGS, dict(Drains(options, drains.root).env("bad-config"),
                                                    SKT_RESTART="0"))
     checks.expect(refused.code == 2 and "SKT_DRAIN_WRITE=copy+checksum" in refused.err,

@@ -368,5 +368,29 @@ TEST(DrainedCandidates, RefuseFilesThatDisagreeOrCountOtherRanks) {
   EXPECT_NE(why.find("drained by 8 ranks"), std::string::npos) << why;
 }
 
+TEST(DrainedCandidates, TakeEachGroupsOwnParity) {
+  // Three ranks: {0, 2} with one parity chunk per row, and {1} alone, which has none.
+  const auto file = [](int rank) {
+    DrainFileHeader h = group_file(rank, 5);
+    h.nranks = 3;
+    h.group = rank == 1 ? 1 : 0;
+    h.member = rank == 2 ? 1 : 0;
+    h.members = rank == 1 ? std::vector<int>{1} : std::vector<int>{0, 2};
+    h.member_chunks.assign(h.members.size(), 3);
+    h.parity = rank == 1 ? 0 : 1;
+    return h;
+  };
+  const auto tolerance = [](std::uint32_t, int parity) { return parity; };
+  std::vector<std::vector<DrainFileHeader>> files{{file(0)}, {file(1)}, {}};
+  const auto candidates = drained_candidates(files, tolerance, nullptr);
+  ASSERT_EQ(candidates.size(), 1u);
+  EXPECT_EQ(candidates[0].parity_of, (std::vector<int>{1, 0}));
+  EXPECT_EQ(candidates[0].lost, (std::vector<std::vector<int>>{{1}, {}}));
+  files = {{file(0)}, {}, {file(2)}};
+  std::string why;
+  EXPECT_TRUE(drained_candidates(files, tolerance, &why).empty());
+  EXPECT_NE(why.find("no rank of group 1 holds a file"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace skt
