@@ -8,10 +8,13 @@
 //    Per rank MB/s of each and their ratio, medians of --repeats.
 // 2. Slowdown: a memory-bound stencil over --mib MiB of regions per rank (what heat3d does),
 //    checkpointed every --steps-per-checkpoint sweeps, run alternately without drains and with a
-//    drain of every --drain-every-th checkpoint in the background: time of the run, of its sweeps
-//    and of its checkpoints (which include waiting for a drain still in flight), and the ratio.
+//    drain of every --drain-every-th checkpoint in the background, of the copy alone (a shared
+//    directory) and of the copy and its checksum (a directory per node, as node-local disks): time
+//    of the run, of its sweeps and of its checkpoints (which include waiting for a drain still in
+//    flight), and the ratio.
 // 3. Recovery: a relaunch restoring from memory after a node loss, and from storage when every
-//    node's memory is gone, the same workspace at the same epoch, checked equal.
+//    node's memory is gone (drained with checksums: and the last node's disk too, its files rebuilt
+//    from its group's), the same workspace at the same epoch, checked equal.
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -48,8 +51,18 @@ struct Options {
   std::string restore_csv;
 };
 
+// What a drain writes: the copy to a directory every rank sees, or the copy and its checksum to a
+// directory per node.
+enum class DrainWrite { none, copy, copy_and_checksum };
+const char* write_name(DrainWrite w) {
+  return w == DrainWrite::copy_and_checksum ? "copy+checksum" : "copy";
+}
+
 fs::path write_config(const Options& o, int rank, const std::string& job, int restart,
-                      const std::string& drain_dir);
+                      DrainWrite drain);
+fs::path drain_root(const Options& o) {
+  return fs::path(o.dir) / "drains";
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -126,10 +139,10 @@ struct Timings {
   double checkpoints = 0;
 };
 
-// One run of the stencil through the library; drains when `drain_dir` is set.
+// One run of the stencil through the library, draining as told.
 Timings stencil_run(const Options& o, MPI_Comm comm, int rank, const std::string& job,
-                    const std::string& drain_dir) {
-  const fs::path config = write_config(o, rank, job, 0, drain_dir);
+                    DrainWrite drain) {
+  const fs::path config = write_config(o, rank, job, 0, drain);
   skt::Context ctx(comm, config.c_str());
   const std::size_t n = (o.mib << 20) / sizeof(double) / 2;
   double* a = ctx.alloc<double>("a", n).data();
@@ -161,11 +174,13 @@ Timings stencil_run(const Options& o, MPI_Comm comm, int rank, const std::string
 }
 
 void slowdown(const Options& o, MPI_Comm comm, int rank, int size) {
-  std::vector<Timings> plain, drained;
-  const std::string drain_dir = (fs::path(o.dir) / "drains").string();
+  std::vector<Timings> plain, drained, drained_checksum;
   for (int k = 0; k < o.runs; ++k) {
-    plain.push_back(stencil_run(o, comm, rank, fmt::format("bench-plain-{}", k), ""));
-    drained.push_back(stencil_run(o, comm, rank, fmt::format("bench-drain-{}", k), drain_dir));
+    plain.push_back(stencil_run(o, comm, rank, fmt::format("bench-plain-{}", k), DrainWrite::none));
+    drained.push_back(
+        stencil_run(o, comm, rank, fmt::format("bench-drain-{}", k), DrainWrite::copy));
+    drained_checksum.push_back(stencil_run(o, comm, rank, fmt::format("bench-drainc-{}", k),
+                                           DrainWrite::copy_and_checksum));
   }
   if (rank != 0) return;
   const auto med = [](const std::vector<Timings>& v, double Timings::*field) {
@@ -175,27 +190,36 @@ void slowdown(const Options& o, MPI_Comm comm, int rank, int size) {
     return median(x);
   };
   skt::bench::Table table(
-      {"ranks", "MiB/rank", "ckpts", "drain every", "run plain s", "run drain s", "drain/plain",
-       "sweeps plain", "sweeps drain", "ckpt plain s", "ckpt drain s"},
+      {"drain write", "ranks", "MiB/rank", "ckpts", "drain every", "run plain s", "run drain s",
+       "drain/plain", "sweeps plain", "sweeps drain", "ckpt plain s", "ckpt drain s"},
       o.slowdown_csv);
-  const double p = med(plain, &Timings::total), d = med(drained, &Timings::total);
-  table.row({std::to_string(size), std::to_string(o.mib), std::to_string(o.checkpoints),
-             std::to_string(o.drain_every), fmt::format("{:.3f}", p), fmt::format("{:.3f}", d),
-             fmt::format("{:.3f}", d / p), fmt::format("{:.3f}", med(plain, &Timings::sweeps)),
-             fmt::format("{:.3f}", med(drained, &Timings::sweeps)),
-             fmt::format("{:.3f}", med(plain, &Timings::checkpoints)),
-             fmt::format("{:.3f}", med(drained, &Timings::checkpoints))});
+  const double p = med(plain, &Timings::total);
+  for (const auto& [write, runs] : {std::pair{DrainWrite::copy, &drained},
+                                    std::pair{DrainWrite::copy_and_checksum, &drained_checksum}}) {
+    const double d = med(*runs, &Timings::total);
+    table.row({write_name(write), std::to_string(size), std::to_string(o.mib),
+               std::to_string(o.checkpoints), std::to_string(o.drain_every),
+               fmt::format("{:.3f}", p), fmt::format("{:.3f}", d), fmt::format("{:.3f}", d / p),
+               fmt::format("{:.3f}", med(plain, &Timings::sweeps)),
+               fmt::format("{:.3f}", med(*runs, &Timings::sweeps)),
+               fmt::format("{:.3f}", med(plain, &Timings::checkpoints)),
+               fmt::format("{:.3f}", med(*runs, &Timings::checkpoints))});
+  }
 }
 
 fs::path write_config(const Options& o, int rank, const std::string& job, int restart,
-                      const std::string& drain_dir) {
+                      DrainWrite drain) {
   const fs::path config = fs::path(o.dir) / fmt::format("config-{}-{}.toml", job, rank);
   std::ofstream f(config);
   f << fmt::format("job = \"{}\"\nnode = \"bench-n{}\"\ngroup_size = 2\nrestart = {}\n", job, rank,
                    restart);
-  if (!drain_dir.empty()) {
-    f << fmt::format("drain_dir = \"{}\"\ndrain_every = \"{}\"\n", drain_dir, o.drain_every);
+  if (drain == DrainWrite::copy) {
+    f << fmt::format("drain_dir = \"{}\"\n", drain_root(o).string());
+  } else if (drain == DrainWrite::copy_and_checksum) {
+    f << fmt::format("drain_dir = \"{}\"\ndrain_write = \"copy+checksum\"\n",
+                     (drain_root(o) / "{node}").string());
   }
+  if (drain != DrainWrite::none) f << fmt::format("drain_every = \"{}\"\n", o.drain_every);
   return config;
 }
 
@@ -213,14 +237,20 @@ void remove_own_segments(const std::string& job, int rank) {
 
 // A relaunch's recovery: from memory after the last rank's node was lost (its group rebuilds
 // it), and from storage with every node's memory gone (and the page cache dropped when this user
-// may: then the files are read from the device). Both restore epoch 2 of the same workspace.
-void restore_times(const Options& o, MPI_Comm comm, int rank, int size) {
-  const std::string job = "bench-restore";
-  const std::string drain_dir = (fs::path(o.dir) / "drains").string();
+// may: then the files are read from the device); drained with checksums, the last node's disk is
+// gone too, and its files are rebuilt from its group's. Both restore epoch 2 of the same workspace.
+struct RestoreTimes {
+  double memory = 0;
+  double storage = 0;
+  bool cold = false;
+};
+
+RestoreTimes restore_times(const Options& o, MPI_Comm comm, int rank, int size, DrainWrite drain) {
+  const std::string job = fmt::format("bench-restore-{}", drain == DrainWrite::copy ? "b" : "bc");
   const std::size_t n = (o.mib << 20) / sizeof(double);
   double committed_sum = 0;
   {
-    skt::Context ctx(comm, write_config(o, rank, job, 0, drain_dir).c_str());
+    skt::Context ctx(comm, write_config(o, rank, job, 0, drain).c_str());
     double* a = ctx.alloc<double>("a", n).data();
     ctx.recover();
     for (int epoch = 1; epoch <= 2; ++epoch) {
@@ -232,7 +262,7 @@ void restore_times(const Options& o, MPI_Comm comm, int rank, int size) {
     ctx.finalize(false);  // finishes the drain of epoch 2
   }
   const auto relaunch = [&](const char* level) {
-    skt::Context ctx(comm, write_config(o, rank, job, 1, drain_dir).c_str());
+    skt::Context ctx(comm, write_config(o, rank, job, 1, drain).c_str());
     double* a = ctx.alloc<double>("a", n).data();
     const std::uint64_t epoch = ctx.recover();
     double seconds = ctx.stats().last_recover_seconds;
@@ -244,10 +274,13 @@ void restore_times(const Options& o, MPI_Comm comm, int rank, int size) {
     ctx.finalize(std::string(level) == "storage");
     return seconds;
   };
+  RestoreTimes t;
   if (rank == size - 1) remove_own_segments(job, rank);
   MPI_Barrier(comm);
-  const double memory = relaunch("memory");
+  t.memory = relaunch("memory");
   remove_own_segments(job, rank);
+  if (drain == DrainWrite::copy_and_checksum && rank == size - 1)
+    fs::remove_all(drain_root(o) / fmt::format("bench-n{}", rank));
   MPI_Barrier(comm);
   int cold = 0;
   if (rank == 0) {
@@ -256,16 +289,28 @@ void restore_times(const Options& o, MPI_Comm comm, int rank, int size) {
     cold = (drop << "1" << std::flush) ? 1 : 0;
   }
   MPI_Bcast(&cold, 1, MPI_INT, 0, comm);
-  const double storage = relaunch("storage");
+  t.cold = cold != 0;
+  t.storage = relaunch("storage");
   for (int r = 0; r < size; ++r)
     fs::remove(fs::path(o.dir) / fmt::format("config-{}-{}.toml", job, r));
+  return t;
+}
+
+void restore_table(const Options& o, MPI_Comm comm, int rank, int size) {
+  std::vector<std::pair<DrainWrite, RestoreTimes>> measured;
+  for (const auto drain : {DrainWrite::copy, DrainWrite::copy_and_checksum})
+    measured.emplace_back(drain, restore_times(o, comm, rank, size, drain));
   if (rank != 0) return;
-  skt::bench::Table table(
-      {"ranks", "MiB/rank", "memory s", "storage s", "storage/memory", "page cache"},
-      o.restore_csv);
-  table.row({std::to_string(size), std::to_string(o.mib), fmt::format("{:.3f}", memory),
-             fmt::format("{:.3f}", storage), fmt::format("{:.1f}", storage / memory),
-             cold ? "dropped" : "warm (cannot drop)"});
+  skt::bench::Table table({"drain write", "ranks", "MiB/rank", "memory s", "storage s",
+                           "storage/memory", "lost from storage", "page cache"},
+                          o.restore_csv);
+  for (const auto& [drain, t] : measured) {
+    table.row({write_name(drain), std::to_string(size), std::to_string(o.mib),
+               fmt::format("{:.3f}", t.memory), fmt::format("{:.3f}", t.storage),
+               fmt::format("{:.1f}", t.storage / t.memory),
+               drain == DrainWrite::copy ? "nothing" : "the last node's files (rebuilt)",
+               t.cold ? "dropped" : "warm (cannot drop)"});
+  }
 }
 
 }  // namespace
@@ -304,7 +349,7 @@ int main(int argc, char** argv) {
     if (rank == 0) fmt::print("stencil with and without drains\n");
     slowdown(o, MPI_COMM_WORLD, rank, size);
     if (rank == 0) fmt::print("recovery from memory (a node lost) and from storage (all lost)\n");
-    restore_times(o, MPI_COMM_WORLD, rank, size);
+    restore_table(o, MPI_COMM_WORLD, rank, size);
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench-drain: {}\n", e.what());
     code = 1;

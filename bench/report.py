@@ -115,11 +115,14 @@ def main(directory, target):
                  "(`dd bs=1M conv=fdatasync`-like) into the same directory by the same ranks at once, "
                  "alternating; medians.", "drain", ["drain"])
         for name, what in (("drain-slowdown", "A memory-bound stencil checkpointed every 40 sweeps, run "
-                            "alternately without drains and with a drain of every second checkpoint; the "
+                            "alternately without drains and with a drain of every second checkpoint: of the "
+                            "copy alone (one directory), and of the copy and its checksum (a directory per "
+                            "node, as node-local disks; with groups of 2, C is as large as B); the "
                             "checkpoint time includes waiting for a drain still in flight; medians."),
                            ("drain-restore", "A relaunch's recovery: from memory after one node was lost "
                             "(its group rebuilds it), and from storage with every node's memory gone and the "
-                            "page cache dropped; both restore the same epoch, checked equal.")):
+                            "page cache dropped (drained with checksums: and the last node's disk too, its "
+                            "files rebuilt from its group's); both restore the same epoch, checked equal.")):
             if os.path.exists(os.path.join(d, name + ".csv")):
                 records = rows(os.path.join(d, name + ".csv"))
                 md.append(what + "\n")

@@ -843,8 +843,8 @@ bool Session::restore_from_group_files(const std::vector<Finding>& findings,
                                       : "memory cannot serve (" + memory_failure + ")",
                c.epoch, where,
                rebuilt.empty() ? std::string()
-                               : fmt::format("; the files of ranks {} are missing or damaged "
-                                             "and are rebuilt from their groups' files",
+                               : fmt::format("; rebuilt from their groups' files, for want of "
+                                             "a whole file of their own: ranks {}",
                                              fmt::join(rebuilt, ", ")));
   }
   // The groups of the run that drained, as the memory level would keep them.

@@ -269,8 +269,8 @@ def node_local(cluster, options, checks, reference, root):
                       "memory gone everywhere, n3's disk gone, rank 2's file damaged: epoch 4 "
                       "restored from storage, the same result, replayed byte for byte", run)
         checks.expect("rank-000002.skt is damaged" in run.err and
-                      "the files of ranks 2, 3 are missing or damaged and are rebuilt from their "
-                      "groups' files" in run.err,
+                      "rebuilt from their groups' files, for want of a whole file of their own: "
+                      "ranks 2, 3" in run.err,
                       "the relaunch names the damaged file and the ranks rebuilt from their groups",
                       run)
     with node_drained_job(cluster, drains, "nodelost") as job:
