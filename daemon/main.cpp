@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -19,6 +20,8 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "daemon/probe.hpp"
@@ -354,41 +357,69 @@ void clean_segments(const Options& o, const Plan& plan, Log& log) {
       r.code == 0 ? "" : fmt::format(" (skt-shm exit {}: some may be left)", r.code));
 }
 
-// Removes the job's drained epochs (SKT_DRAIN_DIR in skt-run's environment, which its launches
-// inherit): a job started afresh must not find an earlier run's drains, which it would refuse. A
-// directory per node ({node}) is cleaned on every node, the spares' too.
-void clean_drains(const Options& o, const Plan& plan, Log& log) {
+// Runs skt-drain on the job's drain directory (SKT_DRAIN_DIR in skt-run's environment, which its
+// launches inherit): once for a directory every node sees; for a directory per node ({node}, the
+// library's placeholder), on every node of the ranklist and the spares. Nothing when no drain
+// directory is set, or skt-drain is not found (which `log` is told).
+std::optional<std::vector<Captured>> run_drain_tool(const Options& o, const Plan& plan,
+                                                    std::vector<std::string> args, Log& log) {
   const char* dir = std::getenv("SKT_DRAIN_DIR");
-  if (dir == nullptr || *dir == '\0') return;
+  if (dir == nullptr || *dir == '\0') return std::nullopt;
   const std::string tool = locate_tool("skt-drain");
   if (tool.empty()) {
-    log("skt-drain not found: the job's drained epochs in {} are left; remove them with "
-        "skt-drain remove --dir {} --job {}",
+    log("skt-drain not found: the job's drained epochs in {} are not looked at (skt-drain list "
+        "and remove --dir {} --job {} do that)",
         dir, dir, o.job);
-    return;
+    return std::nullopt;
   }
-  const std::vector<std::string> remove{tool, "remove", "--dir", dir, "--job", o.job};
-  int failed = 0;
-  // SKT_DRAIN_DIR's placeholder for the node (the library's kNodePlaceholder).
+  args.insert(args.begin(), tool);
+  args.insert(args.end(), {"--dir", dir, "--job", o.job});
+  std::vector<Captured> out;
   if (std::string_view(dir).find("{node}") == std::string_view::npos) {
-    failed += capture(remove, {{"SKT_LOG", "off"}}).code != 0 ? 1 : 0;
-  } else {
-    std::vector<std::string> nodes = nodes_of(plan.ranklist);
-    nodes.insert(nodes.end(), plan.spares.begin(), plan.spares.end());
-    if (plan.local) {
-      for (const auto& node : nodes) {
-        std::vector<std::string> argv = remove;
-        argv.insert(argv.end(), {"--node", node});
-        failed += capture(argv, {{"SKT_LOG", "off"}}).code != 0 ? 1 : 0;
-      }
-    } else {
-      std::vector<std::string> argv = launcher_prefix(o, &nodes);
-      argv.insert(argv.end(), remove.begin(), remove.end());
-      failed += capture(argv, {{"SKT_LOG", "off"}}).code != 0 ? 1 : 0;
-    }
+    out.push_back(capture(args, {{"SKT_LOG", "off"}}));
+    return out;
   }
-  log("removed the job's drained epochs in {}{}", dir,
-      failed == 0 ? "" : " (skt-drain failed: some may be left)");
+  std::vector<std::string> nodes = nodes_of(plan.ranklist);
+  nodes.insert(nodes.end(), plan.spares.begin(), plan.spares.end());
+  if (plan.local) {
+    for (const auto& node : nodes) {
+      std::vector<std::string> argv = args;
+      argv.insert(argv.end(), {"--node", node});
+      out.push_back(capture(argv, {{"SKT_LOG", "off"}}));
+    }
+  } else {
+    std::vector<std::string> argv = launcher_prefix(o, &nodes);
+    argv.insert(argv.end(), args.begin(), args.end());
+    out.push_back(capture(argv, {{"SKT_LOG", "off"}}));
+  }
+  return out;
+}
+
+// Removes the job's drained epochs: a job started afresh must not find an earlier run's drains,
+// which it would refuse.
+void clean_drains(const Options& o, const Plan& plan, Log& log) {
+  const auto runs = run_drain_tool(o, plan, {"remove"}, log);
+  if (!runs) return;
+  const bool failed =
+      std::any_of(runs->begin(), runs->end(), [](const Captured& r) { return r.code != 0; });
+  log("removed the job's drained epochs in {}{}", std::getenv("SKT_DRAIN_DIR"),
+      failed ? " (skt-drain failed: some may be left)" : "");
+}
+
+// How many drained epoch directories of the job skt-drain lists (on every node, for a directory
+// per node); nothing when that cannot be known.
+std::optional<int> drained_epoch_count(const Options& o, const Plan& plan, Log& log) {
+  const auto runs = run_drain_tool(o, plan, {"list"}, log);
+  if (!runs) return std::nullopt;
+  int epochs = 0;
+  for (const auto& r : *runs) {
+    if (r.code != 0) return std::nullopt;
+    // A line per epoch, starting with the job's tag; a launcher may add lines of its own.
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      epochs += line.rfind(o.job + " ", 0) == 0 ? 1 : 0;
+  }
+  return epochs;
 }
 
 // How one launch went.
@@ -676,6 +707,17 @@ int Supervisor::run() {
           "{} segment{} of job {} exist from an earlier run that skt-run has no state of: resuming "
           "from them (skt-shm clean --job {} first to start afresh)",
           *found, *found == 1 ? "" : "s", o_.job, o_.job);
+      fresh = false;
+    }
+  }
+  if (fresh && !(loaded && loaded->status == "unrecoverable")) {
+    // The same for drained epochs, which outlive the nodes (a new allocation, other nodes).
+    if (const auto found = drained_epoch_count(o_, plan_, log_); found && *found > 0) {
+      log_(
+          "{} drained epoch{} of job {} exist{} from an earlier run that skt-run has no state of: "
+          "resuming from {} (skt-drain remove --job {} first to start afresh)",
+          *found, *found == 1 ? "" : "s", o_.job, *found == 1 ? "s" : "",
+          *found == 1 ? "it" : "them", o_.job);
       fresh = false;
     }
   }

@@ -11,6 +11,7 @@ skt-run runs here as an operator runs it: nothing in its environment makes mpiru
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -170,6 +171,37 @@ def storage_beyond_tolerance(d, cluster, checks, reference):
     cluster.clean(job)
 
 
+def state_lost_drains_left(d, cluster, checks, reference):
+    # skt-run is stopped at iteration 10 (epoch 2 drained); then the allocation ends: every node's
+    # memory and skt-run's state directory are gone, the drains are not. skt-run on other nodes
+    # finds them, resumes (SKT_RESTART=1) rather than starting afresh (which the program would
+    # refuse over the drains), and the program restores epoch 2 from storage.
+    job = cluster.new_job("dlost")
+    env = {"SKT_DRAIN_DIR": os.path.join(d.root, job + "-drains"), "SKT_DRAIN_EVERY": "2"}
+
+    def stop_daemon(pauses):
+        if pauses == 0:
+            found = subprocess.run(["pgrep", "-f", f"^{d.options.run} .*--job {job} "],
+                                   capture_output=True, text=True).stdout.split()
+            for pid in found:
+                os.kill(int(pid), signal.SIGTERM)
+
+    code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4"], None, APP_ARGS + ["--pause", "0:10"]),
+                      env=env, on_pause=stop_daemon)
+    checks.expect(code == 128 + signal.SIGTERM and "stopped by signal" in out,
+                  "skt-run stopped at iteration 10 (exit 143)", out)
+    cluster.clean(job)
+    shutil.rmtree(d.state_dir(job))
+    code, out = d.run(d.command(job, ["m1", "m2", "m3", "m4"], None, APP_ARGS), env=env)
+    checks.expect(code == 0 and result_of(out) == reference and
+                  "resuming from it" in out and "reports restored epoch 2 from storage" in out,
+                  "its state and every node's memory lost, the drains kept: skt-run on other nodes "
+                  "resumes from storage (epoch 2), the same result", out)
+    checks.expect(not os.path.exists(os.path.join(env["SKT_DRAIN_DIR"], job)),
+                  "the drains are removed once the job succeeded", out)
+    cluster.clean(job)
+
+
 def node_local_drains_fresh(d, cluster, checks, reference):
     # As in fresh_if_unrecoverable, but the job drains every committed epoch to node-local disks (a
     # directory per node, checksums drained): n2 and n4 are gone with their disks, so no rank holds
@@ -294,6 +326,7 @@ def main(argv):
         fresh_if_unrecoverable(d, cluster, checks, reference)
         storage_beyond_tolerance(d, cluster, checks, reference)
         node_local_drains_fresh(d, cluster, checks, reference)
+        state_lost_drains_left(d, cluster, checks, reference)
         ping_probe(d, cluster, checks)
     return harness.report_failures(checks.failures)
 
