@@ -104,6 +104,11 @@ def whole_job_elsewhere(cluster, drains, checks, reference):
         fewer = cluster.launch(others[:2], APP_ARGS, drains.env(job, SKT_RESTART="1"))
         checks.expect(fewer.code == 2 and "written by 4 ranks, this run has 2" in fewer.err,
                       "a relaunch on 2 ranks is refused (exit 2): the epoch was drained by 4", fewer)
+        cluster.clean(job)
+        other = cluster.launch(others, [("300008" if a == "300000" else a) for a in APP_ARGS],
+                               drains.env(job, SKT_RESTART="1"))
+        checks.expect(other.code == 2 and "differ from those of drained epoch 4" in other.err,
+                      "a relaunch declaring other regions is refused (exit 2)", other)
         relaunched_elsewhere(cluster, drains, checks, job, reference,
                              "the whole job relaunched on other nodes with nothing in memory: epoch 4 "
                              "from storage, the same result")
@@ -264,6 +269,18 @@ def node_local(cluster, options, checks, reference, root):
                       "skt-drain verify on node n2 finds the flipped bit in the checksum (exit 1)",
                       verify.stdout + verify.stderr)
         nodes = ["n0", "n1", "n2", "n3x"]
+
+        def contents():
+            return [open(f, "rb").read() for f in files[:3]]
+
+        before = contents()
+        other = cluster.launch(nodes, [("300008" if a == "300000" else a) for a in APP_ARGS],
+                               drains.env(job, SKT_RESTART="1"))
+        checks.expect(other.code == 2 and "differ from those of drained epoch 4" in other.err and
+                      contents() == before,
+                      "a relaunch declaring other regions is refused (exit 2), and changes no file",
+                      other)
+        cluster.clean(job)
         run = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], drains.env(job, SKT_RESTART="1"))
         checks.expect(run.code == 0 and run.result == reference and run.epoch == 4,
                       "memory gone everywhere, n3's disk gone, rank 2's file damaged: epoch 4 "
