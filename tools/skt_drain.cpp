@@ -112,8 +112,8 @@ int verify_self_checked(const Selection& s, const fs::path& dir) {
   fmt::print(
       "epoch {} of job '{}' (copy+checksum): {} of the {} files here whole; the group rebuilds "
       "a missing or damaged one at restart if it tolerates the loss\n",
-      dir.filename().string().substr(6), s.job, files.size() - static_cast<std::size_t>(damaged),
-      files.size());
+      std::stoull(dir.filename().string().substr(6)), s.job,
+      files.size() - static_cast<std::size_t>(damaged), files.size());
   return damaged == 0 ? 0 : 1;
 }
 
