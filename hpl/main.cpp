@@ -63,23 +63,28 @@ struct Tally {
   }
 };
 
-[[noreturn]] void usage_error(int rank, const std::string& message) {
-  if (rank == 0) fmt::print(stderr, "skt-hpl: {}\n", message);
-  MPI_Finalize();
-  std::exit(2);
+// Bad input: the run ends with exit code 2 and the message. Raised where every rank reaches the
+// same verdict (it is printed once, by rank 0), or where one rank alone may (the options), which
+// settings_agreed() turns into the same end on every rank.
+struct UsageError {
+  std::string message;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  throw UsageError{message};
 }
 
 // Options from the environment (SKT_HPL_*) and the [hpl] table of a configuration file; flags
 // given on the command line win.
-void apply_settings(Options& o, const CLI::App& app, int rank) {
+void apply_settings(Options& o, const CLI::App& app) {
   auto given = [&](const char* flag) { return app.count(flag) > 0; };
   auto set_every = [&](const std::string& v, const std::string& origin) {
     try {
       o.policy.every = std::stoi(v);
     } catch (const std::exception&) {
-      usage_error(rank, fmt::format("{}: '{}' is not a number of panels", origin, v));
+      usage_error(fmt::format("{}: '{}' is not a number of panels", origin, v));
     }
-    if (o.policy.every < 1) usage_error(rank, fmt::format("{}: must be at least 1", origin));
+    if (o.policy.every < 1) usage_error(fmt::format("{}: must be at least 1", origin));
   };
   auto set_strategy = [&](const std::string& v, const std::string& origin) {
     if (v == "corner") {
@@ -89,7 +94,7 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
     } else if (v == "full") {
       o.policy.strategy = Strategy::full;
     } else {
-      usage_error(rank, fmt::format("{}: '{}' is not corner, side or full", origin, v));
+      usage_error(fmt::format("{}: '{}' is not corner, side or full", origin, v));
     }
   };
   if (!o.config.empty()) {
@@ -106,21 +111,21 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
           if (key == "checkpoint_every") {
             if (!given("--checkpoint-every")) set_every(value, origin);
           } else if (key == "checkpoint_interval") {
-            if (value != "auto") usage_error(rank, origin + ": only 'auto' is supported");
+            if (value != "auto") usage_error(origin + ": only 'auto' is supported");
             if (!given("--checkpoint-interval")) o.policy.automatic = true;
           } else if (key == "checkpoint_strategy") {
             if (!given("--checkpoint-strategy")) set_strategy(value, origin);
           } else if (key == "no_checkpoint") {
             if (!given("--no-checkpoint")) o.policy.none = value == "true";
           } else {
-            usage_error(rank, origin +
-                                  ": unknown key (checkpoint_every, checkpoint_interval, "
-                                  "checkpoint_strategy, no_checkpoint)");
+            usage_error(origin +
+                        ": unknown key (checkpoint_every, checkpoint_interval, "
+                        "checkpoint_strategy, no_checkpoint)");
           }
         }
       }
     } catch (const toml::parse_error& e) {
-      usage_error(rank, fmt::format("{}:{}: {}", o.config, e.source().begin.line, e.description()));
+      usage_error(fmt::format("{}:{}: {}", o.config, e.source().begin.line, e.description()));
     }
     setenv("SKT_CONFIG", o.config.c_str(), 1);
   }
@@ -132,7 +137,7 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
     if (name == "SKT_HPL_CHECKPOINT_EVERY") {
       if (!given("--checkpoint-every")) set_every(value, name);
     } else if (name == "SKT_HPL_CHECKPOINT_INTERVAL") {
-      if (value != "auto") usage_error(rank, name + ": only 'auto' is supported");
+      if (value != "auto") usage_error(name + ": only 'auto' is supported");
       o.policy.automatic = true;
     } else if (name == "SKT_HPL_CHECKPOINT_STRATEGY") {
       if (!given("--checkpoint-strategy")) set_strategy(value, name);
@@ -141,10 +146,10 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
     } else if (name == "SKT_HPL_TIMING") {
       o.timing = value == "1" || value == "true";
     } else if (name != "SKT_HPL_CRASH" && name != "SKT_HPL_PAUSE") {  // read where they act
-      usage_error(rank, name +
-                            ": unknown variable (SKT_HPL_CHECKPOINT_EVERY, "
-                            "SKT_HPL_CHECKPOINT_INTERVAL, SKT_HPL_CHECKPOINT_STRATEGY, "
-                            "SKT_HPL_NO_CHECKPOINT, SKT_HPL_TIMING, SKT_HPL_CRASH, SKT_HPL_PAUSE)");
+      usage_error(name +
+                  ": unknown variable (SKT_HPL_CHECKPOINT_EVERY, "
+                  "SKT_HPL_CHECKPOINT_INTERVAL, SKT_HPL_CHECKPOINT_STRATEGY, "
+                  "SKT_HPL_NO_CHECKPOINT, SKT_HPL_TIMING, SKT_HPL_CRASH, SKT_HPL_PAUSE)");
     }
   }
   // The library's own settings travel as its variables.
@@ -154,12 +159,12 @@ void apply_settings(Options& o, const CLI::App& app, int rank) {
   if (o.mode) setenv("SKT_MODE", o.mode->c_str(), 1);
   if (o.mtbf) setenv("SKT_MTBF", o.mtbf->c_str(), 1);
   if (o.policy.automatic && std::getenv("SKT_MTBF") == nullptr) {
-    usage_error(rank,
-                "--checkpoint-interval auto needs the mean time between failures: "
-                "--mtbf SECONDS (or SKT_MTBF)");
+    usage_error(
+        "--checkpoint-interval auto needs the mean time between failures: "
+        "--mtbf SECONDS (or SKT_MTBF)");
   }
   if (o.policy.none && (o.policy.automatic || o.policy.every > 0)) {
-    usage_error(rank, "--no-checkpoint contradicts --checkpoint-every / --checkpoint-interval");
+    usage_error("--no-checkpoint contradicts --checkpoint-every / --checkpoint-interval");
   }
   // Without checkpoints nothing needs a group: run wherever the ranks are, like plain HPL.
   if (o.policy.none) setenv("SKT_GROUP_SIZE", "1", 1);
@@ -224,19 +229,64 @@ std::vector<bool> skipped_tests(const std::vector<Test>& tests, int size, Report
   return skipped;
 }
 
+// Rank 0's tag, on every rank: where the environment differs between ranks (an mpirun -x that
+// reached only some of them), the ranks still agree, and the library then compares the rest.
 std::string base_job_tag(MPI_Comm world) {
-  if (const char* j = std::getenv("SKT_JOB")) return j;
-  if (const char* s = std::getenv("SLURM_JOB_ID")) return std::string("slurm-") + s;
   std::array<char, 64> tag{};
   int rank = 0;
   MPI_Comm_rank(world, &rank);
   if (rank == 0) {
-    const auto t =
-        fmt::format("hpl-{:x}-{:x}", getpid(), static_cast<long long>(std::time(nullptr)));
+    std::string t;
+    if (const char* j = std::getenv("SKT_JOB")) {
+      t = j;
+    } else if (const char* s = std::getenv("SLURM_JOB_ID")) {
+      t = std::string("slurm-") + s;
+    } else {
+      t = fmt::format("hpl-{:x}-{:x}", getpid(), static_cast<long long>(std::time(nullptr)));
+    }
     std::memcpy(tag.data(), t.data(), std::min(t.size(), tag.size() - 1));
   }
   MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, world);
   return tag.data();
+}
+
+// What each rank's options decide about the collective course of the run, in one comparable
+// line (only rank 0 reads HPL.dat and prints, so the file's path and --timing may differ).
+std::string settings_line(const Options& o) {
+  const CheckpointPolicy& p = o.policy;
+  return fmt::format("checkpoint every={} automatic={} none={} strategy={} suggest-n={}", p.every,
+                     p.automatic, p.none, strategy_name(p.strategy), o.suggest);
+}
+
+// Collective: the same verdict on every rank about the options, which each rank read from its own
+// command line and environment. False (after the message, once) when any rank's were bad, or when
+// they differ from rank 0's: a rank that checkpoints where another does not would wait forever.
+bool settings_agreed(const std::optional<UsageError>& error, const Options& o, int rank, int size) {
+  int first_bad = error ? rank : size;
+  MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first_bad < size) {
+    if (rank == first_bad) {
+      fmt::print(stderr, "skt-hpl{}: {}\n", rank == 0 ? "" : fmt::format(" rank {}", rank),
+                 error->message);
+    }
+    return false;
+  }
+  const std::string mine = settings_line(o);
+  int length = static_cast<int>(mine.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string reference = mine;
+  reference.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(reference.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  int first_different = mine != reference ? rank : size;
+  MPI_Allreduce(MPI_IN_PLACE, &first_different, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first_different < size && rank == first_different) {
+    fmt::print(stderr,
+               "skt-hpl: the options differ between ranks: rank {} has [{}], rank 0 has [{}]; "
+               "give every rank the same options and SKT_HPL_* variables (in a command of several "
+               "programs, a : b, mpirun's -x reaches only the first)\n",
+               rank, mine, reference);
+  }
+  return first_different == size;
 }
 
 int run(int argc, char** argv) {
@@ -296,16 +346,19 @@ int run(int argc, char** argv) {
   app.add_option("--ranks-per-node", o.ranks_per_node, "ranks per node for --suggest-n")
       ->check(CLI::PositiveNumber);
   app.add_option("--config", o.config, "a TOML configuration file (SKT_CONFIG)");
+  std::optional<UsageError> bad;
   try {
     app.parse(argc, argv);
+    apply_settings(o, app);
   } catch (const CLI::CallForHelp& e) {
     if (rank == 0) app.exit(e);
     return 0;
   } catch (const CLI::ParseError& e) {
-    if (rank == 0) app.exit(e);
-    return 2;
+    bad = UsageError{e.what()};
+  } catch (const UsageError& e) {
+    bad = e;
   }
-  apply_settings(o, app, rank);
+  if (!settings_agreed(bad, o, rank, size)) return 2;
 
   // Rank 0 reads HPL.dat; everyone parses the same text.
   std::string text;
@@ -324,7 +377,6 @@ int run(int argc, char** argv) {
   MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (length < 0) {
     usage_error(
-        rank,
         fmt::format("cannot open {}: give the path of an HPL.dat (see skt-hpl --help)", o.hpldat));
   }
   text.resize(static_cast<std::size_t>(length));
@@ -333,15 +385,15 @@ int run(int argc, char** argv) {
   try {
     dat = parse_hpldat(text, o.hpldat);
   } catch (const HplDatError& e) {
-    usage_error(rank, e.what());
+    usage_error(e.what());
   }
   if (o.suggest) {
-    if (o.mem_per_node.empty()) usage_error(rank, "--suggest-n needs --mem-per-node BYTES");
+    if (o.mem_per_node.empty()) usage_error("--suggest-n needs --mem-per-node BYTES");
     if (rank == 0) {
       try {
         print_suggestions(dat, o.mem_per_node, o.ranks_per_node);
       } catch (const std::exception& e) {
-        usage_error(rank, e.what());
+        usage_error(e.what());
       }
     }
     return 0;
@@ -417,6 +469,12 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     code = skt::hpl::run(argc, argv);
+  } catch (const skt::hpl::UsageError& e) {
+    // Raised alike on every rank (HPL.dat is the same text everywhere), or on rank 0 alone.
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) fmt::print(stderr, "skt-hpl: {}\n", e.message);
+    code = 2;
   } catch (const skt::Error& e) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -146,6 +146,37 @@ def bad_input(cluster, tmp, failures):
         finally:
             cluster.clean(job)
 
+    # What each rank reads from its own command line and environment is agreed before anything
+    # runs: options that differ between ranks are refused on every rank, not left to hang the
+    # first checkpoint one rank takes alone; a job tag on rank 0 only (an mpirun -x that reached
+    # only the first program) is rank 0's for all.
+    dat = os.path.join(tmp, "HPL.dat")
+    nodes = [f"n{r}" for r in range(4)]
+    job = cluster.new_job("hpldiffer")
+    try:
+        run = cluster.launch(nodes, [dat], {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0",
+                                            "SKT_HPL_CHECKPOINT_EVERY": "2"},
+                             rank_env={3: {"SKT_HPL_CHECKPOINT_EVERY": "3"}})
+        ok = (run.code == 2 and not run.hung and "the options differ between ranks: rank 3 has "
+              "[checkpoint every=3" in run.err and cluster.segment_count(job) == 0)
+        print(f"{'ok  ' if ok else 'FAIL'} options that differ between ranks: exit 2 on every rank, "
+              "naming the rank and both settings, no segment created", flush=True)
+        if not ok:
+            failures.append(f"options differing between ranks: {run.describe()}")
+    finally:
+        cluster.clean(job)
+    job = cluster.new_job("hplonetag")
+    try:
+        run = cluster.launch(nodes, ["--no-checkpoint", dat], {"SKT_RESTART": "0"},
+                             rank_env={0: {"SKT_JOB": job}})
+        ok = run.code == 0 and not run.hung and "PASSED" in run.out
+        print(f"{'ok  ' if ok else 'FAIL'} SKT_JOB given to rank 0 only: every rank takes rank 0's "
+              "tag and the run passes", flush=True)
+        if not ok:
+            failures.append(f"a job tag on rank 0 only: {run.describe()}")
+    finally:
+        cluster.clean(job)
+
     # A job with a checkpoint, relaunched with a bad file: its segments stay as they were.
     dat = os.path.join(tmp, "HPL.dat")
     job = cluster.new_job("hplkeep")
