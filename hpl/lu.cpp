@@ -309,21 +309,20 @@ void Factorization::swap_and_spread(const SlotView& panel, int begin, int end) {
   const auto width = static_cast<std::size_t>(ncols);
   const int lda = matrix_.lda;
   double* a = matrix_.a;
-  // Rows travel row-major (a row's columns contiguous), but are read and written column by column,
-  // so that consecutive accesses stay within a column of A.
-  auto gather = [&](const std::vector<int>& rows, double* out) {
-    for (int k = 0; k < ncols; ++k) {
-      const double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
-      for (std::size_t i = 0; i < rows.size(); ++i)
-        out[i * width + static_cast<std::size_t>(k)] = column[rows[i]];
-    }
+  // Rows travel as column-major blocks (a block's rows of one column contiguous, then the next
+  // column), so that both the columns of A and the block are walked forward: a row-major block
+  // would be written or read with a stride of a whole row for every element.
+  auto gather_column = [&](const std::vector<int>& rows, double* out, int k) {
+    const double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
+    double* to = out + static_cast<std::size_t>(k) * rows.size();
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      to[i] = column[rows[i]];
   };
-  auto scatter = [&](const std::vector<int>& rows, const double* in) {
-    for (int k = 0; k < ncols; ++k) {
-      double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
-      for (std::size_t i = 0; i < rows.size(); ++i)
-        column[rows[i]] = in[i * width + static_cast<std::size_t>(k)];
-    }
+  auto scatter_column = [&](const std::vector<int>& rows, const double* in, int k) {
+    double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
+    const double* from = in + static_cast<std::size_t>(k) * rows.size();
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      column[rows[i]] = from[i];
   };
   auto local = [&](int g) { return local_index(g, nb, nprow); };
 
@@ -341,94 +340,120 @@ void Factorization::swap_and_spread(const SlotView& panel, int begin, int end) {
   }
   // U's rows, spread to every process of the column, grouped by the process row owning them.
   std::vector<int> counts(static_cast<std::size_t>(nprow), 0);
+  std::vector<int> index_in_group(static_cast<std::size_t>(jb));
   for (int i = 0; i < jb; ++i)
-    ++counts[static_cast<std::size_t>(owner(at(jn + i), nb, nprow))];
-  packed_.resize(static_cast<std::size_t>(counts[static_cast<std::size_t>(myrow)]) * width);
-  {
-    std::vector<int> rows;
-    for (int i = 0; i < jb; ++i) {
-      const int src = at(jn + i);
-      if (owner(src, nb, nprow) == myrow) rows.push_back(local(src));
-    }
-    gather(rows, packed_.data());
+    index_in_group[static_cast<std::size_t>(i)] =
+        counts[static_cast<std::size_t>(owner(at(jn + i), nb, nprow))]++;
+  std::vector<int> u_rows;  // this process's rows of U, in U's order
+  for (int i = 0; i < jb; ++i) {
+    const int src = at(jn + i);
+    if (owner(src, nb, nprow) == myrow) u_rows.push_back(local(src));
   }
-  // Rows moving below the panel's diagonal block, read before anything is written.
-  std::vector<std::pair<int, int>> moves;  // (position, source row), by position
+  // Rows moving below the panel's diagonal block, by destination (sent) and by source (received)
+  // process row, in position order within each. Each is a row the diagonal block held (a pivot row
+  // from below took its place there), so only the process holding that block sends.
+  std::vector<std::vector<int>> sent(static_cast<std::size_t>(nprow)),
+      received(static_cast<std::size_t>(nprow));
   for (const auto& [position, source] : content) {
-    if (position >= jn + jb && source != position) moves.emplace_back(position, source);
+    if (position < jn + jb || source == position) continue;
+    const auto to = static_cast<std::size_t>(owner(position, nb, nprow));
+    const auto from = static_cast<std::size_t>(owner(source, nb, nprow));
+    if (from == static_cast<std::size_t>(myrow)) sent[to].push_back(local(source));
+    if (to == static_cast<std::size_t>(myrow)) received[from].push_back(local(position));
   }
-  std::vector<int> send_counts(static_cast<std::size_t>(nprow), 0),
-      recv_counts(static_cast<std::size_t>(nprow), 0);
-  for (const auto& [position, source] : moves) {
-    if (owner(source, nb, nprow) == myrow)
-      ++send_counts[static_cast<std::size_t>(owner(position, nb, nprow))];
-    if (owner(position, nb, nprow) == myrow)
-      ++recv_counts[static_cast<std::size_t>(owner(source, nb, nprow))];
-  }
-  std::vector<int> send_displ(static_cast<std::size_t>(nprow) + 1, 0),
-      recv_displ(static_cast<std::size_t>(nprow) + 1, 0);
+  std::vector<int> send_counts(static_cast<std::size_t>(nprow)),
+      recv_counts(static_cast<std::size_t>(nprow)), send_displ(static_cast<std::size_t>(nprow)),
+      recv_displ(static_cast<std::size_t>(nprow));
+  int sending = 0, receiving = 0;
   for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q) {
-    send_displ[q + 1] = send_displ[q] + send_counts[q];
-    recv_displ[q + 1] = recv_displ[q] + recv_counts[q];
+    send_counts[q] = static_cast<int>(sent[q].size()) * ncols;
+    recv_counts[q] = static_cast<int>(received[q].size()) * ncols;
+    send_displ[q] = sending;
+    recv_displ[q] = receiving;
+    sending += send_counts[q];
+    receiving += recv_counts[q];
   }
-  moved_out_.resize(static_cast<std::size_t>(send_displ.back()) * width);
-  moved_in_.resize(static_cast<std::size_t>(recv_displ.back()) * width);
-  {
-    // Grouped by destination process row, in position order within each group.
-    std::vector<int> rows(static_cast<std::size_t>(send_displ.back()));
-    std::vector<int> fill(send_displ.begin(), send_displ.end() - 1);
-    for (const auto& [position, source] : moves) {
-      if (owner(source, nb, nprow) != myrow) continue;
-      rows[static_cast<std::size_t>(fill[static_cast<std::size_t>(owner(position, nb, nprow))]++)] =
-          local(source);
-    }
-    gather(rows, moved_out_.data());
+  moved_out_.resize(static_cast<std::size_t>(sending));
+  moved_in_.resize(static_cast<std::size_t>(receiving));
+  for (int k = 0; k < ncols; ++k) {
+    for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q)
+      gather_column(sent[q], moved_out_.data() + send_displ[q], k);
   }
-
-  const bool binary = algo_.swap == SwapAlgo::binary_exchange ||
-                      (algo_.swap == SwapAlgo::mix && ncols <= algo_.swap_threshold);
-  gathered_.resize(static_cast<std::size_t>(jb) * width);
-  gather_rows(grid_.col(), binary, algo_.equil, counts, width, packed_.data(), gathered_.data());
-  if (nprow > 1) {
-    std::vector<int> sc(send_counts), rc(recv_counts), sd(send_displ.begin(), send_displ.end() - 1),
-        rd(recv_displ.begin(), recv_displ.end() - 1);
-    for (auto* v : {&sc, &rc, &sd, &rd}) {
-      for (auto& x : *v)
-        x *= ncols;
-    }
-    SKT_MPI(MPI_Alltoallv(moved_out_.data(), sc.data(), sd.data(), MPI_DOUBLE, moved_in_.data(),
-                          rc.data(), rd.data(), MPI_DOUBLE, grid_.col()));
-  } else {
-    moved_in_ = moved_out_;
+  SKT_MPI(MPI_Alltoallv(moved_out_.data(), send_counts.data(), send_displ.data(), MPI_DOUBLE,
+                        moved_in_.data(), recv_counts.data(), recv_displ.data(), MPI_DOUBLE,
+                        grid_.col()));
+  // One pass over the columns: this process's rows of U are read, then the rows moved here are
+  // written. A pivot row's place below the diagonal block is where the row it displaced goes, so
+  // the two touch the same scattered lines of each column, once instead of twice.
+  packed_.resize(u_rows.size() * width);
+  for (int k = 0; k < ncols; ++k) {
+    gather_column(u_rows, packed_.data(), k);
+    for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q)
+      scatter_column(received[q], moved_in_.data() + recv_displ[q], k);
   }
-  {
-    std::vector<int> rows(static_cast<std::size_t>(recv_displ.back()));
-    std::vector<int> fill(recv_displ.begin(), recv_displ.end() - 1);
-    for (const auto& [position, source] : moves) {
-      if (owner(position, nb, nprow) != myrow) continue;
-      rows[static_cast<std::size_t>(fill[static_cast<std::size_t>(owner(source, nb, nprow))]++)] =
-          local(position);
-    }
-    scatter(rows, moved_in_.data());
+  // U is solved (U = L11^-1 U) once, not by every process of the column: process q solves the
+  // q-th share of the columns. It gets every process's rows of U for its share, assembles them in
+  // U's order, solves them, and the shares are spread to all, U's columns side by side.
+  std::vector<int> share(static_cast<std::size_t>(nprow) + 1);
+  for (std::size_t q = 0; q <= static_cast<std::size_t>(nprow); ++q)
+    share[q] =
+        static_cast<int>(static_cast<std::int64_t>(ncols) * static_cast<std::int64_t>(q) / nprow);
+  const auto me = static_cast<std::size_t>(myrow);
+  const int mine = share[me + 1] - share[me];
+  const auto held = static_cast<int>(u_rows.size());
+  std::vector<int> out_counts(static_cast<std::size_t>(nprow)),
+      out_displ(static_cast<std::size_t>(nprow)), in_counts(static_cast<std::size_t>(nprow)),
+      in_displ(static_cast<std::size_t>(nprow));
+  int incoming = 0;
+  for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q) {
+    out_counts[q] = held * (share[q + 1] - share[q]);
+    out_displ[q] = held * share[q];  // packed_ is column-major: a share is contiguous
+    in_counts[q] = counts[q] * mine;
+    in_displ[q] = incoming;
+    incoming += in_counts[q];
   }
-
-  // U in the form asked for: transposed (ncols × jb, a row of U per column) or not (jb × ncols).
+  shares_in_.resize(static_cast<std::size_t>(incoming));
+  SKT_MPI(MPI_Alltoallv(packed_.data(), out_counts.data(), out_displ.data(), MPI_DOUBLE,
+                        shares_in_.data(), in_counts.data(), in_displ.data(), MPI_DOUBLE,
+                        grid_.col()));
   u_.resize(static_cast<std::size_t>(jb) * width);
+  double* solved = u_.data() + static_cast<std::size_t>(share[me]) * static_cast<std::size_t>(jb);
   {
-    std::vector<std::size_t> next(static_cast<std::size_t>(nprow), 0);
-    for (std::size_t q = 1; q < next.size(); ++q)
-      next[q] = next[q - 1] + static_cast<std::size_t>(counts[q - 1]);
+    std::vector<const double*> source(static_cast<std::size_t>(jb));
+    std::vector<std::size_t> stride(static_cast<std::size_t>(jb));
     for (int i = 0; i < jb; ++i) {
       const auto q = static_cast<std::size_t>(owner(at(jn + i), nb, nprow));
-      const double* row = gathered_.data() + (next[q]++) * width;
-      if (algo_.u_notrans) {
-        for (int k = 0; k < ncols; ++k)
-          u_[static_cast<std::size_t>(i + k * jb)] = row[k];
-      } else {
-        std::memcpy(u_.data() + static_cast<std::size_t>(i) * width, row, width * sizeof(double));
+      source[static_cast<std::size_t>(i)] =
+          shares_in_.data() + in_displ[q] + index_in_group[static_cast<std::size_t>(i)];
+      stride[static_cast<std::size_t>(i)] = static_cast<std::size_t>(counts[q]);
+    }
+    for (int k = 0; k < mine; ++k) {
+      double* column = solved + static_cast<std::size_t>(k) * static_cast<std::size_t>(jb);
+      for (int i = 0; i < jb; ++i) {
+        const auto u = static_cast<std::size_t>(i);
+        column[i] = source[u][static_cast<std::size_t>(k) * stride[u]];
       }
     }
   }
+  const double solving = MPI_Wtime();
+  if (mine > 0) solve_u(panel.t, jb, mine, solved);
+  timing_.trsm += MPI_Wtime() - solving;
+  std::vector<int> widths(static_cast<std::size_t>(nprow));
+  for (std::size_t q = 0; q < widths.size(); ++q)
+    widths[q] = share[q + 1] - share[q];
+  const bool binary = algo_.swap == SwapAlgo::binary_exchange ||
+                      (algo_.swap == SwapAlgo::mix && ncols <= algo_.swap_threshold);
+  // Each share is `widths[q]` columns of jb doubles; they travel as HPL's swap variant says.
+  gather_rows(grid_.col(), binary, algo_.equil, widths, static_cast<std::size_t>(jb), solved,
+              u_.data());
+}
+
+void Factorization::solve_u(const double* t, int jb, int ncols, double* u) const {
+  // U = L11^-1 U, with L11 the unit lower triangle of T (kept transposed unless L1 is asked for
+  // in no-transposed form).
+  cblas_dtrsm(CblasColMajor, CblasLeft, algo_.l1_notrans ? CblasLower : CblasUpper,
+              algo_.l1_notrans ? CblasNoTrans : CblasTrans, CblasUnit, jb, ncols, 1.0, t, jb, u,
+              jb);
 }
 
 void Factorization::apply(int j, int begin, int end) {
@@ -446,11 +471,10 @@ void Factorization::apply(int j, int begin, int end) {
   const int ncols = end - begin;
   const int lda = matrix_.lda;
   double* a = matrix_.a;
-  // U, the panel's rows of these columns after the swaps: jb × ncols with leading dimension ldu,
-  // or its transpose.
+  const double trsm_before = timing_.trsm;
+  // U, the panel's rows of these columns after the swaps and the solve: jb × ncols, column-major.
   double* u = nullptr;
   int ldu = 0;
-  bool transposed = false;
   if (nprow == 1) {
     // Every row is here (local and global rows coincide): the swaps in place, column by column as
     // LAPACK's dlaswp does, and U is the panel's rows of A itself: no copy, nothing to write back.
@@ -463,37 +487,27 @@ void Factorization::apply(int j, int begin, int end) {
     }
     u = a + jn + static_cast<std::ptrdiff_t>(begin) * lda;
     ldu = lda;
+    const double solving = MPI_Wtime();
+    cblas_dtrsm(CblasColMajor, CblasLeft, algo_.l1_notrans ? CblasLower : CblasUpper,
+                algo_.l1_notrans ? CblasNoTrans : CblasTrans, CblasUnit, jb, ncols, 1.0, t, jb, u,
+                ldu);
+    timing_.trsm += MPI_Wtime() - solving;
   } else {
+    // The swaps, and U spread to every process of the column and solved.
     swap_and_spread(panel, begin, end);
     u = u_.data();
-    transposed = !algo_.u_notrans;
-    ldu = transposed ? ncols : jb;
+    ldu = jb;
   }
-  const double swapped = MPI_Wtime();
-  timing_.swap += swapped - started;
-  // U = L11^-1 U, with L11 the unit lower triangle of T.
-  const CBLAS_UPLO tri = algo_.l1_notrans ? CblasLower : CblasUpper;
-  const CBLAS_TRANSPOSE ttrans = algo_.l1_notrans ? CblasNoTrans : CblasTrans;
-  if (transposed) {
-    cblas_dtrsm(CblasColMajor, CblasRight, tri, ttrans == CblasNoTrans ? CblasTrans : CblasNoTrans,
-                CblasUnit, ncols, jb, 1.0, t, jb, u, ldu);
-  } else {
-    cblas_dtrsm(CblasColMajor, CblasLeft, tri, ttrans, CblasUnit, jb, ncols, 1.0, t, jb, u, ldu);
-  }
+  // The swaps' time is what is left once the solve is counted apart.
   const double solved = MPI_Wtime();
-  timing_.trsm += solved - swapped;
+  timing_.swap += solved - started - (timing_.trsm - trsm_before);
   if (nprow > 1 && myrow == j % nprow) {
     // U becomes the panel's rows of these columns: jb contiguous rows of each column.
     const int lr = local_index(jn, nb, nprow);
     for (int k = 0; k < ncols; ++k) {
-      double* column = a + lr + static_cast<std::ptrdiff_t>(begin + k) * lda;
-      if (transposed) {
-        for (int i = 0; i < jb; ++i)
-          column[i] = u[static_cast<std::ptrdiff_t>(i) * ldu + k];
-      } else {
-        std::memcpy(column, u + static_cast<std::ptrdiff_t>(k) * ldu,
-                    static_cast<std::size_t>(jb) * sizeof(double));
-      }
+      std::memcpy(a + lr + static_cast<std::ptrdiff_t>(begin + k) * lda,
+                  u + static_cast<std::ptrdiff_t>(k) * ldu,
+                  static_cast<std::size_t>(jb) * sizeof(double));
     }
   }
   // The trailing update: A22 -= L21 U. While a newer panel is on its way, in pieces of a few
@@ -505,9 +519,8 @@ void Factorization::apply(int j, int begin, int end) {
   for (int k0 = 0, width_k = 0; m2 > 0 && k0 < ncols; k0 += width_k) {
     if (pending != nullptr && pending->progress()) pending = nullptr;
     width_k = pending != nullptr ? std::min(kUpdateBlocks * nb, ncols - k0) : ncols - k0;
-    const double* u_piece = u + (transposed ? k0 : static_cast<std::ptrdiff_t>(k0) * ldu);
-    cblas_dgemm(CblasColMajor, CblasNoTrans, transposed ? CblasTrans : CblasNoTrans, m2, width_k,
-                jb, -1.0, l + (lr2 - lr0), rows, u_piece, ldu, 1.0,
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m2, width_k, jb, -1.0, l + (lr2 - lr0),
+                rows, u + static_cast<std::ptrdiff_t>(k0) * ldu, ldu, 1.0,
                 a + lr2 + static_cast<std::ptrdiff_t>(begin + k0) * lda, lda);
   }
   timing_.update += MPI_Wtime() - solved;

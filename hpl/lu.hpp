@@ -79,9 +79,11 @@ class Factorization {
     const double* pivots;
   };
   SlotView slot_view(int j) const noexcept;
-  // With more than one process row: the swaps between them, and U (in the form asked for) in u_
-  // on every process of the column.
+  // With more than one process row: the swaps between them, and U, solved, in u_ (jb × the
+  // columns, column-major) on every process of the column.
   void swap_and_spread(const SlotView& panel, int begin, int end);
+  // U = L11^-1 U for jb × ncols of U, column-major with leading dimension jb.
+  void solve_u(const double* t, int jb, int ncols, double* u) const;
 
   // Panel factorization, on the processes of the panel's column.
   void factor_segment(Panel& p, int c0, int n);
@@ -115,7 +117,7 @@ class Factorization {
   int pivot_type_width_ = 0;
   MPI_Op pivot_op_ = MPI_OP_NULL;
 
-  std::vector<double> u_, gathered_, packed_, moved_in_, moved_out_;
+  std::vector<double> u_, shares_in_, packed_, moved_in_, moved_out_;
 };
 
 }  // namespace skt::hpl

@@ -209,7 +209,8 @@ void gather_rows(MPI_Comm comm, bool binary_exchange, bool equilibrate,
   for (std::size_t r = 0; r < p; ++r)
     first[r + 1] = first[r] + static_cast<std::size_t>(counts[r]);
   const auto u = static_cast<std::size_t>(me);
-  if (first[u + 1] > first[u]) {  // `mine` may be null when this rank has no rows
+  // `mine` may be null when this rank has no rows, or already in its place in `all`.
+  if (first[u + 1] > first[u] && mine != all + first[u] * width) {
     std::memcpy(all + first[u] * width, mine, (first[u + 1] - first[u]) * width * sizeof(double));
   }
   if (size == 1) return;
@@ -271,43 +272,49 @@ void gather_rows(MPI_Comm comm, bool binary_exchange, bool equilibrate,
     return;
   }
 
-  // Spread-roll. With equilibration, rank r first collects the r-th equal share of the rows (in
-  // the final order), so that every step of the roll moves as much as any other.
-  std::vector<std::size_t> block(p + 1);
+  // Spread-roll. With equilibration, rank r first collects the r-th equal share of `all` (in the
+  // final order), so that every step of the roll moves as much as any other. Shares are counted
+  // in doubles, not rows: a rank's contribution may be laid out any way (its rows column by
+  // column, say), and only the contributions' order in `all` is fixed.
+  std::vector<std::size_t> block(p + 1);  // in doubles
+  std::vector<std::size_t> owned(p + 1);
+  for (std::size_t r = 0; r <= p; ++r)
+    owned[r] = first[r] * width;
+  auto doubles = [&](std::size_t begin, std::size_t end) { return count_of(end - begin); };
   if (equilibrate) {
     for (std::size_t r = 0; r <= p; ++r)
-      block[r] = first[p] * r / p;
+      block[r] = owned[p] * r / p;
     std::vector<MPI_Request> requests;
     for (std::size_t q = 0; q < p; ++q) {
       if (q == u) continue;
       // What I own of q's share goes to q; what q owns of my share comes to me.
-      const std::size_t s0 = std::max(first[u], block[q]),
-                        s1 = std::min(first[u + 1], block[q + 1]);
+      const std::size_t s0 = std::max(owned[u], block[q]),
+                        s1 = std::min(owned[u + 1], block[q + 1]);
       if (s1 > s0) {
         requests.emplace_back();
-        SKT_MPI(MPI_Isend(all + s0 * width, rows(s0, s1), MPI_DOUBLE, static_cast<int>(q), kTag,
-                          comm, &requests.back()));
+        SKT_MPI(MPI_Isend(all + s0, doubles(s0, s1), MPI_DOUBLE, static_cast<int>(q), kTag, comm,
+                          &requests.back()));
       }
-      const std::size_t r0 = std::max(first[q], block[u]),
-                        r1 = std::min(first[q + 1], block[u + 1]);
+      const std::size_t r0 = std::max(owned[q], block[u]),
+                        r1 = std::min(owned[q + 1], block[u + 1]);
       if (r1 > r0) {
         requests.emplace_back();
-        SKT_MPI(MPI_Irecv(all + r0 * width, rows(r0, r1), MPI_DOUBLE, static_cast<int>(q), kTag,
-                          comm, &requests.back()));
+        SKT_MPI(MPI_Irecv(all + r0, doubles(r0, r1), MPI_DOUBLE, static_cast<int>(q), kTag, comm,
+                          &requests.back()));
       }
     }
     SKT_MPI(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
   } else {
-    block = first;
+    block = owned;
   }
   const int next = (me + 1) % size;
   const int prev = (me + size - 1) % size;
   for (std::size_t s = 0; s + 1 < p; ++s) {
     const std::size_t out = (u + p - s) % p;
     const std::size_t in = (u + p - s - 1) % p;
-    SKT_MPI(MPI_Sendrecv(all + block[out] * width, rows(block[out], block[out + 1]), MPI_DOUBLE,
-                         next, kTag, all + block[in] * width, rows(block[in], block[in + 1]),
-                         MPI_DOUBLE, prev, kTag, comm, MPI_STATUS_IGNORE));
+    SKT_MPI(MPI_Sendrecv(all + block[out], doubles(block[out], block[out + 1]), MPI_DOUBLE, next,
+                         kTag, all + block[in], doubles(block[in], block[in + 1]), MPI_DOUBLE, prev,
+                         kTag, comm, MPI_STATUS_IGNORE));
   }
 }
 

@@ -58,7 +58,8 @@ class PanelBroadcast {
 };
 
 // Every rank of `comm` contributes rows (`counts[p]` rows from rank p, each `width` doubles,
-// packed in `mine`); every rank gets all of them, rank by rank, in `all`. By binary exchange
+// packed in `mine` in any layout: they travel as a block; `mine` may already be its place in
+// `all`); every rank gets all of them, rank by rank, in `all`. By binary exchange
 // (recursive doubling), or by spread-roll (a ring), optionally after equilibration (first
 // rebalancing the rows so that every rank passes on the same number).
 void gather_rows(MPI_Comm comm, bool binary_exchange, bool equilibrate,
