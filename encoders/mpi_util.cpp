@@ -25,6 +25,14 @@ Comm& Comm::operator=(Comm&& other) noexcept {
   return *this;
 }
 
+std::string broadcast_string(MPI_Comm comm, std::string text, int root) {
+  int length = static_cast<int>(text.size());
+  SKT_MPI(MPI_Bcast(&length, 1, MPI_INT, root, comm));
+  text.resize(static_cast<std::size_t>(length));
+  SKT_MPI(MPI_Bcast(text.data(), length, MPI_CHAR, root, comm));
+  return text;
+}
+
 Comm Comm::duplicate(MPI_Comm comm) {
   MPI_Comm copy = MPI_COMM_NULL;
   SKT_MPI(MPI_Comm_dup(comm, &copy));

@@ -53,6 +53,9 @@ class Comm {
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
+// Collective: `root`'s text, on every rank of `comm` (its length first, then its bytes).
+std::string broadcast_string(MPI_Comm comm, std::string text, int root = 0);
+
 // Outstanding point-to-point requests of one batch. An error that unwinds past them cancels
 // what is still pending, so MPI never writes into memory the caller has let go.
 class Requests {

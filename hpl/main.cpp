@@ -18,6 +18,7 @@
 #include <optional>
 #include <sstream>
 
+#include "encoders/mpi_util.hpp"
 #include "hpl/hpldat.hpp"
 #include "hpl/lu.hpp"
 #include "hpl/matgen.hpp"
@@ -272,11 +273,7 @@ bool settings_agreed(const std::optional<UsageError>& error, const Options& o, i
     return false;
   }
   const std::string mine = settings_line(o);
-  int length = static_cast<int>(mine.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string reference = mine;
-  reference.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(reference.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::string reference = broadcast_string(MPI_COMM_WORLD, mine);
   int first_different = mine != reference ? rank : size;
   MPI_Allreduce(MPI_IN_PLACE, &first_different, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (first_different < size && rank == first_different) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <new>
+#include <utility>
 
 #include "encoders/link.hpp"
 
@@ -57,11 +58,8 @@ void MpiEffects::agree(const std::function<void()>& step) {
   SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, job_));
   if (first == 2 * nranks_) return;
   const int root = first % nranks_;
-  int length = static_cast<int>(message.size());
   SKT_MPI(MPI_Bcast(&code, 1, MPI_INT, root, job_));
-  SKT_MPI(MPI_Bcast(&length, 1, MPI_INT, root, job_));
-  message.resize(static_cast<std::size_t>(length));
-  SKT_MPI(MPI_Bcast(message.data(), length, MPI_CHAR, root, job_));
+  message = broadcast_string(job_, std::move(message), root);
   if (joined_) {
     // An operation may have been abandoned half way, leaving messages nobody will receive on the
     // group's communicator: every rank takes a fresh one.

@@ -112,12 +112,8 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   SKT_MPI(MPI_Bcast(&run_id_, 1, MPI_UINT64_T, 0, comm_.get()));
 
   // Settings every rank must share, compared with rank 0's.
-  std::string shared = config_.shared_settings();
-  int length = static_cast<int>(shared.size());
-  SKT_MPI(MPI_Bcast(&length, 1, MPI_INT, 0, comm_.get()));
-  std::string reference(static_cast<std::size_t>(length), '\0');
-  if (rank_ == 0) reference = shared;
-  SKT_MPI(MPI_Bcast(reference.data(), length, MPI_CHAR, 0, comm_.get()));
+  const std::string shared = config_.shared_settings();
+  const std::string reference = broadcast_string(comm_.get(), shared);
   effects_->agree([&] {
     if (shared != reference) {
       throw Error(SKT_ERR_CONFIG,
@@ -751,9 +747,9 @@ bool Session::restore_from_group_files(const std::vector<Finding>& findings,
   };
   // The newest epoch the groups can rebuild; every file it takes is read whole before anything in
   // memory changes, and one that is not counts as missing.
-  std::string why_not;
   std::optional<DrainedCandidate> chosen;
   while (!chosen) {
+    std::string why_not;
     auto candidates = drained_candidates(files, tolerance, &why_not);
     if (candidates.empty()) {
       throw AgreedError(

@@ -37,7 +37,7 @@ def drained_job(cluster, drains, prefix):
         yield job
     finally:
         cluster.clean(job)
-        drains.run("remove", "--job", job)
+        drains.remove(job)
 
 
 class Drains:
@@ -51,6 +51,9 @@ class Drains:
 
     def run(self, *args):
         return subprocess.run([self.tool, *args, "--dir", self.root], capture_output=True, text=True)
+
+    def remove(self, job):
+        self.run("remove", "--job", job)
 
     def epoch_file(self, job, epoch, rank):
         return os.path.join(self.root, job, f"epoch-{epoch:012d}", f"rank-{rank:06d}.skt")
@@ -223,6 +226,10 @@ class NodeDrains(Drains):
         return subprocess.run([self.tool, *args, "--dir", self.root, "--node", node],
                               capture_output=True, text=True)
 
+    def remove(self, job):
+        for node in NODES + [n + "x" for n in NODES]:  # the nodes and their replacements
+            self.run("remove", "--job", job, node=node)
+
     def node_dir(self, node):
         return self.root.replace("{node}", node)
 
@@ -231,20 +238,9 @@ class NodeDrains(Drains):
                             f"rank-{rank:06d}.skt")
 
 
-@contextlib.contextmanager
-def node_drained_job(cluster, drains, prefix):
-    job = cluster.new_job(prefix)
-    try:
-        yield job
-    finally:
-        cluster.clean(job)
-        for node in NODES + [n + "x" for n in NODES]:
-            drains.run("remove", "--job", job, node=node)
-
-
 def node_local(cluster, options, checks, reference, root):
     drains = NodeDrains(options, root)
-    with node_drained_job(cluster, drains, "nodelocal") as job:
+    with drained_job(cluster, drains, "nodelocal") as job:
         crashed_first_launch(cluster, drains, checks, job, NODES)
         files = [drains.epoch_file(job, 4, r) for r in range(4)]
         older = [drains.epoch_file(job, 2, r) for r in range(4)]
@@ -290,7 +286,7 @@ def node_local(cluster, options, checks, reference, root):
                       "ranks 2, 3" in run.err,
                       "the relaunch names the damaged file and the ranks rebuilt from their groups",
                       run)
-    with node_drained_job(cluster, drains, "nodelost") as job:
+    with drained_job(cluster, drains, "nodelost") as job:
         crashed_first_launch(cluster, drains, checks, job, NODES)
         cluster.clean(job)
         for node in ("n1", "n3"):
@@ -305,7 +301,7 @@ def node_local(cluster, options, checks, reference, root):
     for code, lost_disks in (({"SKT_SCHEME": "rs", "SKT_PARITY": "2", "SKT_GROUP_SIZE": "4"},
                               ("n1", "n3")),
                              ({"SKT_SCHEME": "xor", "SKT_GROUP_SIZE": "1"}, ())):
-        with node_drained_job(cluster, drains, "nodecode") as job:
+        with drained_job(cluster, drains, "nodecode") as job:
             crashed_first_launch(cluster, drains, checks, job, NODES, extra_env=code)
             cluster.clean(job)
             for node in lost_disks:

@@ -123,6 +123,12 @@ def run_case(cluster, config, step, mode, dat, reference):
         cluster.clean(job)
 
 
+def report(ok, what, run, failures):
+    print(f"{'ok  ' if ok else 'FAIL'} {what}", flush=True)
+    if not ok:
+        failures.append(f"{what}: {run.describe()}")
+
+
 def bad_input(cluster, tmp, failures):
     """Refusals with exit code 2 and a message that says what to change, before anything runs; a
     refused relaunch of a job with a checkpoint leaves its segments as they were."""
@@ -157,23 +163,19 @@ def bad_input(cluster, tmp, failures):
         run = cluster.launch(nodes, [dat], {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0",
                                             "SKT_HPL_CHECKPOINT_EVERY": "2"},
                              rank_env={3: {"SKT_HPL_CHECKPOINT_EVERY": "3"}})
-        ok = (run.code == 2 and not run.hung and "the options differ between ranks: rank 3 has "
-              "[checkpoint every=3" in run.err and cluster.segment_count(job) == 0)
-        print(f"{'ok  ' if ok else 'FAIL'} options that differ between ranks: exit 2 on every rank, "
-              "naming the rank and both settings, no segment created", flush=True)
-        if not ok:
-            failures.append(f"options differing between ranks: {run.describe()}")
+        report(run.code == 2 and not run.hung and "the options differ between ranks: rank 3 has "
+               "[checkpoint every=3" in run.err and cluster.segment_count(job) == 0,
+               "options that differ between ranks: exit 2 on every rank, naming the rank and both "
+               "settings, no segment created", run, failures)
     finally:
         cluster.clean(job)
     job = cluster.new_job("hplonetag")
     try:
         run = cluster.launch(nodes, ["--no-checkpoint", dat], {"SKT_RESTART": "0"},
                              rank_env={0: {"SKT_JOB": job}})
-        ok = run.code == 0 and not run.hung and "PASSED" in run.out
-        print(f"{'ok  ' if ok else 'FAIL'} SKT_JOB given to rank 0 only: every rank takes rank 0's "
-              "tag and the run passes", flush=True)
-        if not ok:
-            failures.append(f"a job tag on rank 0 only: {run.describe()}")
+        report(run.code == 0 and not run.hung and "PASSED" in run.out,
+               "SKT_JOB given to rank 0 only: every rank takes rank 0's tag and the run passes", run,
+               failures)
     finally:
         cluster.clean(job)
 
