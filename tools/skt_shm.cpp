@@ -60,9 +60,11 @@ std::string state_text(const skt::SegmentListing& s) {
   if (!segment) return "unreadable";
   const auto state = skt::read_control(segment->base());
   if (!state) return "no valid control block";
-  return fmt::format("committed {} encoded {} agreed {} resumed {}", epoch_text(state->committed),
-                     epoch_text(state->encoded), epoch_text(state->agreed),
-                     epoch_text(state->resumed));
+  return fmt::format(
+      "committed {} encoded {} agreed {} resumed {}{}", epoch_text(state->committed),
+      epoch_text(state->encoded), epoch_text(state->agreed), epoch_text(state->resumed),
+      state->finished >= 0 ? fmt::format(" finished {} (the job completed)", state->finished)
+                           : std::string());
 }
 
 int list(const Filter& filter) {

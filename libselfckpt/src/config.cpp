@@ -22,7 +22,7 @@ namespace skt {
 
 namespace {
 
-constexpr std::array<std::pair<FaultStep, std::string_view>, 8> kFaultSteps{{
+constexpr std::array<std::pair<FaultStep, std::string_view>, 9> kFaultSteps{{
     {FaultStep::stage, "stage"},
     {FaultStep::encode, "encode"},
     {FaultStep::encoded, "encoded"},
@@ -31,6 +31,7 @@ constexpr std::array<std::pair<FaultStep, std::string_view>, 8> kFaultSteps{{
     {FaultStep::committed, "committed"},
     {FaultStep::recover, "recover"},
     {FaultStep::drain, "drain"},
+    {FaultStep::finalize, "finalize"},
 }};
 
 constexpr std::array<std::pair<LogLevel, std::string_view>, 6> kLogLevels{{
@@ -238,8 +239,8 @@ const std::vector<Option>& options() {
            bad(origin,
                fmt::format(
                    "'{}' is not <step>:<rank>[:<epoch>[:<launch>[:kill|term|launcher|throw]]] "
-                   "with step one of stage, encode, encoded, agreed, flush, committed, recover "
-                   "(throw: only stage, encode, encoded, recover)",
+                   "with step one of stage, encode, encoded, agreed, flush, committed, recover, "
+                   "drain, finalize (throw: only stage, encode, encoded, recover)",
                    v));
          }
          c.fault = fault;

@@ -38,6 +38,13 @@ Candidates restore_candidates(Mode mode, std::span<const Finding> findings) {
   return c;
 }
 
+std::optional<std::int64_t> completed_epoch(std::span<const Finding> findings) {
+  for (const auto& f : findings) {
+    if (f.valid != 0 && f.state.finished >= 0) return f.state.finished;
+  }
+  return std::nullopt;
+}
+
 GroupPlan recorded_plan(std::span<const Finding> findings, const std::vector<std::string>& nodes,
                         const std::string& job) {
   const auto n = findings.size();

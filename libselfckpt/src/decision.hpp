@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,11 @@ struct Candidates {
   bool redo = false;
 };
 Candidates restore_candidates(Mode mode, std::span<const Finding> findings);
+
+// The epoch after which an earlier run completed the job, if any rank's checkpoint says so: each
+// rank records it once every rank has finished (skt_finalize discarding the job), before any
+// removes its segments, so the job was complete whatever is left of the others'.
+std::optional<std::int64_t> completed_epoch(std::span<const Finding> findings);
 
 // The groups the surviving checkpoints recorded, each rank vouching for its group's member list.
 // Throws skt::Error: SKT_ERR_UNRECOVERABLE when a whole group vanished (nobody is left to say who

@@ -15,6 +15,8 @@
 //   committed  right after marking B and C committed, before the final agreement
 //   recover    in the middle of a recovery, after the decision is recorded
 //   drain      in the middle of writing the rank's file of a drained epoch (the drain's thread)
+//   finalize   in skt_finalize of a completed job, once every rank recorded the job as finished,
+//              before this rank removes its segments (the others may have removed theirs)
 // It exists for tests; the library never stops a process otherwise.
 #pragma once
 

@@ -74,6 +74,7 @@ Slot read_slot(const std::byte* p) {
   s.state.encoded = r.get<std::int64_t>();
   s.state.agreed = r.get<std::int64_t>();
   s.state.resumed = r.get<std::int64_t>();
+  s.state.finished = r.get<std::int64_t>();
   const std::size_t covered = r.size();
   const auto crc = r.get<std::uint32_t>();
   s.valid = s.sequence != 0 && crc == crc32(p, covered);
@@ -222,6 +223,7 @@ void write_control(std::byte* page, const ControlState& state) {
   w.put(state.encoded);
   w.put(state.agreed);
   w.put(state.resumed);
+  w.put(state.finished);
   const std::uint32_t crc = crc32(slot, w.size());
   w.put(crc);
   // The data this state describes must be in memory before the state that vouches for it.

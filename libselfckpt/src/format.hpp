@@ -17,7 +17,8 @@ inline constexpr int kMaxGroupSize = 64;
 // 3: in the self mode the two checksum areas alternate between epochs (CheckpointAreas).
 // 4: one workspace segment per rank (the arena of all its regions and staged private objects);
 //    checkpoint segments keep a CRC of every block of each epoch's data and checksum (digests).
-inline constexpr std::uint32_t kFormatVersion = 4;
+// 5: the control block records a job completed at skt_finalize (ControlState::finished).
+inline constexpr std::uint32_t kFormatVersion = 5;
 
 // A rank keeps two segments per job: its workspace W (every region and the staged private
 // objects) and its checkpoint (B, C and D, their digests, and the protocol's control block).
@@ -100,6 +101,9 @@ struct ControlState {
   std::int64_t encoded = -1;    // D is the complete checksum of W for this epoch
   std::int64_t agreed = -1;     // this rank saw every rank encode this epoch
   std::int64_t resumed = -1;    // this rank returned to the application after this epoch
+  // Every rank finished the job after this epoch (skt_finalize discarding it): what is left of its
+  // segments is being removed, and is no checkpoint to resume.
+  std::int64_t finished = -1;
 
   bool operator==(const ControlState&) const = default;
 };

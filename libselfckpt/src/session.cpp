@@ -459,6 +459,15 @@ std::uint64_t Session::recover() {
   }
 }
 
+void Session::remove_drained_epochs() {
+  if (config_.drain_checksum) {
+    remove_rank_files(config_.drain_dir, config_.job, rank_, std::nullopt);
+  } else if (rank_ == 0 && !config_.drain_dir.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(drain_job_dir(config_.drain_dir, config_.job), ignored);
+  }
+}
+
 void Session::remove_created_segments() {
   if (arena_ && arena_->sealed() && !arena_->found()) arena_->remove();
   if (checkpoint_ && checkpoint_created_) checkpoint_.remove();
@@ -481,6 +490,20 @@ std::uint64_t Session::restore() {
   std::vector<Finding> findings(gathered.size());
   for (std::size_t r = 0; r < gathered.size(); ++r)
     std::memcpy(&findings[r], gathered[r].data(), sizeof(Finding));
+  // An earlier run completed the job and was ended while removing its segments: what is left of
+  // them is no checkpoint, and the job starts again as after removals that finished.
+  const std::optional<std::int64_t> completed = completed_epoch(findings);
+  if (completed) {
+    if (rank_ == 0) {
+      log_->warn(
+          "job '{}' completed after epoch {} in an earlier run, which was ended while removing "
+          "its segments: what is left of them is removed, and the job starts afresh",
+          config_.job, *completed);
+    }
+    for (auto& f : findings)
+      f.valid = 0;
+    remove_drained_epochs();
+  }
 
   // The memory level first; when it cannot serve (more losses than a group tolerates, or nothing
   // left in memory at all), the newest epoch that storage holds completely.
@@ -499,7 +522,7 @@ std::uint64_t Session::restore() {
   }
   const bool fresh = !memory_failure && setup.fresh();
   bool from_storage = false;
-  if (memory_failure || (fresh && !config_.drain_dir.empty())) {
+  if (memory_failure || (fresh && !completed && !config_.drain_dir.empty())) {
     from_storage = restore_from_storage(findings, memory_failure ? memory_failure->what() : "");
   }
   log_->set_epoch(epoch_);
@@ -518,7 +541,7 @@ std::uint64_t Session::restore() {
       log_->warn("the group size (SKT_GROUP_SIZE) is {} but the job has {} ranks: one group of {}",
                  config_.group_size, nranks_, nranks_);
     }
-    if (config_.restart.value_or(0) > 0 && rank_ == 0) {
+    if (config_.restart.value_or(0) > 0 && !completed && rank_ == 0) {
       log_->warn("SKT_RESTART={} but job '{}' has no committed checkpoint: starting afresh",
                  *config_.restart, config_.job);
     }
@@ -1090,6 +1113,17 @@ void Session::finalize(bool discard) {
   if (discard) {
     drain_.abandon();  // the job is complete: its drained epochs are of no more use
     SKT_MPI(MPI_Barrier(comm_.get()));
+    // Every rank is done. Each records it before any removes a segment, so that a run ended in
+    // the middle of the removals (its launcher killed, a rank dying on its way out) leaves
+    // segments that say the job completed, not ranks that look lost: a relaunch starts afresh
+    // rather than refusing a checkpoint it believes damaged.
+    if (checkpoint_ && protocol_) {
+      ControlState state = protocol_->state();
+      state.finished = static_cast<std::int64_t>(epoch_);
+      write_control(checkpoint_.base(), state);
+    }
+    SKT_MPI(MPI_Barrier(comm_.get()));
+    fault_->at(FaultStep::finalize, epoch_);
   } else if (draining_) {
     // The drain in flight is finished: a program that stops to resume elsewhere (the end of an
     // allocation) finds its last epoch in storage. There is no agreement here (another rank may
@@ -1102,12 +1136,7 @@ void Session::finalize(bool discard) {
   if (discard || ephemeral_job_) {
     if (arena_) arena_->remove();
     if (checkpoint_) checkpoint_.remove();
-    if (config_.drain_checksum) {
-      remove_rank_files(config_.drain_dir, config_.job, rank_, std::nullopt);
-    } else if (rank_ == 0 && !config_.drain_dir.empty()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(drain_job_dir(config_.drain_dir, config_.job), ignored);
-    }
+    remove_drained_epochs();
     log_->job("removed the segments of job '{}'", config_.job);
   } else if (!recovered_) {
     // A launch that never got through recovery (refused settings, a mismatch) committed nothing:

@@ -108,6 +108,8 @@ class Session {
   std::size_t staged_bytes() const;
   // What this launch created and has not committed anything to.
   void remove_created_segments();
+  // Every drained epoch of the job this rank can reach (its own files, or the shared directory).
+  void remove_drained_epochs();
   void stage_private_objects(std::byte* at, const Progress& progress) const;
   void restore_private_objects(const std::byte* at) const;
 

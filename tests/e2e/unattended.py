@@ -14,6 +14,9 @@
   every SKT_* variable still reaches the ranks (a crash on launch 0 is relaunched and restored);
 - isolation: skt-inject marks nothing when it matched nothing; a node killed in one job is not
   dead for another job on the same nodes; --revive; a job's tag does not cover another's;
+- ended while finishing: the run ends after every rank finished, in the middle of removing the
+  segments (a rank dies on its way out): the relaunch sees a completed job, not lost ranks, and
+  runs it again to the same result;
 - leftovers: a relaunch with more ranks than the checkpoint is refused and removes what it
   created; a resume with another number of nodes is refused before anything is launched."""
 
@@ -317,6 +320,23 @@ def leftovers(d, cluster, checks, reference):
     cluster.clean(job)
 
 
+def ended_while_finishing(d, cluster, checks, reference):
+    job = cluster.new_job("wfinish")
+    # Rank 1 dies once every rank recorded the job as finished, before it removes its segments;
+    # mpirun then kills the others wherever they are in theirs. Rank 1's group partner, and both
+    # ranks of the other group, may be gone: without the record that looks like two lost members.
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS), env={"SKT_FAULT": "finalize:1:4:0"})
+    results = re.findall(r"^RESULT (\w+)", out, re.M)
+    checks.expect(code == 0 and results == [reference, reference],
+                  "a run ended while its ranks removed their segments: relaunched, exit 0, the right "
+                  f"result from both runs (got exit {code}, results {results})", out)
+    checks.expect("job '" + job + "' completed after epoch 4 in an earlier run, which was ended while "
+                  "removing its segments" in out and "lost" not in out,
+                  "the relaunch says the job had completed and starts it afresh; no rank is called lost",
+                  out)
+    checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
+
+
 def main(argv):
     options = harness.arguments(argv, tools=("run", "inject"), timeout=180)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
@@ -325,7 +345,7 @@ def main(argv):
     with tempfile.TemporaryDirectory() as root:
         d = harness.SktRun(options, root)
         for case in (stopped_rank, deadlock, resume_after_signals, launch_failures, remote_environment,
-                     isolation, leftovers):
+                     isolation, ended_while_finishing, leftovers):
             case(d, cluster, checks, reference)
     return harness.report_failures(checks.failures)
 

@@ -51,6 +51,19 @@ TEST(Candidates, NothingValidOrNothingCommittedIsAFreshStart) {
   EXPECT_TRUE(restore_candidates(Mode::single, f).epochs.empty());
 }
 
+TEST(Candidates, AJobCompletedIsSeenFromAnySurvivingRecord) {
+  auto f = steady(4);
+  EXPECT_FALSE(completed_epoch(f).has_value());
+  // The run ended while the ranks removed their segments: ranks 0 to 2 had removed theirs, which
+  // would look like the loss of three members of group 0 if the others' records did not tell.
+  for (int r = 0; r < 3; ++r)
+    f[static_cast<std::size_t>(r)].valid = 0;
+  f[5].state.finished = 4;
+  EXPECT_EQ(completed_epoch(f), 4);
+  f[5].valid = 0;  // a record that did not survive says nothing
+  EXPECT_FALSE(completed_epoch(f).has_value());
+}
+
 TEST(Candidates, SelfTriesTheNewestAgreedEpochThenTheOneBefore) {
   auto f = steady(5);
   EXPECT_EQ(restore_candidates(Mode::self, f).epochs, (std::vector<std::int64_t>{5, 4}));

@@ -131,6 +131,8 @@ TEST(Control, NewestValidSlotWins) {
   write_control(page.data(), ControlState{1, 2, 2, 1});
   write_control(page.data(), ControlState{2, 2, 2, 1});
   EXPECT_EQ(read_control(page.data()), (ControlState{2, 2, 2, 1}));
+  write_control(page.data(), ControlState{2, 2, 2, 2, 2});
+  EXPECT_EQ(read_control(page.data()), (ControlState{2, 2, 2, 2, 2}));
   clear_control(page.data());
   EXPECT_FALSE(read_control(page.data()).has_value());
 }

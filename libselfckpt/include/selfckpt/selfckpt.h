@@ -113,7 +113,9 @@ int skt_checkpoint_dirty(skt_context* ctx, const skt_range* ranges, size_t count
 int skt_need_checkpoint(skt_context* ctx, int* need);
 
 /* Collective. discard = 1 removes this job's segments (the run is complete); 0 keeps them so that a
- * relaunch can recover. Frees ctx in both cases. */
+ * relaunch can recover. Frees ctx in both cases. With discard = 1 every rank records the job as
+ * complete before any removes its segments: a run ended in the middle of the removals is, at a
+ * relaunch, a job that starts afresh (what is left is removed), never ranks taken for lost. */
 int skt_finalize(skt_context* ctx, int discard);
 
 /* The default context: the first one created and not yet finalized (NULL if none). It is the one
