@@ -189,8 +189,17 @@ class Checks:
     def expect(self, condition, what, detail=None):
         print(f"{'ok  ' if condition else 'FAIL'} {what}", flush=True)
         if not condition:
-            text = detail.describe() if isinstance(detail, Run) else (detail or "")[-5000:]
+            text = detail.describe() if isinstance(detail, Run) else excerpt(detail or "")
             self.failures.append(what + ("\n" + text if text else ""))
+
+
+def excerpt(output, tail=5000):
+    """The end of a long output, after skt-run's own log lines from before it: what a failure
+    report needs to say which run ended how, when the ranks' messages fill the end."""
+    if len(output) <= tail:
+        return output
+    daemon = [line for line in output[:-tail].splitlines() if line.startswith("[skt-run ")]
+    return "".join(line + "\n" for line in daemon) + "[...]\n" + output[-tail:]
 
 
 def killed_as_expected(run, what):
