@@ -39,6 +39,21 @@ extern "C" void pivot_reduce(void* in, void* inout, int* len, MPI_Datatype* type
   }
 }
 
+// Row accesses in a column-major matrix touch one cache line per row in every column, and each
+// column starts a page or more after the last: no hardware prefetcher foresees the next column, so
+// every line is a miss waited for in turn. The loops that walk rows across columns ask for the
+// lines of the column this many columns ahead. At N = 12288 the swaps took 0.75-0.78 s instead of
+// 0.90-1.24 s on 2x1 and 0.17 s instead of 0.29 s on 1x2 (three alternating pairs each; 2 to 8
+// columns ahead did the same).
+constexpr int kPrefetchColumns = 4;
+
+// The lines of `rows` (local rows) of one column, for reading (0) or writing (1).
+template <int kWrite>
+void prefetch_rows(const double* column, const std::vector<int>& rows) {
+  for (const int r : rows)
+    __builtin_prefetch(column + r, kWrite);
+}
+
 std::size_t slot_size(int rows, int jb) {
   return static_cast<std::size_t>(rows) * static_cast<std::size_t>(jb) +
          static_cast<std::size_t>(jb) * static_cast<std::size_t>(jb) + static_cast<std::size_t>(jb);
@@ -312,14 +327,17 @@ void Factorization::swap_and_spread(const SlotView& panel, int begin, int end) {
   // Rows travel as column-major blocks (a block's rows of one column contiguous, then the next
   // column), so that both the columns of A and the block are walked forward: a row-major block
   // would be written or read with a stride of a whole row for every element.
+  auto column_at = [&](int k) { return a + static_cast<std::ptrdiff_t>(begin + k) * lda; };
   auto gather_column = [&](const std::vector<int>& rows, double* out, int k) {
-    const double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
+    if (k + kPrefetchColumns < ncols) prefetch_rows<0>(column_at(k + kPrefetchColumns), rows);
+    const double* column = column_at(k);
     double* to = out + static_cast<std::size_t>(k) * rows.size();
     for (std::size_t i = 0; i < rows.size(); ++i)
       to[i] = column[rows[i]];
   };
   auto scatter_column = [&](const std::vector<int>& rows, const double* in, int k) {
-    double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
+    if (k + kPrefetchColumns < ncols) prefetch_rows<1>(column_at(k + kPrefetchColumns), rows);
+    double* column = column_at(k);
     const double* from = in + static_cast<std::size_t>(k) * rows.size();
     for (std::size_t i = 0; i < rows.size(); ++i)
       column[rows[i]] = from[i];
@@ -478,8 +496,16 @@ void Factorization::apply(int j, int begin, int end) {
   if (nprow == 1) {
     // Every row is here (local and global rows coincide): the swaps in place, column by column as
     // LAPACK's dlaswp does, and U is the panel's rows of A itself: no copy, nothing to write back.
+    std::vector<int> touched;
+    for (int i = 0; i < jb; ++i) {
+      const auto g = static_cast<int>(panel.pivots[i]);
+      if (g != jn + i) touched.insert(touched.end(), {jn + i, g});
+    }
     for (int k = 0; k < ncols; ++k) {
       double* column = a + static_cast<std::ptrdiff_t>(begin + k) * lda;
+      if (k + kPrefetchColumns < ncols) {
+        prefetch_rows<1>(column + static_cast<std::ptrdiff_t>(kPrefetchColumns) * lda, touched);
+      }
       for (int i = 0; i < jb; ++i) {
         const auto g = static_cast<int>(panel.pivots[i]);
         if (g != jn + i) std::swap(column[jn + i], column[g]);
@@ -504,7 +530,15 @@ void Factorization::apply(int j, int begin, int end) {
   if (nprow > 1 && myrow == j % nprow) {
     // U becomes the panel's rows of these columns: jb contiguous rows of each column.
     const int lr = local_index(jn, nb, nprow);
+    std::vector<int> lines;  // a row of each cache line of the panel's rows
+    for (int i = 0; i < jb; i += 8)
+      lines.push_back(lr + i);
+    lines.push_back(lr + jb - 1);
     for (int k = 0; k < ncols; ++k) {
+      if (k + kPrefetchColumns < ncols) {
+        prefetch_rows<1>(a + static_cast<std::ptrdiff_t>(begin + k + kPrefetchColumns) * lda,
+                         lines);
+      }
       std::memcpy(a + lr + static_cast<std::ptrdiff_t>(begin + k) * lda,
                   u + static_cast<std::ptrdiff_t>(k) * ldu,
                   static_cast<std::size_t>(jb) * sizeof(double));
