@@ -289,14 +289,32 @@ void Factorization::receive(int j) {
   timing_.receive += MPI_Wtime() - started;
 }
 
-void Factorization::apply_received(int j, int begin, int end) {
+void Factorization::apply_received(int j, int begin, int end, bool in_pieces, int overlapped) {
   receive(j);
-  apply(j, begin, end);
+  apply(j, begin, end, in_pieces, overlapped);
 }
 
-void Factorization::drain(int begin) {
-  for (; !in_flight_.empty(); in_flight_.pop_front())
-    apply_received(in_flight_.front(), begin, matrix_.nq);
+std::pair<int, int> Factorization::panel_columns(int p) const noexcept {
+  const int begin = local_column(p);
+  const int width = std::min(matrix_.nb, matrix_.n - p * matrix_.nb);
+  return {begin, grid_.mycol() == p % grid_.npcol() ? begin + width : begin};
+}
+
+void Factorization::drain(int p) {
+  // Each panel in flight goes to the same columns, in the same pieces, as the iterations after p
+  // would have applied it: to the columns of each panel up to `depth` after it, then to the rest.
+  // A checkpoint then changes nothing of the arithmetic: with it or without, the same bits.
+  const int last_panel = panels() - 1;
+  for (; !in_flight_.empty(); in_flight_.pop_front()) {
+    const int k = in_flight_.front();
+    const int popped_at = std::min(k + algo_.depth, last_panel);
+    for (int i = p + 1; i <= popped_at; ++i) {
+      const auto [begin, end] = panel_columns(i);
+      apply_received(k, begin, end);
+    }
+    apply_received(k, panel_columns(popped_at).second, matrix_.nq,
+                   popped_at < last_panel && overlaps_in_pieces());
+  }
 }
 
 int Factorization::local_column(int j) const noexcept {
@@ -474,7 +492,7 @@ void Factorization::solve_u(const double* t, int jb, int ncols, double* u) const
               jb);
 }
 
-void Factorization::apply(int j, int begin, int end) {
+void Factorization::apply(int j, int begin, int end, bool in_pieces, int overlapped) {
   if (begin >= end) return;
   const double started = MPI_Wtime();
   const int nb = matrix_.nb;
@@ -544,15 +562,18 @@ void Factorization::apply(int j, int begin, int end) {
                   static_cast<std::size_t>(jb) * sizeof(double));
     }
   }
-  // The trailing update: A22 -= L21 U. While a newer panel is on its way, in pieces of a few
-  // blocks of columns, between which its broadcast moves on (as HPL_pdupdate probes).
+  // The trailing update: A22 -= L21 U. In pieces of a few blocks of columns where asked (see
+  // overlaps_in_pieces): between pieces the broadcast of a newer panel moves on (as HPL_pdupdate
+  // probes). The pieces do not depend on when that broadcast arrives, since how a BLAS splits a
+  // product can change its rounding: the same run gives the same bits.
   const int lr0 = numroc(jn, nb, myrow, nprow);
   const int lr2 = numroc(jn + jb, nb, myrow, nprow);
   const int m2 = matrix_.mp - lr2;
-  PanelBroadcast* pending = overlapped_ >= 0 ? &bcast_[slot(overlapped_)] : nullptr;
+  PanelBroadcast* pending = overlapped >= 0 ? &bcast_[slot(overlapped)] : nullptr;
+  const int piece = in_pieces ? kUpdateBlocks * nb : ncols;
   for (int k0 = 0, width_k = 0; m2 > 0 && k0 < ncols; k0 += width_k) {
     if (pending != nullptr && pending->progress()) pending = nullptr;
-    width_k = pending != nullptr ? std::min(kUpdateBlocks * nb, ncols - k0) : ncols - k0;
+    width_k = std::min(piece, ncols - k0);
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m2, width_k, jb, -1.0, l + (lr2 - lr0),
                 rows, u + static_cast<std::ptrdiff_t>(k0) * ldu, ldu, 1.0,
                 a + lr2 + static_cast<std::ptrdiff_t>(begin + k0) * lda, lda);
@@ -563,11 +584,8 @@ void Factorization::apply(int j, int begin, int end) {
 void Factorization::factor(int first, const std::function<bool(int)>& checkpoint_due,
                            const std::function<void(int)>& checkpoint) {
   const int total = panels();
-  const int nb = matrix_.nb;
   for (int p = first; p < total; ++p) {
-    const int width = std::min(nb, matrix_.n - p * nb);
-    const int begin = local_column(p);
-    const int end = grid_.mycol() == p % grid_.npcol() ? begin + width : begin;
+    const auto [begin, end] = panel_columns(p);
     // Panel p's columns receive the panels in flight, then the panel is factored and sent. Every
     // rank receives the panels in flight here, in order, as the process column of panel p must.
     for (const int k : in_flight_)
@@ -576,12 +594,11 @@ void Factorization::factor(int first, const std::function<bool(int)>& checkpoint
     in_flight_.push_back(p);
     const bool take = checkpoint_due(p);
     if (take || p + 1 == total) {
-      drain(end);
+      drain(p);
       if (take) checkpoint(p + 1);
     } else if (static_cast<int>(in_flight_.size()) > algo_.depth) {
-      overlapped_ = p;  // panel p travels during this update
-      apply_received(in_flight_.front(), end, matrix_.nq);
-      overlapped_ = -1;
+      // Panel p travels during this update.
+      apply_received(in_flight_.front(), end, matrix_.nq, overlaps_in_pieces(), p);
       in_flight_.pop_front();
     }
   }

@@ -17,6 +17,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "hpl/algorithm.hpp"
@@ -65,11 +66,19 @@ class Factorization {
   // Panel j is here: its pivots and T, and this process row's L rows.
   void receive(int j);
   // Panel j, received if it was not yet, applied to local columns [begin, end).
-  void apply_received(int j, int begin, int end);
-  // Every panel in flight applied to the local columns from `begin` on, oldest first.
-  void drain(int begin);
-  // Apply panel j to local columns [begin, end): swaps, U, update.
-  void apply(int j, int begin, int end);
+  void apply_received(int j, int begin, int end, bool in_pieces = false, int overlapped = -1);
+  // Once panel p is factored and sent: every panel in flight applied in full, oldest first.
+  void drain(int p);
+  // Apply panel j to local columns [begin, end): swaps, U, update; the update in pieces if asked,
+  // between which the broadcast of panel `overlapped` (if any) moves on.
+  void apply(int j, int begin, int end, bool in_pieces = false, int overlapped = -1);
+  // Whether an update that overlaps a panel's broadcast goes in pieces: along more than two
+  // process columns the broadcast has ranks to forward to, which a probe between pieces lets go
+  // on; with two there is nothing to forward, and each piece costs OpenBLAS another packing of L
+  // (1.5 % of the run at N = 12288 on 1x2).
+  bool overlaps_in_pieces() const noexcept { return grid_.npcol() > 2; }
+  // Panel p's local columns [begin, end) on this process (empty off its process column).
+  std::pair<int, int> panel_columns(int p) const noexcept;
   // Panel j as it sits in its slot once received: its first global column and width, this
   // process row's L rows (from the panel's top), and where L, T and the pivots are.
   struct SlotView {
@@ -107,7 +116,6 @@ class Factorization {
   std::unique_ptr<PanelBroadcast[]> bcast_;
   std::vector<int> panel_rows_;
   std::deque<int> in_flight_;  // factored and sent, not yet applied in full; oldest first
-  int overlapped_ = -1;        // the panel whose broadcast progresses during the update, if any
   // Blocks of columns per piece of an overlapped update: fewer tests of the broadcast, and
   // DGEMMs wide enough to run at full speed.
   static constexpr int kUpdateBlocks = 4;
