@@ -41,6 +41,7 @@ def main(argv):
     work.mkdir(exist_ok=True)
     out = pathlib.Path(options.out or here / "results" / datetime.date.today().isoformat())
     out.mkdir(parents=True, exist_ok=True)
+    plot.warn_if_missing()
     runner = hpl_netlib.Runner(options, work)
     records, summary = [], []
     for n, p, q, threads in options.configs:
@@ -84,7 +85,7 @@ def main(argv):
     plot.histogram(out / "hpl-drain.png", "SKT-HPL with a checkpoint every tenth of the panels (medians)",
                    "Gflops", lines, "set key outside right\nset yrange [0:*]",
                    "using 2:xtic(1) title 'without drains', '' using 3 title 'with drains to storage'")
-    hpl_netlib.say(f"wrote {out / 'hpl-drain.csv'}, {out / 'hpl-drain-runs.csv'} and {out / 'hpl-drain.png'}")
+    hpl_netlib.say(plot.written(out / "hpl-drain.csv", out / "hpl-drain-runs.csv", out / "hpl-drain.png"))
     return 0
 
 

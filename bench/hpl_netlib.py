@@ -162,6 +162,7 @@ def main(argv):
     work = pathlib.Path(options.work or build / "netlib-hpl").resolve()
     out = pathlib.Path(options.out or here / "results" / datetime.date.today().isoformat())
     out.mkdir(parents=True, exist_ok=True)
+    plot.warn_if_missing()
     xhpl = build_xhpl(options.netlib, work)
     runner = Runner(options, work)
     records, summary = [], []
@@ -220,7 +221,7 @@ def main(argv):
                    "Gflops", lines, "set key outside right\nset yrange [0:*]\nset xtics rotate by -25",
                    "using 2:xtic(1) title 'netlib HPL 2.3', '' using 3 title 'SKT-HPL', "
                    "'' using 4 title 'SKT-HPL, a checkpoint every tenth', '' using 5 title 'DGEMM rate'")
-    say(f"wrote {out / 'hpl-netlib.csv'}, {out / 'hpl-netlib-runs.csv'} and {out / 'hpl-netlib.png'}")
+    say(plot.written(out / "hpl-netlib.csv", out / "hpl-netlib-runs.csv", out / "hpl-netlib.png"))
     return 0
 
 

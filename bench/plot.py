@@ -5,6 +5,7 @@ gnuplot: one plot per CSV found, next to it."""
 
 import csv
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -14,7 +15,27 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
+MISSING = "gnuplot is not installed (Debian: gnuplot-nox)"
+
+
+def warn_if_missing():
+    """Said before a long benchmark, so that its plot is not found missing only at the end."""
+    if shutil.which("gnuplot") is None:
+        print(f"{MISSING}: the tables and CSV files are written, the PNG plots are not", flush=True)
+
+
+def written(*paths):
+    """'wrote A, B and C' of those of the paths that exist (a PNG is missing without gnuplot)."""
+    names = [str(p) for p in paths if pathlib.Path(p).exists()]
+    return "wrote " + (", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names))
+
+
 def gnuplot(script, data_blocks):
+    # The tables and CSV files are the results; a machine without gnuplot still gets them.
+    if shutil.which("gnuplot") is None:
+        output = next((line for line in script.splitlines() if line.startswith("set output")), "")
+        print(f"{MISSING}: not drawn: {output[len('set output '):]}", file=sys.stderr)
+        return
     text = ""
     for name, lines in data_blocks.items():
         text += f"${name} << EOD\n" + "\n".join(lines) + "\nEOD\n"
