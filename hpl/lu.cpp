@@ -562,18 +562,20 @@ void Factorization::apply(int j, int begin, int end, bool in_pieces, int overlap
                   static_cast<std::size_t>(jb) * sizeof(double));
     }
   }
-  // The trailing update: A22 -= L21 U. In pieces of a few blocks of columns where asked (see
-  // overlaps_in_pieces): between pieces the broadcast of a newer panel moves on (as HPL_pdupdate
-  // probes). The pieces do not depend on when that broadcast arrives, since how a BLAS splits a
-  // product can change its rounding: the same run gives the same bits.
+  // The trailing update: A22 -= L21 U. In pieces where asked, between which the broadcast of a
+  // newer panel moves on (as HPL_pdupdate probes): the first of a few blocks of columns, each next
+  // one twice as wide, so that the broadcast is probed early, while it is likely in flight, and
+  // the DGEMMs stay few and wide (each piece costs OpenBLAS another packing of L). The pieces do
+  // not depend on when the broadcast arrives, since how a BLAS splits a product can change its
+  // rounding: the same run gives the same bits.
   const int lr0 = numroc(jn, nb, myrow, nprow);
   const int lr2 = numroc(jn + jb, nb, myrow, nprow);
   const int m2 = matrix_.mp - lr2;
   PanelBroadcast* pending = overlapped >= 0 ? &bcast_[slot(overlapped)] : nullptr;
-  const int piece = in_pieces ? kUpdateBlocks * nb : ncols;
-  for (int k0 = 0, width_k = 0; m2 > 0 && k0 < ncols; k0 += width_k) {
+  for (int k0 = 0, piece = in_pieces ? kUpdateBlocks * nb : ncols; m2 > 0 && k0 < ncols;
+       k0 += piece, piece *= 2) {
     if (pending != nullptr && pending->progress()) pending = nullptr;
-    width_k = std::min(piece, ncols - k0);
+    const int width_k = std::min(piece, ncols - k0);
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m2, width_k, jb, -1.0, l + (lr2 - lr0),
                 rows, u + static_cast<std::ptrdiff_t>(k0) * ldu, ldu, 1.0,
                 a + lr2 + static_cast<std::ptrdiff_t>(begin + k0) * lda, lda);

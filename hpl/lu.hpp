@@ -72,11 +72,9 @@ class Factorization {
   // Apply panel j to local columns [begin, end): swaps, U, update; the update in pieces if asked,
   // between which the broadcast of panel `overlapped` (if any) moves on.
   void apply(int j, int begin, int end, bool in_pieces = false, int overlapped = -1);
-  // Whether an update that overlaps a panel's broadcast goes in pieces: along more than two
-  // process columns the broadcast has ranks to forward to, which a probe between pieces lets go
-  // on; with two there is nothing to forward, and each piece costs OpenBLAS another packing of L
-  // (1.5 % of the run at N = 12288 on 1x2).
-  bool overlaps_in_pieces() const noexcept { return grid_.npcol() > 2; }
+  // Whether an update that overlaps a panel's broadcast goes in pieces: whenever there is a
+  // broadcast, along more than one process column.
+  bool overlaps_in_pieces() const noexcept { return grid_.npcol() > 1; }
   // Panel p's local columns [begin, end) on this process (empty off its process column).
   std::pair<int, int> panel_columns(int p) const noexcept;
   // Panel j as it sits in its slot once received: its first global column and width, this
@@ -116,8 +114,8 @@ class Factorization {
   std::unique_ptr<PanelBroadcast[]> bcast_;
   std::vector<int> panel_rows_;
   std::deque<int> in_flight_;  // factored and sent, not yet applied in full; oldest first
-  // Blocks of columns per piece of an overlapped update: fewer tests of the broadcast, and
-  // DGEMMs wide enough to run at full speed.
+  // Blocks of columns in the first piece of an overlapped update (the next ones double): fewer
+  // tests of the broadcast, and DGEMMs wide enough to run at full speed.
   static constexpr int kUpdateBlocks = 4;
 
   std::vector<double> pivot_buffer_;
