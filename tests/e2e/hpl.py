@@ -5,8 +5,8 @@ moved to a spare node), with xor and Reed-Solomon, for N a multiple of NB·P and
 that is not, with look-ahead depths 1, 2 and 3. The relaunch must restore a checkpoint, resume at
 its panel, report the restore, and end PASSED with the very same residual as a run without faults
 and without checkpoints (a restore is bit-exact, and a checkpoint changes no bit of the arithmetic:
-the panels in flight are applied in the pieces the iterations after it would have used). And netlib's own HPL.dat (864 tests on 4 ranks)
-runs whole, killed in the middle and relaunched: every test PASSED, as with netlib's xhpl. With
+the panels in flight are applied in the pieces the iterations after it would have used). And
+netlib's own HPL.dat (864 tests on 4 ranks) runs whole, killed in the middle and relaunched: every test PASSED, as with netlib's xhpl. With
 drains to storage, a loss beyond what a group tolerates resumes from the drained epoch."""
 
 import os
