@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -312,7 +313,8 @@ int run(int argc, char** argv) {
   app.add_option("--scheme", o.scheme, "checksum scheme: xor, rs or sum (SKT_SCHEME)");
   app.add_option("--parity", o.parity, "Reed-Solomon parity chunks per row (SKT_PARITY)");
   app.add_option("--mode", o.mode, "self, double or single (SKT_MODE)");
-  app.add_option("--checkpoint-every", o.policy.every, "checkpoint every K panels");
+  app.add_option("--checkpoint-every", o.policy.every, "checkpoint every K panels")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   app.add_option_function<std::string>(
       "--checkpoint-interval",
       [&](const std::string& v) {
