@@ -31,8 +31,8 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   // Creates a segment for `header.identity` with room for header.data_bytes after the header page,
-  // and maps all of it now (unless `populate` is false: the caller remaps it). Throws
-  // skt::Error(SKT_ERR_SHM) naming the kernel limit to raise when the kernel refuses.
+  // and maps and writes every page of it now (unless `populate` is false: the caller remaps it).
+  // Throws skt::Error(SKT_ERR_SHM) naming the kernel limit to raise when the kernel refuses.
   static Segment create(SegmentHeader header, bool huge_pages, bool populate = true);
 
   // Attaches an existing segment by id after checking it; nothing is written. Returns nothing if
