@@ -22,7 +22,7 @@ namespace skt {
 
 namespace {
 
-constexpr std::array<std::pair<FaultStep, std::string_view>, 9> kFaultSteps{{
+constexpr std::array<std::pair<FaultStep, std::string_view>, 10> kFaultSteps{{
     {FaultStep::stage, "stage"},
     {FaultStep::encode, "encode"},
     {FaultStep::encoded, "encoded"},
@@ -32,6 +32,7 @@ constexpr std::array<std::pair<FaultStep, std::string_view>, 9> kFaultSteps{{
     {FaultStep::recover, "recover"},
     {FaultStep::drain, "drain"},
     {FaultStep::finalize, "finalize"},
+    {FaultStep::create, "create"},
 }};
 
 constexpr std::array<std::pair<LogLevel, std::string_view>, 6> kLogLevels{{
@@ -240,7 +241,7 @@ const std::vector<Option>& options() {
                fmt::format(
                    "'{}' is not <step>:<rank>[:<epoch>[:<launch>[:kill|term|launcher|throw]]] "
                    "with step one of stage, encode, encoded, agreed, flush, committed, recover, "
-                   "drain, finalize (throw: only stage, encode, encoded, recover)",
+                   "drain, finalize, create (throw: only stage, encode, encoded, recover)",
                    v));
          }
          c.fault = fault;

@@ -18,7 +18,18 @@ namespace skt {
 enum class LogLevel { trace, debug, info, warn, error, off };
 
 // Protocol steps at which SKT_FAULT can kill the process (see fault.hpp for their meaning).
-enum class FaultStep { stage, encode, encoded, agreed, flush, committed, recover, drain, finalize };
+enum class FaultStep {
+  stage,
+  encode,
+  encoded,
+  agreed,
+  flush,
+  committed,
+  recover,
+  drain,
+  finalize,
+  create
+};
 
 // How checkpoints are kept: self-checkpoint (W, B, C, D), or the baselines it is compared with:
 // one copy and its checksum (single), or two alternating copies each with its checksum (double).

@@ -17,6 +17,8 @@
 //   drain      in the middle of writing the rank's file of a drained epoch (the drain's thread)
 //   finalize   in skt_finalize of a completed job, once every rank recorded the job as finished,
 //              before this rank removes its segments (the others may have removed theirs)
+//   create     in the middle of writing the pages of the rank's new checkpoint segment (its
+//              header written, nothing it holds yet; epoch 0): a large segment takes seconds
 // It exists for tests; the library never stops a process otherwise.
 #pragma once
 

@@ -73,15 +73,21 @@ void populate(void* base, std::size_t bytes) {
   }
 }
 
-// Writes a zero into every page of a new segment, which changes nothing (it is all zeros and not
-// yet visible: no header). Some virtual machines charge the first write to each page even after
-// MADV_POPULATE_WRITE: on this project's Firecracker machines 0.5 s per GiB, then 0.04 s per GiB
-// for a memset. Paid here, at set-up, rather than by the first checkpoints that write each area
-// (which then took 2-3 times as long as the next, and skewed the interval chosen from them).
-void write_every_page(std::byte* base, std::size_t bytes) {
+// Writes into every page of a new segment the byte it holds, which changes nothing (no other
+// process writes into it yet: a relaunch of its job waits for this one to end). Some virtual
+// machines charge the first write to each page even after MADV_POPULATE_WRITE: on this project's
+// Firecracker machines 0.5 s per GiB, then 0.04 s per GiB for a memset. Paid here, at set-up,
+// rather than by the first checkpoints that write each area (which then took 2-3 times as long as
+// the next, and skewed the interval chosen from them). Reports its progress every 64 MiB.
+void write_every_page(std::byte* base, std::size_t bytes, const Segment::Progress& progress) {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  for (std::size_t at = 0; at < bytes; at += page)
-    reinterpret_cast<volatile std::byte*>(base)[at] = std::byte{0};
+  constexpr std::size_t kReportEvery = std::size_t{64} << 20;
+  for (std::size_t at = 0; at < bytes; at += page) {
+    volatile std::byte* const byte = reinterpret_cast<volatile std::byte*>(base) + at;
+    *byte = *byte;
+    if (progress && ((at + page) % kReportEvery == 0 || at + page >= bytes))
+      progress(std::min(at + page, bytes), bytes);
+  }
 }
 
 bool owned_by_caller(const shmid_ds& ds) {
@@ -145,7 +151,8 @@ void Segment::remove() {
   }
 }
 
-Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now) {
+Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now,
+                        const Progress& progress) {
   const std::size_t bytes = segment_size(header.data_bytes, huge_pages);
   header.segment_bytes = bytes;
   int flags = IPC_CREAT | IPC_EXCL | 0600;
@@ -168,16 +175,20 @@ Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now
     s.id_ = id;
     s.base_ = static_cast<std::byte*>(p);
     s.header_ = header;
+    // The header first: a process killed while the pages are mapped (seconds for large segments,
+    // and when the OOM killer strikes) leaves a segment that names its job, rank and kind, which
+    // skt-shm lists and cleans and a relaunch finds and replaces, not a nameless one that no tool
+    // attributes and that holds its memory until the machine reboots.
+    encode_header(s.base_, header);
     try {
       if (populate_now) {
         populate(p, bytes);
-        write_every_page(s.base_, bytes);
+        write_every_page(s.base_, bytes, progress);
       }
     } catch (...) {
       s.remove();
       throw;
     }
-    encode_header(s.base_, header);
     return s;
   }
   throw Error(SKT_ERR_SHM,

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,9 +32,12 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   // Creates a segment for `header.identity` with room for header.data_bytes after the header page,
-  // and maps and writes every page of it now (unless `populate` is false: the caller remaps it).
-  // Throws skt::Error(SKT_ERR_SHM) naming the kernel limit to raise when the kernel refuses.
-  static Segment create(SegmentHeader header, bool huge_pages, bool populate = true);
+  // and maps and writes every page of it now (unless `populate` is false: the caller remaps it),
+  // the header first, then the pages, reporting how far they are to `progress`. Throws
+  // skt::Error(SKT_ERR_SHM) naming the kernel limit to raise when the kernel refuses.
+  using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+  static Segment create(SegmentHeader header, bool huge_pages, bool populate = true,
+                        const Progress& progress = {});
 
   // Attaches an existing segment by id after checking it; nothing is written. Returns nothing if
   // it is not a valid segment of the calling user, and then says why in *why (if given). A

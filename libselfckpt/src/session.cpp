@@ -321,7 +321,9 @@ Finding Session::inspect_checkpoint() {
   }
   CheckpointInfo info;
   if (!decode_checkpoint_info(checkpoint_.base(), &info)) {
-    log_->warn("this rank's checkpoint description is corrupted (CRC mismatch): treated as lost");
+    log_->warn(
+        "this rank's checkpoint description is unreadable (a CRC mismatch: corrupted, or never "
+        "written by a launch stopped while it created the segment): treated as lost");
     return f;
   }
   const bool same_settings =
@@ -427,7 +429,8 @@ void Session::set_up_store(const GroupShape& shape, int group, int member, int g
     // Every page now, D's too: a first touch costs far more than a copy (the kernel clears the
     // page, a virtual machine's host may have to back it), and it belongs to the set-up, not to
     // the first checkpoint.
-    checkpoint_ = Segment::create(header, config_.huge_pages);
+    checkpoint_ =
+        Segment::create(header, config_.huge_pages, true, fault_->midway(FaultStep::create, 0));
     checkpoint_created_ = true;
     encode_checkpoint_info(checkpoint_.base(), info_);
     encode_region_table(checkpoint_.data() + info_.table_offset, table);

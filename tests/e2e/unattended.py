@@ -18,7 +18,12 @@
   segments (a rank dies on its way out): the relaunch sees a completed job, not lost ranks, and
   runs it again to the same result;
 - leftovers: a relaunch with more ranks than the checkpoint is refused and removes what it
-  created; a resume with another number of nodes is refused before anything is launched."""
+  created; a resume with another number of nodes is refused before anything is launched;
+- killed while creating: a rank killed while the pages of its new checkpoint segment are mapped
+  (seconds for a large segment; where the OOM killer strikes) leaves a segment that skt-shm lists
+  as the job's (the header comes first: one without it was listed by no tool and held its memory
+  until the machine rebooted); the relaunch takes it as nothing,
+  replaces it, and runs the job to the right result, leaving no segment."""
 
 import os
 import re
@@ -320,6 +325,25 @@ def leftovers(d, cluster, checks, reference):
     cluster.clean(job)
 
 
+def killed_while_creating(d, cluster, checks, reference):
+    job = cluster.new_job("create")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    first = cluster.launch(NODES, APP_ARGS, dict(env, SKT_RESTART="0", SKT_FAULT="create:1:0:0"))
+    # Columns: shmid key job rank node kind name bytes att [state].
+    listed = [line.split() for line in cluster.shm_tool("list", "--job", job).splitlines()
+              if re.match(r"^\s*\d+\s+0x", line)]
+    held = {(int(row[3]), row[5]) for row in listed}
+    checks.expect(first.code != 0 and first.result is None and (1, "checkpoint") in held,
+                  f"rank 1 killed while its checkpoint segment's pages are mapped: the segment is listed "
+                  f"as the job's (segments by rank and kind: {sorted(held)})", first)
+    again = cluster.launch(NODES, APP_ARGS, dict(env, SKT_RESTART="1"))
+    checks.expect(again.code == 0 and again.result == reference
+                  and "never written by a launch stopped while it created the segment" in again.err,
+                  "the relaunch takes rank 1's segment as nothing, says why, and runs the job right", again)
+    checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
+    cluster.clean(job)
+
+
 def ended_while_finishing(d, cluster, checks, reference):
     job = cluster.new_job("wfinish")
     # Rank 1 dies once every rank recorded the job as finished, before it removes its segments;
@@ -345,7 +369,7 @@ def main(argv):
     with tempfile.TemporaryDirectory() as root:
         d = harness.SktRun(options, root)
         for case in (stopped_rank, deadlock, resume_after_signals, launch_failures, remote_environment,
-                     isolation, ended_while_finishing, leftovers):
+                     isolation, ended_while_finishing, leftovers, killed_while_creating):
             case(d, cluster, checks, reference)
     return harness.report_failures(checks.failures)
 
