@@ -22,8 +22,8 @@
 - killed while creating: a rank killed while the pages of its new checkpoint segment are mapped
   (seconds for a large segment; where the OOM killer strikes) leaves a segment that skt-shm lists
   as the job's (the header comes first: one without it was listed by no tool and held its memory
-  until the machine rebooted); the relaunch takes it as nothing,
-  replaces it, and runs the job to the right result, leaving no segment."""
+  until the machine rebooted); the relaunch takes it as nothing, replaces it, and runs the job to
+  the right result, leaving no segment."""
 
 import os
 import re
