@@ -26,6 +26,26 @@
 
 namespace skt::hpl {
 
+// Scratch buffers are resized up and down every iteration (a panel's own columns, then the rest of
+// the matrix): an allocator whose resize leaves new doubles uninitialised, since each is written
+// before it is read, rather than zeroing up to tens of MB each time.
+template <typename T>
+struct UninitialisedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitialisedAllocator<U>;
+  };
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using Scratch = std::vector<double, UninitialisedAllocator<double>>;
+
 class Factorization {
  public:
   Factorization(const Grid& grid, const Algorithm& algorithm, const LocalMatrix& matrix);
@@ -123,7 +143,7 @@ class Factorization {
   int pivot_type_width_ = 0;
   MPI_Op pivot_op_ = MPI_OP_NULL;
 
-  std::vector<double> u_, shares_in_, packed_, moved_in_, moved_out_;
+  Scratch u_, shares_in_, packed_, moved_in_, moved_out_;
 };
 
 }  // namespace skt::hpl
