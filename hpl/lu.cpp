@@ -109,10 +109,9 @@ Factorization::Factorization(const Grid& grid, const Algorithm& algorithm,
     const auto nb = static_cast<std::size_t>(matrix_.nb);
     const std::size_t share = (nb * columns + static_cast<std::size_t>(grid_.nprow()) - 1) /
                               static_cast<std::size_t>(grid_.nprow());
-    for (auto [buffer, size] :
-         {std::pair{&u_, nb * columns}, std::pair{&packed_, share}, std::pair{&moved_out_, share},
-          std::pair{&moved_in_, share}, std::pair{&shares_in_, share}}) {
-      buffer->assign(size, 0.0);
+    for (int slot = kU; slot < kScratchSlots; ++slot) {
+      const std::size_t doubles = slot == kU ? nb * columns : share;
+      std::fill_n(scratch(static_cast<ScratchSlot>(slot), doubles), doubles, 0.0);
     }
   }
 }
@@ -345,7 +344,7 @@ Factorization::SlotView Factorization::slot_view(int j) const noexcept {
   return {jn, jb, rows, l, t, t + static_cast<std::ptrdiff_t>(jb) * jb};
 }
 
-void Factorization::swap_and_spread(const SlotView& panel, int begin, int end) {
+double* Factorization::swap_and_spread(const SlotView& panel, int begin, int end) {
   const int nb = matrix_.nb;
   const int nprow = grid_.nprow();
   const int myrow = grid_.myrow();
@@ -423,23 +422,22 @@ void Factorization::swap_and_spread(const SlotView& panel, int begin, int end) {
     sending += send_counts[q];
     receiving += recv_counts[q];
   }
-  moved_out_.resize(static_cast<std::size_t>(sending));
-  moved_in_.resize(static_cast<std::size_t>(receiving));
+  double* const moved_out = scratch(kMovedOut, static_cast<std::size_t>(sending));
+  double* const moved_in = scratch(kMovedIn, static_cast<std::size_t>(receiving));
   for (int k = 0; k < ncols; ++k) {
     for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q)
-      gather_column(sent[q], moved_out_.data() + send_displ[q], k);
+      gather_column(sent[q], moved_out + send_displ[q], k);
   }
-  SKT_MPI(MPI_Alltoallv(moved_out_.data(), send_counts.data(), send_displ.data(), MPI_DOUBLE,
-                        moved_in_.data(), recv_counts.data(), recv_displ.data(), MPI_DOUBLE,
-                        grid_.col()));
+  SKT_MPI(MPI_Alltoallv(moved_out, send_counts.data(), send_displ.data(), MPI_DOUBLE, moved_in,
+                        recv_counts.data(), recv_displ.data(), MPI_DOUBLE, grid_.col()));
   // One pass over the columns: this process's rows of U are read, then the rows moved here are
   // written. A pivot row's place below the diagonal block is where the row it displaced goes, so
   // the two touch the same scattered lines of each column, once instead of twice.
-  packed_.resize(u_rows.size() * width);
+  double* const packed = scratch(kPacked, u_rows.size() * width);
   for (int k = 0; k < ncols; ++k) {
-    gather_column(u_rows, packed_.data(), k);
+    gather_column(u_rows, packed, k);
     for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q)
-      scatter_column(received[q], moved_in_.data() + recv_displ[q], k);
+      scatter_column(received[q], moved_in + recv_displ[q], k);
   }
   // U is solved (U = L11^-1 U) once, not by every process of the column: process q solves the
   // q-th share of the columns. It gets every process's rows of U for its share, assembles them in
@@ -457,24 +455,23 @@ void Factorization::swap_and_spread(const SlotView& panel, int begin, int end) {
   int incoming = 0;
   for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q) {
     out_counts[q] = held * (share[q + 1] - share[q]);
-    out_displ[q] = held * share[q];  // packed_ is column-major: a share is contiguous
+    out_displ[q] = held * share[q];  // packed is column-major: a share is contiguous
     in_counts[q] = counts[q] * mine;
     in_displ[q] = incoming;
     incoming += in_counts[q];
   }
-  shares_in_.resize(static_cast<std::size_t>(incoming));
-  SKT_MPI(MPI_Alltoallv(packed_.data(), out_counts.data(), out_displ.data(), MPI_DOUBLE,
-                        shares_in_.data(), in_counts.data(), in_displ.data(), MPI_DOUBLE,
-                        grid_.col()));
-  u_.resize(static_cast<std::size_t>(jb) * width);
-  double* solved = u_.data() + static_cast<std::size_t>(share[me]) * static_cast<std::size_t>(jb);
+  double* const shares_in = scratch(kSharesIn, static_cast<std::size_t>(incoming));
+  SKT_MPI(MPI_Alltoallv(packed, out_counts.data(), out_displ.data(), MPI_DOUBLE, shares_in,
+                        in_counts.data(), in_displ.data(), MPI_DOUBLE, grid_.col()));
+  double* const u = scratch(kU, static_cast<std::size_t>(jb) * width);
+  double* solved = u + static_cast<std::size_t>(share[me]) * static_cast<std::size_t>(jb);
   {
     std::vector<const double*> source(static_cast<std::size_t>(jb));
     std::vector<std::size_t> stride(static_cast<std::size_t>(jb));
     for (int i = 0; i < jb; ++i) {
       const auto q = static_cast<std::size_t>(owner(at(jn + i), nb, nprow));
       source[static_cast<std::size_t>(i)] =
-          shares_in_.data() + in_displ[q] + index_in_group[static_cast<std::size_t>(i)];
+          shares_in + in_displ[q] + index_in_group[static_cast<std::size_t>(i)];
       stride[static_cast<std::size_t>(i)] = static_cast<std::size_t>(counts[q]);
     }
     for (int k = 0; k < mine; ++k) {
@@ -494,8 +491,8 @@ void Factorization::swap_and_spread(const SlotView& panel, int begin, int end) {
   const bool binary = algo_.swap == SwapAlgo::binary_exchange ||
                       (algo_.swap == SwapAlgo::mix && ncols <= algo_.swap_threshold);
   // Each share is `widths[q]` columns of jb doubles; they travel as HPL's swap variant says.
-  gather_rows(grid_.col(), binary, algo_.equil, widths, static_cast<std::size_t>(jb), solved,
-              u_.data());
+  gather_rows(grid_.col(), binary, algo_.equil, widths, static_cast<std::size_t>(jb), solved, u);
+  return u;
 }
 
 void Factorization::solve_u(const double* t, int jb, int ncols, double* u) const {
@@ -552,8 +549,7 @@ void Factorization::apply(int j, int begin, int end, bool in_pieces, int overlap
     timing_.trsm += MPI_Wtime() - solving;
   } else {
     // The swaps, and U spread to every process of the column and solved.
-    swap_and_spread(panel, begin, end);
-    u = u_.data();
+    u = swap_and_spread(panel, begin, end);
     ldu = jb;
   }
   // The swaps' time is what is left once the solve is counted apart.

@@ -20,31 +20,12 @@
 #include <utility>
 #include <vector>
 
+#include "encoders/group.hpp"
 #include "hpl/algorithm.hpp"
 #include "hpl/grid.hpp"
 #include "hpl/patterns.hpp"
 
 namespace skt::hpl {
-
-// Scratch buffers are resized up and down every iteration (a panel's own columns, then the rest of
-// the matrix): an allocator whose resize leaves new doubles uninitialised, since each is written
-// before it is read, rather than zeroing up to tens of MB each time.
-template <typename T>
-struct UninitialisedAllocator : std::allocator<T> {
-  template <typename U>
-  struct rebind {
-    using other = UninitialisedAllocator<U>;
-  };
-  template <typename U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-using Scratch = std::vector<double, UninitialisedAllocator<double>>;
 
 class Factorization {
  public:
@@ -106,9 +87,9 @@ class Factorization {
     const double* pivots;
   };
   SlotView slot_view(int j) const noexcept;
-  // With more than one process row: the swaps between them, and U, solved, in u_ (jb × the
+  // With more than one process row: the swaps between them, and U, solved, returned (jb × the
   // columns, column-major) on every process of the column.
-  void swap_and_spread(const SlotView& panel, int begin, int end);
+  double* swap_and_spread(const SlotView& panel, int begin, int end);
   // U = L11^-1 U for jb × ncols of U, column-major with leading dimension jb.
   void solve_u(const double* t, int jb, int ncols, double* u) const;
 
@@ -143,7 +124,12 @@ class Factorization {
   int pivot_type_width_ = 0;
   MPI_Op pivot_op_ = MPI_OP_NULL;
 
-  Scratch u_, shares_in_, packed_, moved_in_, moved_out_;
+  // The swaps' buffers, by slot: reused from one iteration to the next, never zeroed.
+  enum ScratchSlot : int { kU, kSharesIn, kPacked, kMovedIn, kMovedOut, kScratchSlots };
+  double* scratch(ScratchSlot slot, std::size_t doubles) {
+    return reinterpret_cast<double*>(scratch_.get(slot, doubles * sizeof(double)));
+  }
+  enc::ScratchPool scratch_;
 };
 
 }  // namespace skt::hpl
