@@ -115,4 +115,19 @@ std::vector<RowSegment> StripeGeometry::segments(std::uint64_t any, std::uint64_
   return out;
 }
 
+std::vector<std::pair<std::size_t, std::size_t>> message_runs(
+    const std::vector<RowSegment>& segments) {
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  for (std::size_t first = 0; first < segments.size();) {
+    std::size_t last = first + 1;
+    if (segments[first].fresh) {
+      while (last < segments.size() && segments[last].fresh)
+        ++last;
+    }
+    runs.emplace_back(first, last);
+    first = last;
+  }
+  return runs;
+}
+
 }  // namespace skt::enc

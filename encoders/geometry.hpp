@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace skt::enc {
@@ -65,5 +66,14 @@ struct StripeGeometry {
   // member changed (`all`): runs of `any`, cut where membership in `all` changes.
   std::vector<RowSegment> segments(std::uint64_t any, std::uint64_t all) const;
 };
+
+// Which of a row's segments travel as one message, as [first, last) ranges of their indices: every
+// run of consecutive fresh segments, and each other segment on its own. A member sends all of a
+// fresh segment, or less only where its stream ends, so a run's bytes fill the receiver's segments
+// in order; of any other segment it sends nothing if it changed none of it, which the receivers
+// cannot know beforehand. Fewer, larger messages are what make a fragmented change travel fast:
+// between two ranks here, 5 segments of 24 KiB went at 3.6 GB/s as 5 messages, 7.7 as one.
+std::vector<std::pair<std::size_t, std::size_t>> message_runs(
+    const std::vector<RowSegment>& segments);
 
 }  // namespace skt::enc

@@ -107,8 +107,9 @@ namespace {
 struct PeriodTransfers {
   std::vector<MPI_Request> receives;
   std::vector<MPI_Request> sends;
-  // Per receive: where it lands and how much it may carry (the rest is zero-filled).
-  std::vector<std::pair<std::byte*, std::size_t>> received_into;
+  // Per receive: the buffer and the ranges of it that it may fill, in order (the rest of them is
+  // zero-filled).
+  std::vector<std::pair<std::byte*, ByteRanges>> received_into;
   // Outstanding only when an error or a member's abort unwinds the encoding.
   ~PeriodTransfers() {
     GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
@@ -169,10 +170,10 @@ void combine_parity_crcs(GroupLink& link, const StripeGeometry& geometry,
     if (d == me) continue;
     auto& list = crcs[static_cast<std::size_t>(d)];
     list.resize(counts[static_cast<std::size_t>(d)] * blocks);
-    receives.emplace_back();
+    receives.push_back(MPI_REQUEST_NULL);
     SKT_MPI(MPI_Irecv(list.data(), static_cast<int>(list.size()), MPI_UINT32_T, d, kCrcTag,
                       link.comm(), &receives.back()));
-    sends.emplace_back();
+    sends.push_back(MPI_REQUEST_NULL);
     SKT_MPI(MPI_Isend(data, static_cast<int>(mine), MPI_UINT32_T, d, kCrcTag, link.comm(),
                       &sends.back()));
   }
@@ -228,12 +229,12 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
     return geometry.segments(incremental->rows->any[row], incremental->rows->all[row]);
   };
   // Every data member of a row sends its part of each segment straight to the row's m parity
-  // holders, which combine the G-m parts in one pass; a member's data goes out untouched from its
-  // stream where the segment is encoded afresh, as its change since B elsewhere (nothing when it
-  // changed none of the segment). Rows go a period (G rows) at a time, `depth` periods in flight:
-  // each period's receives and sends are all posted before any of them is waited for, and every
-  // member walks the periods, rows and segments in the same order, which is what pairs a send
-  // with its receive.
+  // holders (consecutive fresh segments in one message, see message_runs), which combine the G-m
+  // parts in one pass; a member's data goes out untouched from its stream where the segment is
+  // encoded afresh, as its change since B elsewhere (nothing when it changed none of the segment).
+  // Rows go a period (G rows) at a time, `depth` periods in flight: each period's receives and
+  // sends are all posted before any of them is waited for, and every member walks the periods,
+  // rows and segments in the same order, which is what pairs a send with its receive.
   const std::uint64_t periods = geometry.rows / static_cast<std::uint64_t>(g);
   const std::size_t per_period = static_cast<std::size_t>(m) * static_cast<std::size_t>(k);
   // About `depth` rows' worth of chunks in flight per member, and at least two periods, so that
@@ -283,11 +284,13 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
         if (segments.empty() || j >= counts[static_cast<std::size_t>(member)]) continue;
         std::byte* buffer = in_place(segments) ? parity + index * chunk : inbox + at * chunk;
         sources[at] = buffer;
-        for (const auto& segment : segments) {
-          t.receives.emplace_back();
-          t.received_into.push_back({buffer + segment.begin, segment.bytes()});
-          SKT_MPI(MPI_Irecv(buffer + segment.begin, static_cast<int>(segment.bytes()), MPI_BYTE,
-                            member, l, group, &t.receives.back()));
+        for (const auto& [first, last] : message_runs(segments)) {
+          ByteRanges ranges;
+          for (std::size_t s = first; s < last; ++s)
+            ranges.emplace_back(segments[s].begin, segments[s].bytes());
+          t.receives.push_back(MPI_REQUEST_NULL);
+          irecv_ranges(buffer, ranges, member, l, group, &t.receives.back());
+          t.received_into.emplace_back(buffer, std::move(ranges));
         }
       }
     }
@@ -307,26 +310,35 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
       }
       std::byte* change =
           outbox + (w * static_cast<std::size_t>(g) + static_cast<std::size_t>(residue)) * chunk;
-      for (const auto& segment : segments_of(row)) {
-        const std::byte* from = data + segment.begin;
-        std::size_t bytes =
-            valid > segment.begin ? std::min(valid, segment.end) - segment.begin : 0;
-        if (!segment.fresh) {
-          const std::uint64_t mask = geometry.block_mask(segment.begin, segment.end);
-          if (((*incremental->changed)[*j] & mask) == 0) {
-            bytes = 0;  // unchanged: nothing to add to the holders' committed parity
-          } else {
-            codec.combine_delta(change + segment.begin, zeros, from,
-                                incremental->base->data[*j] + segment.begin, bytes,
-                                Codec::identity);
-            from = change + segment.begin;
+      const auto segments = segments_of(row);
+      for (const auto& [first, last] : message_runs(segments)) {
+        // A run of fresh segments goes from the chunk; a segment that is not fresh, alone in its
+        // run, as its change, from the outbox.
+        const std::byte* from = data;
+        ByteRanges ranges;
+        std::size_t total = 0;
+        for (std::size_t s = first; s < last; ++s) {
+          const RowSegment& segment = segments[s];
+          std::size_t bytes =
+              valid > segment.begin ? std::min(valid, segment.end) - segment.begin : 0;
+          if (!segment.fresh) {
+            const std::uint64_t mask = geometry.block_mask(segment.begin, segment.end);
+            if (((*incremental->changed)[*j] & mask) == 0) {
+              bytes = 0;  // unchanged: nothing to add to the holders' committed parity
+            } else {
+              codec.combine_delta(change + segment.begin, zeros, data + segment.begin,
+                                  incremental->base->data[*j] + segment.begin, bytes,
+                                  Codec::identity);
+              from = change;
+            }
           }
+          if (bytes > 0) ranges.emplace_back(segment.begin, bytes);
+          total += bytes;
         }
         for (int l = 0; l < m; ++l) {
-          t.sends.emplace_back();
-          SKT_MPI(MPI_Isend(from, static_cast<int>(bytes), MPI_BYTE, geometry.holder(row, l), l,
-                            group, &t.sends.back()));
-          sent += bytes;
+          t.sends.push_back(MPI_REQUEST_NULL);
+          isend_ranges(from, ranges, geometry.holder(row, l), l, group, &t.sends.back());
+          sent += total;
         }
       }
     }
@@ -340,10 +352,13 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
     for (std::size_t i = 0; i < statuses.size(); ++i) {
       int bytes = 0;
       SKT_MPI(MPI_Get_count(&statuses[i], MPI_BYTE, &bytes));
-      const auto [into, expected] = t.received_into[i];
+      const auto& [into, ranges] = t.received_into[i];
       // Past the end of a short chunk, or no change: zeros.
-      if (static_cast<std::size_t>(bytes) < expected) {
-        std::memset(into + bytes, 0, expected - static_cast<std::size_t>(bytes));
+      auto left = static_cast<std::size_t>(bytes);
+      for (const auto& [offset, length] : ranges) {
+        const std::size_t got = std::min(left, length);
+        if (got < length) std::memset(into + offset + got, 0, length - got);
+        left -= got;
       }
     }
     std::vector<const std::byte*> shifted(static_cast<std::size_t>(k));
@@ -529,12 +544,12 @@ void repair_rows(GroupLink& link, const StripeGeometry& geometry, const Codec& c
                                        static_cast<std::size_t>(source)) *
                                           chunk;
             std::memset(into, 0, chunk);
-            t.receives.emplace_back();
+            t.receives.push_back(MPI_REQUEST_NULL);
             SKT_MPI(MPI_Irecv(into, static_cast<int>(chunk), MPI_BYTE, source, kRepairTag,
                               link.comm(), &t.receives.back()));
           }
         } else if (!erased) {
-          t.sends.emplace_back();
+          t.sends.push_back(MPI_REQUEST_NULL);
           SKT_MPI(MPI_Isend(data != nullptr ? data : zeros, static_cast<int>(bytes), MPI_BYTE,
                             target, kRepairTag, link.comm(), &t.sends.back()));
         }

@@ -70,6 +70,50 @@ void Comm::reset() noexcept {
   }
 }
 
+namespace {
+
+// `ranges` of `base` as one message: posted by `post(first byte, count, datatype)`.
+template <typename Byte, typename Post>
+void post_ranges(Byte* base, const ByteRanges& ranges, Post post) {
+  if (ranges.size() < 2) {
+    post(ranges.empty() ? base : base + ranges.front().first,
+         ranges.empty() ? 0 : static_cast<int>(ranges.front().second), MPI_BYTE);
+    return;
+  }
+  struct OwnedType {
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    ~OwnedType() {
+      if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
+    }
+  } owned;
+  std::vector<int> lengths;
+  std::vector<MPI_Aint> displacements;
+  for (const auto& [offset, length] : ranges) {
+    lengths.push_back(static_cast<int>(length));
+    displacements.push_back(static_cast<MPI_Aint>(offset - ranges.front().first));
+  }
+  SKT_MPI(MPI_Type_create_hindexed(static_cast<int>(ranges.size()), lengths.data(),
+                                   displacements.data(), MPI_BYTE, &owned.type));
+  SKT_MPI(MPI_Type_commit(&owned.type));
+  post(base + ranges.front().first, 1, owned.type);
+}
+
+}  // namespace
+
+void isend_ranges(const std::byte* base, const ByteRanges& ranges, int dest, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
+  post_ranges(base, ranges, [&](const std::byte* first, int count, MPI_Datatype type) {
+    SKT_MPI(MPI_Isend(first, count, type, dest, tag, comm, request));
+  });
+}
+
+void irecv_ranges(std::byte* base, const ByteRanges& ranges, int source, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
+  post_ranges(base, ranges, [&](std::byte* first, int count, MPI_Datatype type) {
+    SKT_MPI(MPI_Irecv(first, count, type, source, tag, comm, request));
+  });
+}
+
 void Requests::isend(const void* data, std::size_t bytes, int dest, int tag, MPI_Comm comm) {
   requests_.push_back(MPI_REQUEST_NULL);
   SKT_MPI(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm, &requests_.back()));

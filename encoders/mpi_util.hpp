@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace skt {
@@ -55,6 +56,16 @@ class Comm {
 
 // Collective: `root`'s text, on every rank of `comm` (its length first, then its bytes).
 std::string broadcast_string(MPI_Comm comm, std::string text, int root = 0);
+
+// Byte ranges of one buffer, (offset, length) in order, as one message. With several ranges it
+// travels as one derived datatype, freed once the transfer is posted (MPI keeps it until the
+// transfer completes). A message may carry fewer bytes than the receiver's ranges hold: they
+// fill the ranges in order.
+using ByteRanges = std::vector<std::pair<std::size_t, std::size_t>>;
+void isend_ranges(const std::byte* base, const ByteRanges& ranges, int dest, int tag, MPI_Comm comm,
+                  MPI_Request* request);
+void irecv_ranges(std::byte* base, const ByteRanges& ranges, int source, int tag, MPI_Comm comm,
+                  MPI_Request* request);
 
 // Outstanding point-to-point requests of one batch. An error that unwinds past them cancels
 // what is still pending, so MPI never writes into memory the caller has let go.

@@ -121,6 +121,17 @@ TEST(GeometryBlocks, SegmentsAreRunsCutWhereFreshnessChanges) {
   EXPECT_EQ(geo.segments(~std::uint64_t{0}, ~std::uint64_t{0}), whole);
 }
 
+TEST(GeometryBlocks, FreshSegmentsTravelTogetherOthersAlone) {
+  using Runs = std::vector<std::pair<std::size_t, std::size_t>>;
+  EXPECT_TRUE(message_runs({}).empty());
+  const std::vector<RowSegment> segments{{0, 64, true},    {128, 192, true}, {192, 256, false},
+                                         {256, 320, false}, {384, 448, true}, {512, 576, true},
+                                         {640, 704, true},  {704, 768, false}};
+  EXPECT_EQ(message_runs(segments), (Runs{{0, 2}, {2, 3}, {3, 4}, {4, 7}, {7, 8}}));
+  const std::vector<RowSegment> alone{{0, 64, false}};
+  EXPECT_EQ(message_runs(alone), (Runs{{0, 1}}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, Geometry,
                          ::testing::Values(Shape{2, 1}, Shape{3, 1}, Shape{4, 1}, Shape{8, 1},
                                            Shape{5, 2}, Shape{8, 3}, Shape{16, 1}));
