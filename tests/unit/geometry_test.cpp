@@ -124,7 +124,7 @@ TEST(GeometryBlocks, SegmentsAreRunsCutWhereFreshnessChanges) {
 TEST(GeometryBlocks, FreshSegmentsTravelTogetherOthersAlone) {
   using Runs = std::vector<std::pair<std::size_t, std::size_t>>;
   EXPECT_TRUE(message_runs({}).empty());
-  const std::vector<RowSegment> segments{{0, 64, true},    {128, 192, true}, {192, 256, false},
+  const std::vector<RowSegment> segments{{0, 64, true},     {128, 192, true}, {192, 256, false},
                                          {256, 320, false}, {384, 448, true}, {512, 576, true},
                                          {640, 704, true},  {704, 768, false}};
   EXPECT_EQ(message_runs(segments), (Runs{{0, 2}, {2, 3}, {3, 4}, {4, 7}, {7, 8}}));
