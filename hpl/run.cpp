@@ -40,14 +40,18 @@ double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Of the test and of how its matrix is generated: a checkpoint of a matrix drawn another way (the
-// hash generator of earlier versions) must not be resumed and verified against this one.
-std::uint64_t fingerprint(const Test& t) {
+// Of the test, of how its matrix is generated, and of where this rank sits in the grid: a
+// checkpoint of a matrix drawn another way (the hash generator of earlier versions) must not be
+// resumed and verified against this one, nor a rank's local matrix resumed at another place of the
+// grid. Local matrices of the same size at two places are common (N = 255, NB = 16 on 2x2 in either
+// process mapping), so a changed PMAP is no size mismatch.
+std::uint64_t fingerprint(const Test& t, bool column_major_map, const Grid& grid) {
   const std::string s = fmt::format(
-      "netlib-pdmatgen {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", t.n, t.nb, t.p, t.q,
-      static_cast<int>(t.algo.pfact), static_cast<int>(t.algo.rfact), t.algo.nbmin, t.algo.ndiv,
-      static_cast<int>(t.algo.bcast), t.algo.depth, static_cast<int>(t.algo.swap),
-      t.algo.swap_threshold, t.algo.l1_notrans, t.algo.u_notrans, t.algo.equil);
+      "netlib-pdmatgen {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} at {},{}", t.n, t.nb, t.p,
+      t.q, static_cast<int>(t.algo.pfact), static_cast<int>(t.algo.rfact), t.algo.nbmin,
+      t.algo.ndiv, static_cast<int>(t.algo.bcast), t.algo.depth, static_cast<int>(t.algo.swap),
+      t.algo.swap_threshold, t.algo.l1_notrans, t.algo.u_notrans, t.algo.equil, t.algo.align,
+      column_major_map ? "column-major" : "row-major", grid.myrow(), grid.mycol());
   return std::hash<std::string>{}(s);
 }
 
@@ -158,15 +162,18 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
   result.restarted = result.epoch > 0;
   if (!result.restarted) {
     state = TestState{};
-    state.fingerprint = fingerprint(t);
+    state.fingerprint = fingerprint(t, column_major_map, grid);
     state.start_wall = wall_now();
     generate_local(kSeed, t.n, t.nb, grid.myrow(), grid.nprow(), grid.mycol(), grid.npcol(), m.a,
                    m.lda);
   } else {
-    if (state.fingerprint != fingerprint(t)) {
+    // Agreed, so that every rank refuses together: a moved rank may be the only one to differ.
+    int foreign = state.fingerprint != fingerprint(t, column_major_map, grid) ? 1 : 0;
+    SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &foreign, 1, MPI_INT, MPI_MAX, grid.all()));
+    if (foreign != 0) {
       throw skt::Error(SKT_ERR_MISMATCH,
-                       "the checkpoint of this job belongs to another test of "
-                       "HPL.dat; relaunch with the same HPL.dat");
+                       "the checkpoint of this job belongs to another test of HPL.dat, or to "
+                       "another process mapping (PMAP); relaunch with the same HPL.dat");
     }
     ++state.relaunches;
   }

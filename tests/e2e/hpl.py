@@ -7,7 +7,8 @@ its panel, report the restore, and end PASSED with the very same residual as a r
 and without checkpoints (a restore is bit-exact, and a checkpoint changes no bit of the arithmetic:
 the panels in flight are applied in the pieces the iterations after it would have used). And
 netlib's own HPL.dat (864 tests on 4 ranks) runs whole, killed in the middle and relaunched: every test PASSED, as with netlib's xhpl. With
-drains to storage, a loss beyond what a group tolerates resumes from the drained epoch."""
+drains to storage, a loss beyond what a group tolerates resumes from the drained epoch. A relaunch
+with another process mapping in HPL.dat, where every local matrix keeps its size, is refused."""
 
 import os
 import re
@@ -202,6 +203,49 @@ def bad_input(cluster, tmp, failures):
         cluster.clean(job)
 
 
+def changed_mapping(cluster, tmp, failures):
+    """A job killed in the middle and relaunched with HPL.dat's process mapping (PMAP) changed and
+    no residual check: at N = 255, NB = 16 on 2x2 every rank's local matrix has the same size in
+    both mappings, so only the test's fingerprint can tell that ranks 1 and 2 would resume each
+    other's matrix (before it did, the relaunch ended with exit 0 and a wrong solution). Refused
+    with exit 2, every rank agreeing (none left waiting); relaunched with the original file, the job resumes and passes with
+    the residual of a run without faults."""
+    n = 255
+    original = os.path.join(tmp, "rowmajor.dat")
+    with open(original, "w") as f:
+        f.write(hpl_dat(n, NB, 2, 2))
+    changed = os.path.join(tmp, "colmajor.dat")
+    with open(changed, "w") as f:
+        f.write(hpl_dat(n, NB, 2, 2, threshold="-1.0").replace("0            PMAP", "1            PMAP"))
+    nodes = [f"n{r}" for r in range(4)]
+    job = cluster.new_job("hplref")
+    try:
+        run = cluster.launch(nodes, ["--no-checkpoint", original], {"SKT_JOB": job, "SKT_RESTART": "0"})
+    finally:
+        cluster.clean(job)
+    reference = residual_line(run.out)
+    job = cluster.new_job("hplpmap")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    args = ["--checkpoint-every", str(EVERY)]
+    try:
+        first = cluster.launch(nodes, args + [original],
+                               dict(env, SKT_RESTART="0", SKT_HPL_CRASH=f"{MID_PANEL}:1"))
+        refused = cluster.launch(nodes, args + [changed], dict(env, SKT_RESTART="1"))
+        final = cluster.launch(nodes, args + [original], dict(env, SKT_RESTART="1"))
+    finally:
+        cluster.clean(job)
+    ok = (reference is not None and first.code != 0 and refused.code == 2 and not refused.hung
+          and "belongs to another test of HPL.dat, or to another process mapping" in refused.err
+          and final.code == 0 and restored(final.out) is not None
+          and residual_line(final.out) == reference)
+    print(f"{'ok  ' if ok else 'FAIL'} relaunched with PMAP changed (same local sizes, no residual "
+          "check): refused with exit 2; then with the original HPL.dat: resumed, the residual of "
+          "the run without faults", flush=True)
+    if not ok:
+        failures.append(f"changed PMAP: first {first.describe()}; refused {refused.describe()}; "
+                        f"relaunch {final.describe()}")
+
+
 def beyond_tolerance_from_storage(cluster, dat, reference, tmp, failures):
     """Both members of one XOR group lost with their nodes in the middle of panel 10, with a drain
     to storage at every checkpoint: memory cannot serve, storage can. The ranks are held at panel
@@ -330,6 +374,7 @@ def main(argv):
         with open(os.path.join(tmp, "HPL.dat"), "w") as f:
             f.write(hpl_dat(N, NB, 2, 2))
         bad_input(cluster, tmp, failures)
+        changed_mapping(cluster, tmp, failures)
         netlib_like(cluster, tmp, failures)
         for config in CONFIGS:
             scheme, parity, group_size, p, q, n, depth, steps = config
