@@ -53,6 +53,7 @@ enum Verdict : std::int32_t { kFailed = 0, kPassed = 1, kSkipped = 2 };
 
 // One finished test, in the progress record of the whole run.
 struct TestRecord {
+  std::uint64_t fingerprint;  // of the test and the threshold its verdict was judged by
   std::int32_t done;
   std::int32_t verdict;
   char text[kRecordText];
@@ -410,10 +411,27 @@ int run(int argc, char** argv) {
   setenv("SKT_JOB", (base + "+hpl").c_str(), 1);
   skt::Context progress(MPI_COMM_WORLD);
   auto records = progress.alloc<TestRecord>("tests", tests.size());
+  auto record_fingerprint = [&](const Test& t) {
+    return std::hash<std::string>{}(
+        fmt::format("{} threshold {}", test_fingerprint(t, dat.column_major_map), dat.threshold));
+  };
   // Committed at once on a first launch, so that a relaunch finds it even when no test finished.
   if (progress.recover() == 0) {
+    for (std::size_t i = 0; i < tests.size(); ++i)
+      records[i].fingerprint = record_fingerprint(tests[i]);
     progress.checkpoint();
   } else {
+    // A file edited between launches, its list of tests as long as before, would have the finished
+    // tests reprinted under other parameters and the rest run: every rank holds the same records.
+    for (std::size_t i = 0; i < tests.size(); ++i) {
+      if (records[i].fingerprint != record_fingerprint(tests[i])) {
+        usage_error(fmt::format(
+            "test {} of HPL.dat (N={} NB={} P={} Q={}) is not what this job was first launched "
+            "with (its parameters, PMAP or threshold changed); relaunch with the same HPL.dat, or "
+            "remove the job's segments to start afresh (skt-shm clean --job {})",
+            i + 1, tests[i].n, tests[i].nb, tests[i].p, tests[i].q, base));
+      }
+    }
     // The testing faults act on a first launch only: a relaunch goes through every test.
     unsetenv("SKT_HPL_CRASH");
     unsetenv("SKT_HPL_PAUSE");

@@ -40,21 +40,6 @@ double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Of the test, of how its matrix is generated, and of where this rank sits in the grid: a
-// checkpoint of a matrix drawn another way (the hash generator of earlier versions) must not be
-// resumed and verified against this one, nor a rank's local matrix resumed at another place of the
-// grid. Local matrices of the same size at two places are common (N = 255, NB = 16 on 2x2 in either
-// process mapping), so a changed PMAP is no size mismatch.
-std::uint64_t fingerprint(const Test& t, bool column_major_map, const Grid& grid) {
-  const std::string s = fmt::format(
-      "netlib-pdmatgen {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} at {},{}", t.n, t.nb, t.p,
-      t.q, static_cast<int>(t.algo.pfact), static_cast<int>(t.algo.rfact), t.algo.nbmin,
-      t.algo.ndiv, static_cast<int>(t.algo.bcast), t.algo.depth, static_cast<int>(t.algo.swap),
-      t.algo.swap_threshold, t.algo.l1_notrans, t.algo.u_notrans, t.algo.equil, t.algo.align,
-      column_major_map ? "column-major" : "row-major", grid.myrow(), grid.mycol());
-  return std::hash<std::string>{}(s);
-}
-
 // SKT_HPL_CRASH=<panel>:<rank> (testing): on a first launch, the process of that rank kills itself
 // in the middle of iteration <panel>, with the panel factored and broadcast and its update not yet
 // applied. A relaunch restores from a checkpoint and goes through, even with the variable still
@@ -131,6 +116,19 @@ std::vector<skt_range> changed_since(const LocalMatrix& m, const Grid& grid, Str
 
 }  // namespace
 
+// Of how the matrix is generated too: a checkpoint of a matrix drawn another way (the hash
+// generator of earlier versions) must not be resumed and verified against this one. PMAP decides
+// which local matrix each rank holds, and local matrices of the same size at two places of a grid
+// are common (N = 255, NB = 16 on 2x2 in either mapping): a changed PMAP is no size mismatch.
+std::uint64_t test_fingerprint(const Test& t, bool column_major_map) {
+  return std::hash<std::string>{}(fmt::format(
+      "netlib-pdmatgen {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", t.n, t.nb, t.p, t.q,
+      static_cast<int>(t.algo.pfact), static_cast<int>(t.algo.rfact), t.algo.nbmin, t.algo.ndiv,
+      static_cast<int>(t.algo.bcast), t.algo.depth, static_cast<int>(t.algo.swap),
+      t.algo.swap_threshold, t.algo.l1_notrans, t.algo.u_notrans, t.algo.equil, t.algo.align,
+      column_major_map ? "column-major" : "row-major"));
+}
+
 const char* strategy_name(Strategy s) noexcept {
   switch (s) {
     case Strategy::corner:
@@ -162,13 +160,14 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
   result.restarted = result.epoch > 0;
   if (!result.restarted) {
     state = TestState{};
-    state.fingerprint = fingerprint(t, column_major_map, grid);
+    state.fingerprint = test_fingerprint(t, column_major_map);
     state.start_wall = wall_now();
     generate_local(kSeed, t.n, t.nb, grid.myrow(), grid.nprow(), grid.mycol(), grid.npcol(), m.a,
                    m.lda);
   } else {
-    // Agreed, so that every rank refuses together: a moved rank may be the only one to differ.
-    int foreign = state.fingerprint != fingerprint(t, column_major_map, grid) ? 1 : 0;
+    // Agreed, so that every rank refuses together. skt-hpl's record of the run's tests refuses an
+    // edited HPL.dat first; this holds where that record was removed and the test's was not.
+    int foreign = state.fingerprint != test_fingerprint(t, column_major_map) ? 1 : 0;
     SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &foreign, 1, MPI_INT, MPI_MAX, grid.all()));
     if (foreign != 0) {
       throw skt::Error(SKT_ERR_MISMATCH,

@@ -33,6 +33,10 @@ struct Test {
   Algorithm algo;
 };
 
+// The test's parameters as HPL.dat gives them, its process mapping (PMAP) included: what a
+// relaunch must find unchanged.
+std::uint64_t test_fingerprint(const Test& t, bool column_major_map);
+
 struct TestResult {
   bool passed = false;
   bool singular = false;

@@ -8,7 +8,8 @@ and without checkpoints (a restore is bit-exact, and a checkpoint changes no bit
 the panels in flight are applied in the pieces the iterations after it would have used). And
 netlib's own HPL.dat (864 tests on 4 ranks) runs whole, killed in the middle and relaunched: every test PASSED, as with netlib's xhpl. With
 drains to storage, a loss beyond what a group tolerates resumes from the drained epoch. A relaunch
-with another process mapping in HPL.dat, where every local matrix keeps its size, is refused."""
+with HPL.dat edited (another process mapping, where every local matrix keeps its size; a finished
+test changed) is refused."""
 
 import os
 import re
@@ -203,47 +204,69 @@ def bad_input(cluster, tmp, failures):
         cluster.clean(job)
 
 
-def changed_mapping(cluster, tmp, failures):
-    """A job killed in the middle and relaunched with HPL.dat's process mapping (PMAP) changed and
-    no residual check: at N = 255, NB = 16 on 2x2 every rank's local matrix has the same size in
-    both mappings, so only the test's fingerprint can tell that ranks 1 and 2 would resume each
-    other's matrix (before it did, the relaunch ended with exit 0 and a wrong solution). Refused
-    with exit 2, every rank agreeing (none left waiting); relaunched with the original file, the job resumes and passes with
-    the residual of a run without faults."""
-    n = 255
-    original = os.path.join(tmp, "rowmajor.dat")
-    with open(original, "w") as f:
-        f.write(hpl_dat(n, NB, 2, 2))
-    changed = os.path.join(tmp, "colmajor.dat")
-    with open(changed, "w") as f:
-        f.write(hpl_dat(n, NB, 2, 2, threshold="-1.0").replace("0            PMAP", "1            PMAP"))
+def edited_between_launches(cluster, tmp, failures):
+    """A job of two tests (N = 64, then 255, NB = 16 on 2x2) killed in the second and relaunched
+    with HPL.dat edited: the process mapping (PMAP) changed with no residual check asked (at N = 255
+    every rank's local matrix has the same size in both mappings, so the library's size check
+    passes: before this was refused, ranks 1 and 2 resumed each other's matrix and the run ended
+    with exit 0), or the finished first test's N changed (it was reprinted as N = 64 and N = 96
+    never ran). Each is refused with exit 2. Relaunched with the original file, the job resumes and
+    passes with the residuals of a run without faults. And the interrupted test's own check refuses
+    the PMAP change where the record of the job's tests was removed."""
+    def two_tests(first_n, pmap="0", threshold="16.0"):
+        text = hpl_dat(255, NB, 2, 2, threshold=threshold).replace("0            PMAP", f"{pmap}            PMAP")
+        return text.replace("1            # of problems sizes (N)", "2            # of problems sizes (N)").replace(
+            "255          Ns", f"{first_n} 255       Ns")
+    files = {"original": two_tests(64), "pmap": two_tests(64, pmap="1", threshold="-1.0"),
+             "first N": two_tests(96)}
+    for name, text in files.items():
+        with open(os.path.join(tmp, f"{name.replace(' ', '')}.dat"), "w") as f:
+            f.write(text)
+    path = {name: os.path.join(tmp, f"{name.replace(' ', '')}.dat") for name in files}
     nodes = [f"n{r}" for r in range(4)]
     job = cluster.new_job("hplref")
     try:
-        run = cluster.launch(nodes, ["--no-checkpoint", original], {"SKT_JOB": job, "SKT_RESTART": "0"})
+        run = cluster.launch(nodes, ["--no-checkpoint", path["original"]], {"SKT_JOB": job, "SKT_RESTART": "0"})
     finally:
         cluster.clean(job)
-    reference = residual_line(run.out)
-    job = cluster.new_job("hplpmap")
+    reference = re.findall(r"^\|\|Ax-b\|\|_oo.*$", run.out, re.M)
+    job = cluster.new_job("hpledit")
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
     args = ["--checkpoint-every", str(EVERY)]
     try:
-        first = cluster.launch(nodes, args + [original],
+        # Test 1 has 4 panels: panel 10 is the second test's.
+        first = cluster.launch(nodes, args + [path["original"]],
                                dict(env, SKT_RESTART="0", SKT_HPL_CRASH=f"{MID_PANEL}:1"))
-        refused = cluster.launch(nodes, args + [changed], dict(env, SKT_RESTART="1"))
-        final = cluster.launch(nodes, args + [original], dict(env, SKT_RESTART="1"))
+        refused = {name: cluster.launch(nodes, args + [path[name]], dict(env, SKT_RESTART="1"))
+                   for name in ("pmap", "first N")}
+        words = "is not what this job was first launched with"
+        for name, run in refused.items():
+            report(run.code == 2 and not run.hung and words in run.err,
+                   f"relaunched with HPL.dat's {name} changed: refused with exit 2, '{words}'", run, failures)
+        final = cluster.launch(nodes, args + [path["original"]], dict(env, SKT_RESTART="1"))
     finally:
         cluster.clean(job)
-    ok = (reference is not None and first.code != 0 and refused.code == 2 and not refused.hung
-          and "belongs to another test of HPL.dat, or to another process mapping" in refused.err
-          and final.code == 0 and restored(final.out) is not None
-          and residual_line(final.out) == reference)
-    print(f"{'ok  ' if ok else 'FAIL'} relaunched with PMAP changed (same local sizes, no residual "
-          "check): refused with exit 2; then with the original HPL.dat: resumed, the residual of "
-          "the run without faults", flush=True)
-    if not ok:
-        failures.append(f"changed PMAP: first {first.describe()}; refused {refused.describe()}; "
-                        f"relaunch {final.describe()}")
+    residuals = re.findall(r"^\|\|Ax-b\|\|_oo.*$", final.out, re.M)
+    report(first.code != 0 and len(reference) == 2 and final.code == 0 and restored(final.out) is not None
+           and residuals == reference,
+           "relaunched with the original HPL.dat: resumed, both tests with the residuals of the run "
+           "without faults", final, failures)
+    # The interrupted test's own check: a one-test job whose record of tests was removed by hand.
+    single = {"original": hpl_dat(255, NB, 2, 2), "pmap": hpl_dat(255, NB, 2, 2).replace("0            PMAP", "1            PMAP")}
+    for name, text in single.items():
+        with open(path[name], "w") as f:
+            f.write(text)
+    job = cluster.new_job("hpledit1")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    try:
+        cluster.launch(nodes, args + [path["original"]], dict(env, SKT_RESTART="0", SKT_HPL_CRASH=f"{MID_PANEL}:1"))
+        cluster.shm_tool("clean", "--job", f"{job}+hpl")
+        alone = cluster.launch(nodes, args + [path["pmap"]], dict(env, SKT_RESTART="1"))
+    finally:
+        cluster.clean(job)
+    report(alone.code == 2 and not alone.hung and "another test of HPL.dat" in alone.err,
+           "the record of the job's tests removed by hand, PMAP changed: the test's own check "
+           "refuses, exit 2", alone, failures)
 
 
 def beyond_tolerance_from_storage(cluster, dat, reference, tmp, failures):
@@ -374,7 +397,7 @@ def main(argv):
         with open(os.path.join(tmp, "HPL.dat"), "w") as f:
             f.write(hpl_dat(N, NB, 2, 2))
         bad_input(cluster, tmp, failures)
-        changed_mapping(cluster, tmp, failures)
+        edited_between_launches(cluster, tmp, failures)
         netlib_like(cluster, tmp, failures)
         for config in CONFIGS:
             scheme, parity, group_size, p, q, n, depth, steps = config
