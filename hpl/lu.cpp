@@ -101,18 +101,44 @@ Factorization::Factorization(const Grid& grid, const Algorithm& algorithm,
       bcast_(std::make_unique<PanelBroadcast[]>(static_cast<std::size_t>(slots_))),
       panel_rows_(static_cast<std::size_t>(slots_), 0) {
   SKT_MPI(MPI_Op_create(&pivot_reduce, 1, &pivot_op_));
+  write_buffers_in_advance();
+}
+
+void Factorization::write_buffers_in_advance() {
+  // Every buffer of the solve at its largest, its pages written now. A first write into a page
+  // costs a fault and the kernel's zeroing, and where the memory is fresh to the machine (as on
+  // these virtual machines once the checkpoint segments have taken the memory freed last), about
+  // 12 µs a page: 18,600 faults per rank made the first four iterations at N = 12288 on 2x1 0.25 s
+  // slower with checkpoints than without. That is set-up, like writing the matrix, not solving.
+  const auto columns = static_cast<std::size_t>(std::max(0, matrix_.nq));
+  const auto nb = static_cast<std::size_t>(matrix_.nb);
+  for (auto& buffer : panel_)
+    buffer.resize(slot_size(matrix_.mp, matrix_.nb));  // the first panel's rows: the most
   if (grid_.nprow() > 1) {
-    // The swaps' buffers at the sizes the first iterations give them, their pages written now: a
-    // first write into a page costs a fault and zeroing in the kernel, 0.08 s of the first
-    // iterations at N = 12288 on 2x1 (perf), which is set-up, like the matrix, not solving.
-    const auto columns = static_cast<std::size_t>(std::max(0, matrix_.nq));
-    const auto nb = static_cast<std::size_t>(matrix_.nb);
-    const std::size_t share = (nb * columns + static_cast<std::size_t>(grid_.nprow()) - 1) /
-                              static_cast<std::size_t>(grid_.nprow());
-    for (int slot = kU; slot < kScratchSlots; ++slot) {
-      const std::size_t doubles = slot == kU ? nb * columns : share;
-      std::fill_n(scratch(static_cast<ScratchSlot>(slot), doubles), doubles, 0.0);
+    // Every row of a swap message is one of the panel's nb, over at most every local column.
+    for (int slot = kU; slot < kScratchSlots; ++slot)
+      std::fill_n(scratch(static_cast<ScratchSlot>(slot), nb * columns), nb * columns, 0.0);
+  }
+  // OpenBLAS's own buffer, where the update packs blocks of L's rows and of U's columns, and U's
+  // solve its columns: a tall product, a wide one and a wide solve, each of the update's depth,
+  // reach as far into it as the solve does.
+  if (matrix_.mp > 0 && columns > 0) {
+    const int tall = std::min(matrix_.mp, 1024), wide = matrix_.nq, k = matrix_.nb;
+    const int thin = std::min(tall, 8);
+    std::vector<double> l(static_cast<std::size_t>(tall) * nb, 0.0), t(nb * nb, 0.0),
+        c(std::max(static_cast<std::size_t>(tall) * thin, thin * columns), 0.0), own_u;
+    double* u = nullptr;
+    if (grid_.nprow() > 1) {
+      u = scratch(kU, nb * columns);  // written above
+    } else {
+      own_u.assign(nb * columns, 0.0);
+      u = own_u.data();
     }
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, tall, thin, k, 1.0, l.data(), tall, u, k,
+                0.0, c.data(), tall);
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, thin, wide, k, 1.0, l.data(), tall, u, k,
+                0.0, c.data(), thin);
+    solve_u(t.data(), k, wide, u);
   }
 }
 

@@ -99,6 +99,7 @@ class Factorization {
   void pivot(Panel& p, int c);
 
   int slot(int j) const noexcept { return j % slots_; }
+  void write_buffers_in_advance();
   // The first local column of global column j·NB on this process.
   int local_column(int j) const noexcept;
 
@@ -124,7 +125,8 @@ class Factorization {
   int pivot_type_width_ = 0;
   MPI_Op pivot_op_ = MPI_OP_NULL;
 
-  // The swaps' buffers, by slot: reused from one iteration to the next, never zeroed.
+  // The swaps' buffers, by slot: written once at their largest, reused from one iteration to the
+  // next, never zeroed.
   enum ScratchSlot : int { kU, kSharesIn, kPacked, kMovedIn, kMovedOut, kScratchSlots };
   double* scratch(ScratchSlot slot, std::size_t doubles) {
     return reinterpret_cast<double*>(scratch_.get(slot, doubles * sizeof(double)));

@@ -366,12 +366,15 @@ def netlib_like(cluster, tmp, failures):
         cluster.clean(job)
     rows = len(re.findall(r"^W[RC]\d", final.out, re.M))
     passed = len(re.findall(r"\.\.\.\.\.\. PASSED$", final.out, re.M))
+    # Its tiny local matrices (a few rows, a block of 1 to 4) take every call into the BLAS to its
+    # edge: the BLAS says "parameter number ... had an illegal value" and carries on.
     ok = (first.code != 0 and final.code == 0 and rows == NETLIB_TESTS and passed == NETLIB_TESTS
+          and "illegal value" not in first.out + first.err + final.out + final.err
           and restored(final.out) is not None
           and re.search(rf"^\s+{NETLIB_TESTS} tests completed and passed residual checks", final.out, re.M))
     print(f"{'ok  ' if ok else 'FAIL'} netlib's HPL.dat with checkpoints, a rank lost with its node in "
           f"the middle of a test and the job relaunched: {rows} rows, {passed} PASSED "
-          f"(xhpl: {NETLIB_TESTS})", flush=True)
+          f"(xhpl: {NETLIB_TESTS}), no call refused by the BLAS", flush=True)
     if not ok:
         failures.append(f"netlib's HPL.dat: first {first.describe()}; relaunch {final.describe()}")
 
