@@ -7,6 +7,7 @@
 
 #include "hpl/algorithm.hpp"
 #include "hpl/hpldat.hpp"
+#include "hpl/run.hpp"
 #include "hpl/suggest.hpp"
 
 namespace {
@@ -170,6 +171,34 @@ TEST(HplVariant, EncodingLikeHpl) {
   a.nbmin = 1;
   a.ndiv = 3;
   EXPECT_EQ(a.encode(true), "WC05L3C1");
+}
+
+// A relaunch resumes a test only under the same fingerprint: every parameter that changes the
+// matrix, the arithmetic or which rank holds what changes it.
+TEST(HplResume, FingerprintCoversEveryParameter) {
+  const skt::hpl::Test base{.n = 255, .nb = 16, .p = 2, .q = 2, .algo = Algorithm{}};
+  const auto reference = test_fingerprint(base, false);
+  EXPECT_EQ(test_fingerprint(base, false), reference);
+  EXPECT_NE(test_fingerprint(base, true), reference);  // PMAP: ranks 1 and 2 trade places
+  std::vector<skt::hpl::Test> changed(16, base);
+  changed[0].n = 256;
+  changed[1].nb = 32;
+  changed[2].p = 1;
+  changed[3].q = 4;
+  changed[4].algo.pfact = Fact::crout;
+  changed[5].algo.rfact = Fact::left;
+  changed[6].algo.nbmin = 2;
+  changed[7].algo.ndiv = 3;
+  changed[8].algo.bcast = Bcast::ring;
+  changed[9].algo.depth = 2;
+  changed[10].algo.swap = SwapAlgo::binary_exchange;
+  changed[11].algo.align = 4;
+  changed[12].algo.swap_threshold = 32;
+  changed[13].algo.l1_notrans = true;
+  changed[14].algo.u_notrans = true;
+  changed[15].algo.equil = false;
+  for (std::size_t i = 0; i < changed.size(); ++i)
+    EXPECT_NE(test_fingerprint(changed[i], false), reference) << "change " << i;
 }
 
 TEST(HplSizing, EqualShareStep) {
