@@ -217,12 +217,15 @@ def edited_between_launches(cluster, tmp, failures):
         text = hpl_dat(255, NB, 2, 2, threshold=threshold).replace("0            PMAP", f"{pmap}            PMAP")
         return text.replace("1            # of problems sizes (N)", "2            # of problems sizes (N)").replace(
             "255          Ns", f"{first_n} 255       Ns")
-    files = {"original": two_tests(64), "pmap": two_tests(64, pmap="1", threshold="-1.0"),
-             "first N": two_tests(96)}
-    for name, text in files.items():
-        with open(os.path.join(tmp, f"{name.replace(' ', '')}.dat"), "w") as f:
-            f.write(text)
-    path = {name: os.path.join(tmp, f"{name.replace(' ', '')}.dat") for name in files}
+    path = {}
+
+    def write(files):
+        for name, text in files.items():
+            path[name] = os.path.join(tmp, f"{name.replace(' ', '')}.dat")
+            with open(path[name], "w") as f:
+                f.write(text)
+    write({"original": two_tests(64), "pmap": two_tests(64, pmap="1", threshold="-1.0"),
+           "first N": two_tests(96)})
     nodes = [f"n{r}" for r in range(4)]
     job = cluster.new_job("hplref")
     try:
@@ -252,10 +255,8 @@ def edited_between_launches(cluster, tmp, failures):
            "relaunched with the original HPL.dat: resumed, both tests with the residuals of the run "
            "without faults", final, failures)
     # The interrupted test's own check: a one-test job whose record of tests was removed by hand.
-    single = {"original": hpl_dat(255, NB, 2, 2), "pmap": hpl_dat(255, NB, 2, 2).replace("0            PMAP", "1            PMAP")}
-    for name, text in single.items():
-        with open(path[name], "w") as f:
-            f.write(text)
+    write({"original": hpl_dat(255, NB, 2, 2),
+           "pmap": hpl_dat(255, NB, 2, 2).replace("0            PMAP", "1            PMAP")})
     job = cluster.new_job("hpledit1")
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
     try:
