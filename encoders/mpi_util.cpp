@@ -124,6 +124,10 @@ void Requests::irecv(void* data, std::size_t bytes, int source, int tag, MPI_Com
   SKT_MPI(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, source, tag, comm, &requests_.back()));
 }
 
+void Requests::wait(std::size_t index) {
+  SKT_MPI(MPI_Wait(&requests_.at(index), MPI_STATUS_IGNORE));
+}
+
 void Requests::wait_all() {
   SKT_MPI(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
   requests_.clear();

@@ -78,6 +78,8 @@ class Requests {
 
   void isend(const void* data, std::size_t bytes, int dest, int tag, MPI_Comm comm);
   void irecv(void* data, std::size_t bytes, int source, int tag, MPI_Comm comm);
+  // Waits for the `index`-th request posted since the last wait_all.
+  void wait(std::size_t index);
   // Waits for every request and forgets them.
   void wait_all();
 

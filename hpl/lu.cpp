@@ -436,35 +436,69 @@ double* Factorization::swap_and_spread(const SlotView& panel, int begin, int end
     if (from == static_cast<std::size_t>(myrow)) sent[to].push_back(local(source));
     if (to == static_cast<std::size_t>(myrow)) received[from].push_back(local(position));
   }
-  std::vector<int> send_counts(static_cast<std::size_t>(nprow)),
-      recv_counts(static_cast<std::size_t>(nprow)), send_displ(static_cast<std::size_t>(nprow)),
-      recv_displ(static_cast<std::size_t>(nprow));
-  int sending = 0, receiving = 0;
-  for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q) {
-    send_counts[q] = static_cast<int>(sent[q].size()) * ncols;
-    recv_counts[q] = static_cast<int>(received[q].size()) * ncols;
-    send_displ[q] = sending;
-    recv_displ[q] = receiving;
-    sending += send_counts[q];
-    receiving += recv_counts[q];
-  }
-  double* const moved_out = scratch(kMovedOut, static_cast<std::size_t>(sending));
-  double* const moved_in = scratch(kMovedIn, static_cast<std::size_t>(receiving));
-  for (int k = 0; k < ncols; ++k) {
-    for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q)
-      gather_column(sent[q], moved_out + send_displ[q], k);
-  }
-  SKT_MPI(MPI_Alltoallv(moved_out, send_counts.data(), send_displ.data(), MPI_DOUBLE, moved_in,
-                        recv_counts.data(), recv_displ.data(), MPI_DOUBLE, grid_.col()));
   // One pass over the columns: this process's rows of U are read, then the rows moved here are
   // written. A pivot row's place below the diagonal block is where the row it displaced goes, so
-  // the two touch the same scattered lines of each column, once instead of twice.
+  // the two touch the same scattered lines of each column, once instead of twice. The process
+  // holding the diagonal block reads the rows it sends in the same pass and sends them a chunk of
+  // columns at a time, so that the others start their pass on the first chunk instead of waiting
+  // for all of them: on 2x1 at N = 24576 they waited 0.32 s per run for the whole gather.
   double* const packed = scratch(kPacked, u_rows.size() * width);
-  for (int k = 0; k < ncols; ++k) {
-    gather_column(u_rows, packed, k);
-    for (std::size_t q = 0; q < static_cast<std::size_t>(nprow); ++q)
-      scatter_column(received[q], moved_in + recv_displ[q], k);
+  const auto diagonal = static_cast<std::size_t>(owner(jn, nb, nprow));
+  const auto me = static_cast<std::size_t>(myrow);
+  constexpr int kTag = 0x5a6;
+  auto chunk_bytes = [&](std::size_t rows, int k0) {
+    return rows * static_cast<std::size_t>(std::min(kSwapChunkColumns, ncols - k0)) *
+           sizeof(double);
+  };
+  Requests chunks;
+  if (me == diagonal) {
+    std::vector<std::size_t> send_displ(static_cast<std::size_t>(nprow));
+    std::size_t sending = 0;
+    for (std::size_t q = 0; q < send_displ.size(); ++q) {
+      send_displ[q] = sending;
+      if (q != me) sending += sent[q].size() * width;
+    }
+    double* const moved_out = scratch(kMovedOut, sending);
+    const std::vector<int>& from = sent[me];
+    const std::vector<int>& to = received[me];
+    for (int k0 = 0; k0 < ncols; k0 += kSwapChunkColumns) {
+      const int k1 = std::min(ncols, k0 + kSwapChunkColumns);
+      for (int k = k0; k < k1; ++k) {
+        gather_column(u_rows, packed, k);
+        for (std::size_t q = 0; q < send_displ.size(); ++q) {
+          if (q != me) gather_column(sent[q], moved_out + send_displ[q], k);
+        }
+        // Rows staying on this process move within the column: from the diagonal block, which
+        // this pass does not write, to pivot rows' places, read into U just above.
+        double* column = column_at(k);
+        for (std::size_t i = 0; i < from.size(); ++i)
+          column[to[i]] = column[from[i]];
+      }
+      for (std::size_t q = 0; q < send_displ.size(); ++q) {
+        if (q == me || sent[q].empty()) continue;
+        chunks.isend(moved_out + send_displ[q] + static_cast<std::size_t>(k0) * sent[q].size(),
+                     chunk_bytes(sent[q].size(), k0), static_cast<int>(q), kTag, grid_.col());
+      }
+    }
+  } else {
+    const std::vector<int>& rows_in = received[diagonal];
+    double* const moved_in = scratch(kMovedIn, rows_in.size() * width);
+    if (!rows_in.empty()) {
+      for (int k0 = 0; k0 < ncols; k0 += kSwapChunkColumns) {
+        chunks.irecv(moved_in + static_cast<std::size_t>(k0) * rows_in.size(),
+                     chunk_bytes(rows_in.size(), k0), static_cast<int>(diagonal), kTag,
+                     grid_.col());
+      }
+    }
+    for (int k0 = 0, chunk = 0; k0 < ncols; k0 += kSwapChunkColumns, ++chunk) {
+      if (!rows_in.empty()) chunks.wait(static_cast<std::size_t>(chunk));
+      for (int k = k0; k < std::min(ncols, k0 + kSwapChunkColumns); ++k) {
+        gather_column(u_rows, packed, k);
+        scatter_column(rows_in, moved_in, k);
+      }
+    }
   }
+  chunks.wait_all();
   // U is solved (U = L11^-1 U) once, not by every process of the column: process q solves the
   // q-th share of the columns. It gets every process's rows of U for its share, assembles them in
   // U's order, solves them, and the shares are spread to all, U's columns side by side.
@@ -472,7 +506,6 @@ double* Factorization::swap_and_spread(const SlotView& panel, int begin, int end
   for (std::size_t q = 0; q <= static_cast<std::size_t>(nprow); ++q)
     share[q] =
         static_cast<int>(static_cast<std::int64_t>(ncols) * static_cast<std::int64_t>(q) / nprow);
-  const auto me = static_cast<std::size_t>(myrow);
   const int mine = share[me + 1] - share[me];
   const auto held = static_cast<int>(u_rows.size());
   std::vector<int> out_counts(static_cast<std::size_t>(nprow)),

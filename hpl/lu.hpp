@@ -119,6 +119,8 @@ class Factorization {
   // Blocks of columns in the first piece of an overlapped update (the next ones double): fewer
   // tests of the broadcast, and DGEMMs wide enough to run at full speed.
   static constexpr int kUpdateBlocks = 4;
+  // Columns of the rows a swap moves between processes, per message.
+  static constexpr int kSwapChunkColumns = 256;
 
   std::vector<double> pivot_buffer_;
   MPI_Datatype pivot_type_ = MPI_DATATYPE_NULL;

@@ -196,6 +196,8 @@ std::vector<Case> cases() {
                          true, false),
                  true});
   out.push_back({"column_major_2x4", 2, 4, 4, hpl_default, true});
+  // Rows moved by a swap travel in chunks of 256 columns: several chunks, to several process rows.
+  out.push_back({"swap_in_chunks_4x2", 4, 2, 64, hpl_default});
   return out;
 }
 
