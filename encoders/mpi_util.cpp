@@ -49,6 +49,14 @@ Comm Comm::split(MPI_Comm comm, int color, int key) {
   return owned;
 }
 
+Comm Comm::split_shared(MPI_Comm comm) {
+  MPI_Comm part = MPI_COMM_NULL;
+  SKT_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &part));
+  Comm owned(part);
+  SKT_MPI(MPI_Comm_set_errhandler(part, MPI_ERRORS_RETURN));
+  return owned;
+}
+
 int Comm::rank() const {
   int r = 0;
   SKT_MPI(MPI_Comm_rank(comm_, &r));

@@ -42,6 +42,8 @@ class Comm {
 
   static Comm duplicate(MPI_Comm comm);
   static Comm split(MPI_Comm comm, int color, int key);
+  // The processes of `comm` that share this one's memory (MPI_COMM_TYPE_SHARED): its machine.
+  static Comm split_shared(MPI_Comm comm);
 
   MPI_Comm get() const noexcept { return comm_; }
   int rank() const;

@@ -417,14 +417,15 @@ int run(int argc, char** argv) {
   };
   // Committed at once on a first launch, so that a relaunch finds it even when no test finished.
   if (progress.recover() == 0) {
-    for (std::size_t i = 0; i < tests.size(); ++i)
-      records[i].fingerprint = record_fingerprint(tests[i]);
     progress.checkpoint();
   } else {
     // A file edited between launches, its list of tests as long as before, would have the finished
     // tests reprinted under other parameters and the rest run: every rank holds the same records.
+    // A test not finished is free to change: the interrupted one refuses a checkpoint of other
+    // parameters itself, and one refused before it started (a machine too small for its N) is run
+    // as the file now says.
     for (std::size_t i = 0; i < tests.size(); ++i) {
-      if (records[i].fingerprint != record_fingerprint(tests[i])) {
+      if (records[i].done != 0 && records[i].fingerprint != record_fingerprint(tests[i])) {
         usage_error(fmt::format(
             "test {} of HPL.dat (N={} NB={} P={} Q={}) is not what this job was first launched "
             "with (its parameters, PMAP or threshold changed); relaunch with the same HPL.dat, or "
@@ -469,6 +470,7 @@ int run(int argc, char** argv) {
       std::strncpy(records[i].text, printed.c_str(), kRecordText - 1);
     }
     MPI_Bcast(records[i].text, static_cast<int>(kRecordText), MPI_CHAR, 0, MPI_COMM_WORLD);
+    records[i].fingerprint = record_fingerprint(t);
     records[i].done = 1;
     records[i].verdict = verdict;
     progress.checkpoint();

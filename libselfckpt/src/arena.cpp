@@ -254,6 +254,10 @@ std::vector<RegionEntry> Arena::entries() const {
   return out;
 }
 
+std::size_t Arena::unwritten_bytes() const {
+  return segment_ ? segment_bytes() - segment_.resident_bytes() : 0;
+}
+
 std::size_t Arena::segment_bytes() const noexcept {
   return segment_ ? segment_.header().segment_bytes : 0;
 }

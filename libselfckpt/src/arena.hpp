@@ -65,6 +65,8 @@ class Arena {
   // The live regions, in address order.
   std::vector<RegionEntry> entries() const;
   std::size_t segment_bytes() const noexcept;
+  // Bytes of the workspace segment not in memory yet: pages the program has still to write.
+  std::size_t unwritten_bytes() const;
 
   // Marks the segment for removal (it goes when the last process detaches).
   void remove();

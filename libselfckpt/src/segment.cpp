@@ -6,6 +6,7 @@
 #include <sys/shm.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -149,6 +150,38 @@ void Segment::remove() {
     throw Error(SKT_ERR_SHM,
                 fmt::format("cannot remove segment {}: {}", id_, std::strerror(errno)));
   }
+}
+
+std::size_t Segment::resident_bytes() const {
+  if (base_ == nullptr) return 0;
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t pages = (header_.segment_bytes + page - 1) / page;
+  std::vector<unsigned char> resident(pages);
+  if (mincore(base_, pages * page, resident.data()) != 0) return header_.segment_bytes;
+  std::size_t count = 0;
+  for (const unsigned char r : resident)
+    count += r & 1u;
+  return std::min(header_.segment_bytes, count * page);
+}
+
+std::optional<MachineMemory> machine_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t kib = 0;
+  MachineMemory m;
+  bool available = false, total = false;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") {
+      m.available = kib * 1024;
+      available = true;
+    } else if (key == "MemTotal:") {
+      m.total = kib * 1024;
+      total = true;
+    }
+  }
+  if (!available || !total) return std::nullopt;
+  return m;
 }
 
 Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now,

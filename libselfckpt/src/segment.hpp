@@ -54,6 +54,8 @@ class Segment {
   const SegmentHeader& header() const noexcept { return header_; }
   int id() const noexcept { return id_; }
   explicit operator bool() const noexcept { return base_ != nullptr; }
+  // Bytes of the segment's pages that are in memory (all of them when the kernel cannot say).
+  std::size_t resident_bytes() const;
 
   void remove();
   void detach() noexcept;
@@ -85,6 +87,14 @@ struct SegmentListing {
   std::uint64_t attached;  // processes attached
 };
 std::vector<SegmentListing> list_own_segments();
+
+// This machine's memory as /proc/meminfo has it: what new pages can take without the OOM killer
+// (MemAvailable) and the total; nothing where the kernel does not say.
+struct MachineMemory {
+  std::uint64_t available = 0;
+  std::uint64_t total = 0;
+};
+std::optional<MachineMemory> machine_memory();
 
 // Rounded-up size of a segment holding `data_bytes` after its header.
 std::size_t segment_size(std::size_t data_bytes, bool huge_pages) noexcept;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <tuple>
 
 #include "libselfckpt/src/policy.hpp"
 #include "selfckpt/selfckpt.hpp"
@@ -379,20 +380,56 @@ Finding Session::inspect_checkpoint() {
   return f;
 }
 
+std::pair<StreamLayout, CheckpointAreas> Session::plan_store(const GroupShape& shape) const {
+  const int size = static_cast<int>(shape.ranks.size());
+  StreamLayout layout =
+      StreamLayout::plan(entries(), staged_bytes(), arena_->regions_bytes(), config_.chunk_bytes,
+                         stage_period(config_.scheme, size, config_.parity));
+  CheckpointAreas areas =
+      checkpoint_areas(layout, shape.geometry, copies(), config_.mode == Mode::self);
+  return {std::move(layout), areas};
+}
+
+std::uint64_t Session::machine_need(std::uint64_t mine) {
+  std::uint64_t need = mine;
+  const Comm machine = Comm::split_shared(comm_.get());
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_UINT64_T, MPI_SUM, machine.get()));
+  return need;
+}
+
+void Session::refuse_beyond_machine_memory(std::uint64_t need) const {
+  // Reserved huge pages are counted apart from MemAvailable, and shmget refuses a segment they
+  // cannot back.
+  if (need == 0 || config_.huge_pages) return;
+  const std::optional<MachineMemory> memory = machine_memory();
+  if (!memory) return;
+  // Kept free for what the program allocates besides its workspace.
+  const std::uint64_t kept = memory->total / 32;
+  const std::uint64_t usable = memory->available > kept ? memory->available - kept : 0;
+  if (need <= usable) return;
+  constexpr double kGiB = 1 << 30;
+  throw Error(
+      SKT_ERR_NOMEM,
+      fmt::format("this machine cannot hold job '{}': its ranks here are about to take {:.1f} GiB "
+                  "more (their checkpoint segments in {} mode and the pages of their workspaces "
+                  "not yet written), and {:.1f} GiB is available (MemAvailable {:.1f} GiB, less "
+                  "1/32 of the memory kept free); the kernel would kill a process midway. Give "
+                  "the job a smaller workspace or fewer ranks per machine, or keep less with "
+                  "another SKT_MODE or larger groups (SKT_GROUP_SIZE)",
+                  config_.job, static_cast<double>(need) / kGiB, mode_name(config_.mode),
+                  static_cast<double>(usable) / kGiB,
+                  static_cast<double>(memory->available) / kGiB));
+}
+
 void Session::set_up_store(const GroupShape& shape, int group, int member, int groups,
                            bool keep_existing) {
   const int size = static_cast<int>(shape.ranks.size());
-  const std::size_t stage_bytes = staged_bytes();
   store_ = RankStore{};
   store_.mode = config_.mode;
-  store_.layout =
-      StreamLayout::plan(entries(), stage_bytes, arena_->regions_bytes(), config_.chunk_bytes,
-                         stage_period(config_.scheme, size, config_.parity));
+  std::tie(store_.layout, store_.areas) = plan_store(shape);
   store_.geometry = shape.geometry;
   store_.codec = codec_.get();
   store_.member = member;
-  store_.areas =
-      checkpoint_areas(store_.layout, store_.geometry, copies(), config_.mode == Mode::self);
   const std::vector<RegionEntry>& table = store_.layout.entries;
   if (!keep_existing) {
     if (checkpoint_) {
@@ -589,7 +626,25 @@ int Session::establish(const RestorePlan& setup, std::optional<ControlState> sur
                ? enc::make_codec(config_.scheme, shape.geometry.group_size, shape.geometry.parity)
                : nullptr;
   effects_->join(group, member, shape.geometry, codec_.get(), shape.chunks, config_.pipeline_depth);
-  effects_->agree([&] { set_up_store(shape, group, member, plan.groups(), survived.has_value()); });
+  // A rank that keeps its segments takes no new memory; one that starts them afresh takes a new
+  // checkpoint segment, and the pages of its workspace as they are written (restored or computed).
+  std::uint64_t creating = 0;
+  if (!survived) {
+    try {
+      const auto [layout, areas] = plan_store(shape);
+      const std::size_t replaced = checkpoint_ ? checkpoint_.header().segment_bytes : 0;
+      const std::size_t bytes =
+          segment_size(areas.data_bytes(region_table_bytes(layout.entries)), config_.huge_pages);
+      creating = (bytes > replaced ? bytes - replaced : 0) + arena_->unwritten_bytes();
+    } catch (const std::exception&) {
+      // set_up_store meets the same error below, and every rank refuses together.
+    }
+  }
+  const std::uint64_t need = machine_need(creating);
+  effects_->agree([&] {
+    refuse_beyond_machine_memory(need);
+    set_up_store(shape, group, member, plan.groups(), survived.has_value());
+  });
   protocol_ = std::make_unique<Protocol>(
       config_.mode, *effects_, store_,
       PrivateObjects{[this](std::byte* at, const Progress& p) { stage_private_objects(at, p); },

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "encoders/codec.hpp"
@@ -83,7 +84,15 @@ class Session {
   // The staged objects and the regions, as the stream places them.
   std::vector<RegionEntry> entries() const;
   Finding inspect_checkpoint();
+  // Where the group's stream puts this rank's bytes, and the checkpoint areas that hold them.
+  std::pair<StreamLayout, CheckpointAreas> plan_store(const GroupShape& shape) const;
   void set_up_store(const GroupShape& shape, int group, int member, int groups, bool keep_existing);
+  // Collective: the bytes of memory the ranks of this job on this rank's machine are about to
+  // take, of which `mine` here.
+  std::uint64_t machine_need(std::uint64_t mine);
+  // Refuses (SKT_ERR_NOMEM) what the machine cannot hold: a segment the kernel grants each rank
+  // alone can, with the others', exhaust the machine while its pages are mapped.
+  void refuse_beyond_machine_memory(std::uint64_t need) const;
   std::uint64_t restore();
   // Joins the group the plan gives this rank and sets up its store and protocol, over the
   // segments that survived (with their control state) or new ones. Returns the group.

@@ -9,7 +9,8 @@ the panels in flight are applied in the pieces the iterations after it would hav
 netlib's own HPL.dat (864 tests on 4 ranks) runs whole, killed in the middle and relaunched: every test PASSED, as with netlib's xhpl. With
 drains to storage, a loss beyond what a group tolerates resumes from the drained epoch. A relaunch
 with HPL.dat edited (another process mapping, where every local matrix keeps its size; a finished
-test changed) is refused."""
+test changed) is refused. An N whose checkpoints the machine's memory cannot hold is refused before
+any page is taken, and the corrected N then runs under the same job."""
 
 import os
 import re
@@ -270,6 +271,37 @@ def edited_between_launches(cluster, tmp, failures):
            "refuses, exit 2", alone, failures)
 
 
+def too_large_then_corrected(cluster, tmp, failures):
+    """A benchmarker's N, sized for the machine without checkpoints: two ranks, the matrix two
+    fifths of the memory available, its checkpoints three times that in self mode. Each rank's checkpoint
+    segment alone is granted by the kernel; together they exhaust the machine while mapped (the OOM
+    killer took mpirun, and the segments held all the memory). Refused before the matrix is
+    generated, with exit 2 and the sizes, leaving nothing of the test; relaunched under the same
+    job with the N corrected, it runs and passes (a test refused before it started is not held
+    against the file)."""
+    with open("/proc/meminfo") as f:
+        available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    large = int((available * 2 / 5 / 8) ** 0.5)  # N·N doubles: two fifths of the memory available
+    write = {"large": hpl_dat(large, 192, 2, 1), "corrected": hpl_dat(UNEVEN_N, NB, 2, 1)}
+    for name, text in write.items():
+        with open(os.path.join(tmp, f"{name}.dat"), "w") as f:
+            f.write(text)
+    job = cluster.new_job("hplmem")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self"}
+    try:
+        refused = cluster.launch(["n0", "n1"], [os.path.join(tmp, "large.dat")], dict(env, SKT_RESTART="0"))
+        left = re.findall(r"^\s*\d+\s+0x", cluster.shm_tool("list", "--job", f"{job}+t0"), re.M)
+        corrected = cluster.launch(["n0", "n1"], [os.path.join(tmp, "corrected.dat")], dict(env, SKT_RESTART="1"))
+    finally:
+        cluster.clean(job)
+    report(refused.code == 2 and not refused.hung and "this machine cannot hold job" in refused.err
+           and not left,
+           f"N = {large} on 2 ranks, checkpoints beyond the machine's memory: refused with exit 2, nothing of "
+           "the test left", refused, failures)
+    report(corrected.code == 0 and "PASSED" in corrected.out,
+           f"relaunched under the same job with N = {UNEVEN_N}: runs and passes", corrected, failures)
+
+
 def beyond_tolerance_from_storage(cluster, dat, reference, tmp, failures):
     """Both members of one XOR group lost with their nodes in the middle of panel 10, with a drain
     to storage at every checkpoint: memory cannot serve, storage can. The ranks are held at panel
@@ -402,6 +434,7 @@ def main(argv):
             f.write(hpl_dat(N, NB, 2, 2))
         bad_input(cluster, tmp, failures)
         edited_between_launches(cluster, tmp, failures)
+        too_large_then_corrected(cluster, tmp, failures)
         netlib_like(cluster, tmp, failures)
         for config in CONFIGS:
             scheme, parity, group_size, p, q, n, depth, steps = config

@@ -8,7 +8,8 @@
   with it: no process of the job outlives it) resumes from the checkpoint; a second skt-run on a
   running job is refused and names the first; segments without skt-run's state are resumed;
 - launch failures (a program missing on a node, mpirun's refusal) end with exit 7 and the
-  launcher's reason, never retried; refusals of the program that would repeat end with exit 2;
+  launcher's reason, never retried; refusals of the program that would repeat end with exit 2
+  (among them checkpoints the machine's memory cannot hold, refused before any page is taken);
   virtual nodes oversubscribe by themselves;
 - remote launches: through a stand-in for ssh that starts each node with an empty environment,
   every SKT_* variable still reaches the ranks (a crash on launch 0 is relaunched and restored);
@@ -185,6 +186,20 @@ def launch_failures(d, cluster, checks, reference):
                       and f"no segment of job {job} is left" in out,
                       f"huge pages asked for, none reserved: exit 2 (got {code}), the setting named, not "
                       "retried, nothing left", out)
+    # Sized for the machine without its checkpoint, as a benchmarker sizes a run: two ranks, each
+    # workspace three tenths of the memory available. The kernel grants each rank's checkpoint
+    # segment alone, and together they would exhaust the machine while their pages are mapped (the
+    # OOM killer then took mpirun, leaving the segments holding all the memory). Every rank refuses
+    # before any page is taken.
+    job = cluster.new_job("lmem")
+    with open("/proc/meminfo") as f:
+        available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    sized = ["--iterations", "2", "--checkpoint-every", "1", "--regions", "1", "--bytes", str(available * 3 // 10)]
+    code, out = d.run(d.command(job, ["m1", "m2"], 0, sized), env={"SKT_MODE": "self"})
+    checks.expect(code == 2 and "this machine cannot hold job" in out and "MemAvailable" in out
+                  and "relaunched" not in out and f"no segment of job {job} is left" in out,
+                  f"checkpoints beyond the machine's memory: exit 2 (got {code}), said, not retried, nothing "
+                  "left", out)
     job = cluster.new_job("lover")
     code, out = d.run(d.command(job, NODES, 0, APP_ARGS, extra=["--ranks-per-node", "2"]))
     checks.expect(code == 0 and "--oversubscribe" in out,
