@@ -38,27 +38,32 @@ std::size_t alignment_for(std::size_t bytes) {
   return bytes >= kHeaderBytes ? kHeaderBytes : 64;
 }
 
-// Copies the pages of `from` that were ever touched; the others read as zero, as `to` already
-// does.
-void copy_touched(std::byte* to, std::byte* from, std::size_t bytes) {
+// Moves the pages of `from` that were ever touched into `to` (the others read as zero, as `to`
+// already does), releasing each piece of `from` once copied: a workspace written before
+// skt_recover, as programs do, is then never twice in memory. Copied whole, two ranks' workspaces
+// of 0.35 of the memory available each had the OOM killer end the job here, before the check of
+// the machine's memory could refuse it. `from` reads as zero afterwards; the caller maps the
+// segment in its place, and a seal that fails later leaves skt_recover failed, after which the
+// program cannot go on anyway.
+void move_touched(std::byte* to, std::byte* from, std::size_t bytes) {
   const std::size_t page = kHeaderBytes;
   const std::size_t pages = (bytes + page - 1) / page;
-  std::vector<unsigned char> resident(pages);
   if (pages == 0) return;
-  if (mincore(from, pages * page, resident.data()) != 0) {
-    std::memcpy(to, from, bytes);
-    return;
-  }
+  std::vector<unsigned char> resident(pages);
+  if (mincore(from, pages * page, resident.data()) != 0)
+    std::fill(resident.begin(), resident.end(), 1);
+  constexpr std::size_t kPiecePages = (std::size_t{64} << 20) / kHeaderBytes;
   for (std::size_t i = 0; i < pages;) {
     if ((resident[i] & 1u) == 0) {
       ++i;
       continue;
     }
     std::size_t j = i;
-    while (j < pages && (resident[j] & 1u) != 0)
+    while (j < pages && j - i < kPiecePages && (resident[j] & 1u) != 0)
       ++j;
     const std::size_t end = std::min(j * page, bytes);
     std::memcpy(to + i * page, from + i * page, end - i * page);
+    madvise(from + i * page, (j - i) * page, MADV_DONTNEED);
     i = j;
   }
 }
@@ -296,7 +301,7 @@ void Arena::seal(std::size_t stage_bytes) {
   header.data_bytes = record.table_offset + round_up(record.table_bytes, kHeaderBytes);
   Segment fresh = Segment::create(header, options_.huge_pages, false);
   try {
-    copy_touched(fresh.data(), regions(), std::min(record.regions_bytes, mapped_));
+    move_touched(fresh.data(), regions(), std::min(record.regions_bytes, mapped_));
     encode_arena_record(fresh.base(), record);
     encode_region_table(fresh.data() + record.table_offset, live);
     fresh.remap(base_);

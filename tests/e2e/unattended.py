@@ -9,7 +9,8 @@
   running job is refused and names the first; segments without skt-run's state are resumed;
 - launch failures (a program missing on a node, mpirun's refusal) end with exit 7 and the
   launcher's reason, never retried; refusals of the program that would repeat end with exit 2
-  (among them checkpoints the machine's memory cannot hold, refused before any page is taken);
+  (among them checkpoints the machine's memory cannot hold, of a workspace written early, refused
+  before any checkpoint page is taken);
   virtual nodes oversubscribe by themselves;
 - remote launches: through a stand-in for ssh that starts each node with an empty environment,
   every SKT_* variable still reaches the ranks (a crash on launch 0 is relaunched and restored);
@@ -187,14 +188,16 @@ def launch_failures(d, cluster, checks, reference):
                       f"huge pages asked for, none reserved: exit 2 (got {code}), the setting named, not "
                       "retried, nothing left", out)
     # Sized for the machine without its checkpoint, as a benchmarker sizes a run: two ranks, each
-    # workspace three tenths of the memory available. The kernel grants each rank's checkpoint
-    # segment alone, and together they would exhaust the machine while their pages are mapped (the
-    # OOM killer then took mpirun, leaving the segments holding all the memory). Every rank refuses
-    # before any page is taken.
+    # workspace 0.35 of the memory available, written before skt_recover as programs do. Moved
+    # into its segment whole, it was twice in memory and the OOM killer ended the job there; then
+    # the kernel grants each rank's checkpoint segment alone, and together they would exhaust the
+    # machine while their pages are mapped (the OOM killer then took mpirun, leaving the segments
+    # holding all the memory). Every rank refuses before any checkpoint page is taken.
     job = cluster.new_job("lmem")
     with open("/proc/meminfo") as f:
         available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    sized = ["--iterations", "2", "--checkpoint-every", "1", "--regions", "1", "--bytes", str(available * 3 // 10)]
+    sized = ["--iterations", "2", "--checkpoint-every", "1", "--regions", "1", "--bytes", str(available * 35 // 100),
+             "--scribble", "zero"]
     code, out = d.run(d.command(job, ["m1", "m2"], 0, sized), env={"SKT_MODE": "self"})
     checks.expect(code == 2 and "this machine cannot hold job" in out and "MemAvailable" in out
                   and "relaunched" not in out and f"no segment of job {job} is left" in out,
