@@ -211,6 +211,12 @@ def killed_as_expected(run, what):
     return None
 
 
+def memory_available():
+    """Bytes this machine can still give new pages, as the library's check of a job's memory reads it."""
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+
+
 def report_failures(failures):
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)

@@ -55,6 +55,16 @@ def hpl_dat(n, nb, p, q, depth=1, threshold="16.0"):
     return "HPLinpack benchmark input file\nskt-hpl e2e\n" + "".join(f"{v:<12} {w}\n" for v, w in values)
 
 
+def write_dats(tmp, files):
+    """Writes each named HPL.dat text into tmp; returns the path of each name."""
+    paths = {}
+    for name, text in files.items():
+        paths[name] = os.path.join(tmp, f"{name.replace(' ', '')}.dat")
+        with open(paths[name], "w") as f:
+            f.write(text)
+    return paths
+
+
 def residual_line(out):
     m = re.search(r"^\|\|Ax-b\|\|_oo.*$", out, re.M)
     return m.group(0) if m else None
@@ -218,15 +228,8 @@ def edited_between_launches(cluster, tmp, failures):
         text = hpl_dat(255, NB, 2, 2, threshold=threshold).replace("0            PMAP", f"{pmap}            PMAP")
         return text.replace("1            # of problems sizes (N)", "2            # of problems sizes (N)").replace(
             "255          Ns", f"{first_n} 255       Ns")
-    path = {}
-
-    def write(files):
-        for name, text in files.items():
-            path[name] = os.path.join(tmp, f"{name.replace(' ', '')}.dat")
-            with open(path[name], "w") as f:
-                f.write(text)
-    write({"original": two_tests(64), "pmap": two_tests(64, pmap="1", threshold="-1.0"),
-           "first N": two_tests(96)})
+    path = write_dats(tmp, {"original": two_tests(64), "pmap": two_tests(64, pmap="1", threshold="-1.0"),
+                            "first N": two_tests(96)})
     nodes = [f"n{r}" for r in range(4)]
     job = cluster.new_job("hplref")
     try:
@@ -256,8 +259,8 @@ def edited_between_launches(cluster, tmp, failures):
            "relaunched with the original HPL.dat: resumed, both tests with the residuals of the run "
            "without faults", final, failures)
     # The interrupted test's own check: a one-test job whose record of tests was removed by hand.
-    write({"original": hpl_dat(255, NB, 2, 2),
-           "pmap": hpl_dat(255, NB, 2, 2).replace("0            PMAP", "1            PMAP")})
+    path = write_dats(tmp, {"original": hpl_dat(255, NB, 2, 2),
+                            "pmap": hpl_dat(255, NB, 2, 2).replace("0            PMAP", "1            PMAP")})
     job = cluster.new_job("hpledit1")
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
     try:
@@ -279,19 +282,14 @@ def too_large_then_corrected(cluster, tmp, failures):
     generated, with exit 2 and the sizes, leaving nothing of the test; relaunched under the same
     job with the N corrected, it runs and passes (a test refused before it started is not held
     against the file)."""
-    with open("/proc/meminfo") as f:
-        available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    large = int((available * 2 / 5 / 8) ** 0.5)  # N·N doubles: two fifths of the memory available
-    write = {"large": hpl_dat(large, 192, 2, 1), "corrected": hpl_dat(UNEVEN_N, NB, 2, 1)}
-    for name, text in write.items():
-        with open(os.path.join(tmp, f"{name}.dat"), "w") as f:
-            f.write(text)
+    large = int((harness.memory_available() * 2 / 5 / 8) ** 0.5)  # N·N doubles: two fifths of it
+    path = write_dats(tmp, {"large": hpl_dat(large, 192, 2, 1), "corrected": hpl_dat(UNEVEN_N, NB, 2, 1)})
     job = cluster.new_job("hplmem")
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self"}
     try:
-        refused = cluster.launch(["n0", "n1"], [os.path.join(tmp, "large.dat")], dict(env, SKT_RESTART="0"))
+        refused = cluster.launch(["n0", "n1"], [path["large"]], dict(env, SKT_RESTART="0"))
         left = re.findall(r"^\s*\d+\s+0x", cluster.shm_tool("list", "--job", f"{job}+t0"), re.M)
-        corrected = cluster.launch(["n0", "n1"], [os.path.join(tmp, "corrected.dat")], dict(env, SKT_RESTART="1"))
+        corrected = cluster.launch(["n0", "n1"], [path["corrected"]], dict(env, SKT_RESTART="1"))
     finally:
         cluster.clean(job)
     report(refused.code == 2 and not refused.hung and "this machine cannot hold job" in refused.err

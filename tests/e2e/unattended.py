@@ -194,9 +194,8 @@ def launch_failures(d, cluster, checks, reference):
     # machine while their pages are mapped (the OOM killer then took mpirun, leaving the segments
     # holding all the memory). Every rank refuses before any checkpoint page is taken.
     job = cluster.new_job("lmem")
-    with open("/proc/meminfo") as f:
-        available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    sized = ["--iterations", "2", "--checkpoint-every", "1", "--regions", "1", "--bytes", str(available * 35 // 100),
+    sized = ["--iterations", "2", "--checkpoint-every", "1", "--regions", "1",
+             "--bytes", str(harness.memory_available() * 35 // 100),
              "--scribble", "zero"]
     code, out = d.run(d.command(job, ["m1", "m2"], 0, sized), env={"SKT_MODE": "self"})
     checks.expect(code == 2 and "this machine cannot hold job" in out and "MemAvailable" in out
