@@ -164,26 +164,6 @@ std::size_t Segment::resident_bytes() const {
   return std::min(header_.segment_bytes, count * page);
 }
 
-std::optional<MachineMemory> machine_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  std::uint64_t kib = 0;
-  MachineMemory m;
-  bool available = false, total = false;
-  while (in >> key >> kib) {
-    std::getline(in, unit);
-    if (key == "MemAvailable:") {
-      m.available = kib * 1024;
-      available = true;
-    } else if (key == "MemTotal:") {
-      m.total = kib * 1024;
-      total = true;
-    }
-  }
-  if (!available || !total) return std::nullopt;
-  return m;
-}
-
 Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now,
                         const Progress& progress) {
   const std::size_t bytes = segment_size(header.data_bytes, huge_pages);

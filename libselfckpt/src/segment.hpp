@@ -88,14 +88,6 @@ struct SegmentListing {
 };
 std::vector<SegmentListing> list_own_segments();
 
-// This machine's memory as /proc/meminfo has it: what new pages can take without the OOM killer
-// (MemAvailable) and the total; nothing where the kernel does not say.
-struct MachineMemory {
-  std::uint64_t available = 0;
-  std::uint64_t total = 0;
-};
-std::optional<MachineMemory> machine_memory();
-
 // Rounded-up size of a segment holding `data_bytes` after its header.
 std::size_t segment_size(std::size_t data_bytes, bool huge_pages) noexcept;
 

@@ -390,35 +390,78 @@ std::pair<StreamLayout, CheckpointAreas> Session::plan_store(const GroupShape& s
   return {std::move(layout), areas};
 }
 
-std::uint64_t Session::machine_need(std::uint64_t mine) {
-  std::uint64_t need = mine;
+Session::MemoryDemand Session::memory_demand(std::uint64_t mine) {
+  MemoryDemand demand;
   const Comm machine = Comm::split_shared(comm_.get());
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_UINT64_T, MPI_SUM, machine.get()));
-  return need;
+  // Each rank's need and the cgroups holding it: the ranks sharing a cgroup share its limit.
+  constexpr std::size_t kMostLimits = 8;
+  std::vector<MemoryLimit> limits = own_memory_limits();
+  if (limits.size() > kMostLimits) limits.resize(kMostLimits);
+  std::array<std::uint64_t, kMostLimits + 2> own{};
+  own[0] = mine;
+  own[1] = limits.size();
+  for (std::size_t i = 0; i < limits.size(); ++i)
+    own[i + 2] = limits[i].id;
+  const int ranks = machine.size();
+  std::vector<std::uint64_t> all(own.size() * static_cast<std::size_t>(ranks));
+  SKT_MPI(MPI_Allgather(own.data(), static_cast<int>(own.size()), MPI_UINT64_T, all.data(),
+                        static_cast<int>(own.size()), MPI_UINT64_T, machine.get()));
+  for (int r = 0; r < ranks; ++r)
+    demand.machine += all[static_cast<std::size_t>(r) * own.size()];
+  for (MemoryLimit& limit : limits) {
+    std::uint64_t need = 0;
+    for (int r = 0; r < ranks; ++r) {
+      const std::uint64_t* other = all.data() + static_cast<std::size_t>(r) * own.size();
+      for (std::uint64_t i = 0; i < other[1]; ++i)
+        if (other[i + 2] == limit.id) need += other[0];
+    }
+    demand.cgroups.emplace_back(std::move(limit), need);
+  }
+  return demand;
 }
 
-void Session::refuse_beyond_machine_memory(std::uint64_t need) const {
-  // Reserved huge pages are counted apart from MemAvailable, and shmget refuses a segment they
-  // cannot back.
-  if (need == 0 || config_.huge_pages) return;
-  const std::optional<MachineMemory> memory = machine_memory();
-  if (!memory) return;
-  // Kept free for what the program allocates besides its workspace.
-  const std::uint64_t kept = memory->total / 32;
-  const std::uint64_t usable = memory->available > kept ? memory->available - kept : 0;
-  if (need <= usable) return;
+void Session::refuse_beyond_memory(const MemoryDemand& demand) const {
+  // Reserved huge pages are counted apart from MemAvailable and from a cgroup's memory, and
+  // shmget refuses a segment they cannot back.
+  if (demand.machine == 0 || config_.huge_pages) return;
   constexpr double kGiB = 1 << 30;
-  throw Error(
-      SKT_ERR_NOMEM,
-      fmt::format("this machine cannot hold job '{}': its ranks here are about to take {:.1f} GiB "
-                  "more (their checkpoint segments in {} mode and the pages of their workspaces "
-                  "not yet written), and {:.1f} GiB is available (MemAvailable {:.1f} GiB, less "
-                  "1/32 of the memory kept free); the kernel would kill a process midway. Give "
-                  "the job a smaller workspace or fewer ranks per machine, or keep less with "
-                  "another SKT_MODE or larger groups (SKT_GROUP_SIZE)",
-                  config_.job, static_cast<double>(need) / kGiB, mode_name(config_.mode),
-                  static_cast<double>(usable) / kGiB,
-                  static_cast<double>(memory->available) / kGiB));
+  auto gib = [](std::uint64_t bytes) { return static_cast<double>(bytes) / kGiB; };
+  auto taking = [&](std::uint64_t bytes) {
+    return fmt::format(
+        "about to take {:.1f} GiB more (their checkpoint segments in {} mode and the pages of "
+        "their workspaces not yet written)",
+        gib(bytes), mode_name(config_.mode));
+  };
+  const std::string advice =
+      "the kernel would kill a process midway. Give the job a smaller workspace or fewer ranks "
+      "per machine, or keep less with another SKT_MODE or larger groups (SKT_GROUP_SIZE)";
+  // Kept free for what the program allocates besides its workspace: 1/32 of the memory.
+  auto usable = [](std::uint64_t room, std::uint64_t memory) {
+    return room > memory / 32 ? room - memory / 32 : 0;
+  };
+  if (const std::optional<MachineMemory> memory = machine_memory()) {
+    const std::uint64_t left = usable(memory->available, memory->total);
+    if (demand.machine > left) {
+      throw Error(
+          SKT_ERR_NOMEM,
+          fmt::format("this machine cannot hold job '{}': its ranks here are {}, and {:.1f} "
+                      "GiB is available (MemAvailable {:.1f} GiB, less 1/32 of the memory "
+                      "kept free); {}",
+                      config_.job, taking(demand.machine), gib(left), gib(memory->available),
+                      advice));
+    }
+  }
+  for (const auto& [limit, need] : demand.cgroups) {
+    const std::uint64_t left = usable(limit.room, limit.limit);
+    if (need <= left) continue;
+    throw Error(SKT_ERR_NOMEM,
+                fmt::format("the memory cgroup {} cannot hold job '{}' (a limit set on the job, as "
+                            "Slurm's --mem sets): its ranks in it are {}, and {:.1f} GiB is left "
+                            "of its limit of {:.1f} GiB (less 1/32 of the limit kept free); {}, "
+                            "or ask for more memory",
+                            limit.directory, config_.job, taking(need), gib(left), gib(limit.limit),
+                            advice));
+  }
 }
 
 void Session::set_up_store(const GroupShape& shape, int group, int member, int groups,
@@ -640,9 +683,9 @@ int Session::establish(const RestorePlan& setup, std::optional<ControlState> sur
       // set_up_store meets the same error below, and every rank refuses together.
     }
   }
-  const std::uint64_t need = machine_need(creating);
+  const MemoryDemand demand = memory_demand(creating);
   effects_->agree([&] {
-    refuse_beyond_machine_memory(need);
+    refuse_beyond_memory(demand);
     set_up_store(shape, group, member, plan.groups(), survived.has_value());
   });
   protocol_ = std::make_unique<Protocol>(

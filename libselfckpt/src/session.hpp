@@ -24,6 +24,7 @@
 #include "libselfckpt/src/fault.hpp"
 #include "libselfckpt/src/layout.hpp"
 #include "libselfckpt/src/log.hpp"
+#include "libselfckpt/src/memory.hpp"
 #include "libselfckpt/src/monitor.hpp"
 #include "libselfckpt/src/mpi_effects.hpp"
 #include "libselfckpt/src/protocol.hpp"
@@ -87,12 +88,17 @@ class Session {
   // Where the group's stream puts this rank's bytes, and the checkpoint areas that hold them.
   std::pair<StreamLayout, CheckpointAreas> plan_store(const GroupShape& shape) const;
   void set_up_store(const GroupShape& shape, int group, int member, int groups, bool keep_existing);
-  // Collective: the bytes of memory the ranks of this job on this rank's machine are about to
-  // take, of which `mine` here.
-  std::uint64_t machine_need(std::uint64_t mine);
-  // Refuses (SKT_ERR_NOMEM) what the machine cannot hold: a segment the kernel grants each rank
-  // alone can, with the others', exhaust the machine while its pages are mapped.
-  void refuse_beyond_machine_memory(std::uint64_t need) const;
+  // The bytes of memory this job's ranks are about to take: those on this rank's machine, and
+  // those in each limited memory cgroup holding this rank (a batch system's limit on the job).
+  struct MemoryDemand {
+    std::uint64_t machine = 0;
+    std::vector<std::pair<MemoryLimit, std::uint64_t>> cgroups;
+  };
+  // Collective: the demand, of which `mine` here.
+  MemoryDemand memory_demand(std::uint64_t mine);
+  // Refuses (SKT_ERR_NOMEM) what the machine or a cgroup cannot hold: a segment the kernel grants
+  // each rank alone can, with the others', exhaust the memory while its pages are mapped.
+  void refuse_beyond_memory(const MemoryDemand& demand) const;
   std::uint64_t restore();
   // Joins the group the plan gives this rank and sets up its store and protocol, over the
   // segments that survived (with their control state) or new ones. Returns the group.

@@ -217,6 +217,60 @@ def memory_available():
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
 
 
+class MemoryCgroup:
+    """A memory cgroup limited to `limit` bytes, below the one this process is in, that this
+    process (and so every process it starts) runs in while inside `with`: what a batch system's
+    limit on a job (Slurm's --mem) does to its ranks. `why_not` says why none could be made (not
+    root, no writable controller); then `with` changes nothing."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.directory = None
+        self.home = None
+        self.why_not = None
+        try:
+            with open("/proc/self/cgroup") as f:
+                lines = [line.rstrip("\n").split(":", 2) for line in f]
+            v1 = next((path for _, controllers, path in lines if "memory" in controllers.split(",")), None)
+            v2 = next((path for hierarchy, controllers, path in lines if hierarchy == "0" and not controllers), None)
+            with open("/proc/self/mountinfo") as f:
+                for line in f:
+                    fields = line.split()
+                    dash = fields.index("-")
+                    kind, options = fields[dash + 1], fields[dash + 3].split(",")
+                    if (v1 is not None and kind == "cgroup" and "memory" in options) or (v1 is None and kind == "cgroup2"):
+                        root, mount, path = fields[3], fields[4], v1 if v1 is not None else v2
+                        if root != "/" and path.startswith(root):
+                            path = path[len(root):]
+                        self.home = mount + path.rstrip("/")
+                        self.unified = kind == "cgroup2"
+                        break
+            if self.home is None:
+                self.why_not = "no memory cgroup is mounted"
+                return
+            self.directory = os.path.join(self.home, f"skt-e2e-{os.getpid()}")
+            os.mkdir(self.directory)
+            with open(os.path.join(self.directory, "memory.max" if self.unified else "memory.limit_in_bytes"), "w") as f:
+                f.write(str(limit))
+        except OSError as e:
+            self.why_not = f"cannot make a memory cgroup: {e}"
+            if self.directory and os.path.isdir(self.directory):
+                os.rmdir(self.directory)
+            self.directory = None
+
+    def __enter__(self):
+        if self.directory:
+            with open(os.path.join(self.directory, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        return self
+
+    def __exit__(self, *exc):
+        if self.directory:
+            with open(os.path.join(self.home, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            os.rmdir(self.directory)
+
+
 def report_failures(failures):
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)

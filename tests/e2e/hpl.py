@@ -300,6 +300,38 @@ def too_large_then_corrected(cluster, tmp, failures):
            f"relaunched under the same job with N = {UNEVEN_N}: runs and passes", corrected, failures)
 
 
+def limited_by_cgroup(cluster, tmp, failures):
+    """A job given less memory than the machine has: its ranks in a memory cgroup of 1 GiB, as
+    Slurm's --mem puts them, with a matrix of 0.4 GiB, whose checkpoint segments in self mode take
+    three times that. The machine holds it; the cgroup does not, and the kernel killed a rank midway
+    (exit 137, the segments left). Refused with exit 2, naming the cgroup and its limit, nothing of
+    the test left; a job that fits runs and passes in the same cgroup."""
+    limit = 1 << 30
+    n = int((0.4 * limit / 8) ** 0.5)
+    path = write_dats(tmp, {"large": hpl_dat(n, 192, 2, 1), "small": hpl_dat(UNEVEN_N, NB, 2, 1)})
+    cgroup = harness.MemoryCgroup(limit)
+    if cgroup.why_not:
+        print(f"skip a job in a memory cgroup of 1 GiB: {cgroup.why_not}", flush=True)
+        return
+    runs, left = {}, {}
+    with cgroup:
+        for name in ("large", "small"):
+            job = cluster.new_job(f"hplcg{name[0]}")
+            env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self", "SKT_RESTART": "0"}
+            try:
+                runs[name] = cluster.launch(["n0", "n1"], [path[name]], env)
+                left[name] = re.findall(r"^\s*\d+\s+0x", cluster.shm_tool("list", "--job", f"{job}+t0"), re.M)
+            finally:
+                cluster.clean(job)
+    large, small = runs["large"], runs["small"]
+    report(large.code == 2 and not large.hung and "the memory cgroup" in large.err
+           and "of its limit of 1.0 GiB" in large.err and not left["large"],
+           f"N = {n} on 2 ranks in a memory cgroup of 1 GiB: refused with exit 2, the cgroup and its "
+           "limit named, nothing of the test left", large, failures)
+    report(small.code == 0 and "PASSED" in small.out and not left["small"],
+           f"N = {UNEVEN_N} in the same cgroup: runs and passes", small, failures)
+
+
 def beyond_tolerance_from_storage(cluster, dat, reference, tmp, failures):
     """Both members of one XOR group lost with their nodes in the middle of panel 10, with a drain
     to storage at every checkpoint: memory cannot serve, storage can. The ranks are held at panel
@@ -433,6 +465,7 @@ def main(argv):
         bad_input(cluster, tmp, failures)
         edited_between_launches(cluster, tmp, failures)
         too_large_then_corrected(cluster, tmp, failures)
+        limited_by_cgroup(cluster, tmp, failures)
         netlib_like(cluster, tmp, failures)
         for config in CONFIGS:
             scheme, parity, group_size, p, q, n, depth, steps = config

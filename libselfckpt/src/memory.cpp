@@ -1,0 +1,160 @@
+#include "libselfckpt/src/memory.hpp"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace skt {
+namespace {
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  for (;;) {
+    const std::size_t at = text.find(separator);
+    parts.push_back(text.substr(0, at));
+    if (at == std::string_view::npos) return parts;
+    text.remove_prefix(at + 1);
+  }
+}
+
+std::vector<std::string_view> lines(std::string_view text) {
+  std::vector<std::string_view> out = split(text, '\n');
+  if (!out.empty() && out.back().empty()) out.pop_back();
+  return out;
+}
+
+bool has_word(std::string_view list, std::string_view word) {
+  for (const std::string_view w : split(list, ','))
+    if (w == word) return true;
+  return false;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A file holding one number; "max" (v2's no limit) or anything else unreadable gives nothing.
+std::optional<std::uint64_t> read_number(const std::string& path) {
+  std::ifstream in(path);
+  std::uint64_t value = 0;
+  if (!(in >> value)) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::optional<MachineMemory> machine_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t kib = 0;
+  MachineMemory m;
+  bool available = false, total = false;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") {
+      m.available = kib * 1024;
+      available = true;
+    } else if (key == "MemTotal:") {
+      m.total = kib * 1024;
+      total = true;
+    }
+  }
+  if (!available || !total) return std::nullopt;
+  return m;
+}
+
+std::optional<CgroupPath> memory_cgroup_path(std::string_view proc_cgroup,
+                                             std::string_view mountinfo) {
+  // /proc/<pid>/cgroup: "hierarchy-id:controllers:path"; the unified hierarchy is "0::path".
+  std::optional<std::string_view> v1, v2;
+  for (const std::string_view line : lines(proc_cgroup)) {
+    const std::size_t first = line.find(':');
+    const std::size_t second = line.find(':', first + 1);
+    if (first == std::string_view::npos || second == std::string_view::npos) continue;
+    const std::string_view controllers = line.substr(first + 1, second - first - 1);
+    const std::string_view path = line.substr(second + 1);
+    if (has_word(controllers, "memory")) v1 = path;
+    if (line.substr(0, first) == "0" && controllers.empty()) v2 = path;
+  }
+  // mountinfo: "id parent major:minor root mount-point options [optional...] - type source
+  // super-options". A cgroup namespace, or a bind mount of a sub-tree, mounts `root` of the
+  // hierarchy at the mount point.
+  for (const std::string_view line : lines(mountinfo)) {
+    const std::vector<std::string_view> fields = split(line, ' ');
+    std::size_t dash = 0;
+    while (dash < fields.size() && fields[dash] != "-")
+      ++dash;
+    if (dash < 5 || dash + 3 >= fields.size()) continue;
+    const std::string_view type = fields[dash + 1];
+    const bool unified = type == "cgroup2";
+    if (!(v1 && type == "cgroup" && has_word(fields[dash + 3], "memory")) &&
+        !(!v1 && v2 && unified))
+      continue;
+    const std::string_view root = fields[3];
+    const std::string mount_point(fields[4]);
+    std::string_view path = unified ? *v2 : *v1;
+    if (root != "/" && path.substr(0, root.size()) == root &&
+        (path.size() == root.size() || path[root.size()] == '/')) {
+      path.remove_prefix(root.size());
+    }
+    CgroupPath result;
+    result.unified = unified;
+    std::string below(path);
+    while (!below.empty() && below.back() == '/')
+      below.pop_back();
+    for (;;) {
+      result.directories.push_back(mount_point + below);
+      if (below.empty()) break;
+      const std::size_t slash = below.rfind('/');
+      below.erase(slash == std::string::npos ? 0 : slash);
+    }
+    return result;
+  }
+  return std::nullopt;
+}
+
+std::optional<MemoryLimit> memory_limit(const std::string& directory, bool unified) {
+  // v1 says "no limit" with a number near 2^63; v2 with "max".
+  constexpr std::uint64_t kUnlimited = std::uint64_t{1} << 62;
+  const std::optional<std::uint64_t> limit =
+      read_number(directory + (unified ? "/memory.max" : "/memory.limit_in_bytes"));
+  const std::optional<std::uint64_t> usage =
+      read_number(directory + (unified ? "/memory.current" : "/memory.usage_in_bytes"));
+  if (!limit || !usage || *limit >= kUnlimited) return std::nullopt;
+  // The file cache charged to the cgroup is reclaimed before any process is killed (both
+  // versions count the cgroup's descendants in its usage; v1's "total_" lines do in its stat).
+  std::uint64_t reclaimable = 0;
+  std::istringstream stat(read_file(directory + "/memory.stat"));
+  std::string key;
+  std::uint64_t value = 0;
+  const std::string prefix = unified ? "" : "total_";
+  while (stat >> key >> value) {
+    if (key == prefix + "active_file" || key == prefix + "inactive_file") reclaimable += value;
+  }
+  struct stat info {};
+  if (::stat(directory.c_str(), &info) != 0) return std::nullopt;
+  MemoryLimit m;
+  m.directory = directory;
+  m.id = (static_cast<std::uint64_t>(info.st_dev) << 40) ^ static_cast<std::uint64_t>(info.st_ino);
+  m.limit = *limit;
+  const std::uint64_t charged = *usage > reclaimable ? *usage - reclaimable : 0;
+  m.room = *limit > charged ? *limit - charged : 0;
+  return m;
+}
+
+std::vector<MemoryLimit> own_memory_limits() {
+  std::vector<MemoryLimit> limits;
+  const std::optional<CgroupPath> path =
+      memory_cgroup_path(read_file("/proc/self/cgroup"), read_file("/proc/self/mountinfo"));
+  if (!path) return limits;
+  for (const std::string& directory : path->directories) {
+    if (auto limit = memory_limit(directory, path->unified)) limits.push_back(std::move(*limit));
+  }
+  return limits;
+}
+
+}  // namespace skt

@@ -1,0 +1,45 @@
+// How much memory new pages can take before the kernel kills a process: the machine's, and that of
+// every memory cgroup holding this process (a batch system's limit on a job, Slurm's --mem).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace skt {
+
+// This machine's memory as /proc/meminfo has it: what new pages can take without the OOM killer
+// (MemAvailable) and the total; nothing where the kernel does not say.
+struct MachineMemory {
+  std::uint64_t available = 0;
+  std::uint64_t total = 0;
+};
+std::optional<MachineMemory> machine_memory();
+
+// The directories of the memory cgroups a process is in, its own first and then every ancestor up
+// to the hierarchy's root, from its /proc/<pid>/cgroup and /proc/<pid>/mountinfo. The v1 memory
+// controller where it is mounted, else the unified (v2) hierarchy; none where neither is mounted.
+struct CgroupPath {
+  bool unified = false;
+  std::vector<std::string> directories;
+};
+std::optional<CgroupPath> memory_cgroup_path(std::string_view proc_cgroup,
+                                             std::string_view mountinfo);
+
+// A memory cgroup with a limit: what its pages may still grow by before the kernel kills one of
+// its processes (the limit, less what is charged to it and cannot be reclaimed: all but its file
+// cache), and an identity shared by every process in it.
+struct MemoryLimit {
+  std::string directory;
+  std::uint64_t id = 0;  // of the directory: its device and inode
+  std::uint64_t limit = 0;
+  std::uint64_t room = 0;
+};
+// The limit of cgroup `directory`, if it has one.
+std::optional<MemoryLimit> memory_limit(const std::string& directory, bool unified);
+// Every limited memory cgroup holding the calling process.
+std::vector<MemoryLimit> own_memory_limits();
+
+}  // namespace skt
