@@ -100,7 +100,7 @@ skt::hpl::TestResult run_skt(const Settings& s, const Grid& grid,
   }();
   static int counter = 0;
   setenv("SKT_JOB", fmt::format("bench-hpl-{}-{}-{}", job_id, tag, ++counter).c_str(), 1);
-  return skt::hpl::run_test(test_of(s), grid, policy, false, 16.0, nullptr, false);
+  return skt::hpl::run_test(test_of(s), grid, policy, false, 16.0, nullptr, false, 0);
 }
 
 }  // namespace

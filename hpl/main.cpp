@@ -43,6 +43,8 @@ struct Options {
   std::optional<std::string> mtbf;
   CheckpointPolicy policy;
   bool timing = false;
+  double progress = 60;  // seconds between progress lines on stderr; 0: none
+  std::string progress_given;
   bool suggest = false;
   std::string mem_per_node;
   int ranks_per_node = 1;
@@ -89,6 +91,18 @@ void apply_settings(Options& o, const CLI::App& app) {
     }
     if (o.policy.every < 1) usage_error(fmt::format("{}: must be at least 1", origin));
   };
+  auto set_progress = [&](const std::string& v, const std::string& origin) {
+    std::size_t used = 0;
+    try {
+      o.progress = std::stod(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != v.size() || !(o.progress >= 0)) {
+      usage_error(
+          fmt::format("{}: '{}' is not a number of seconds (0: no progress lines)", origin, v));
+    }
+  };
   auto set_strategy = [&](const std::string& v, const std::string& origin) {
     if (v == "corner") {
       o.policy.strategy = Strategy::corner;
@@ -100,6 +114,7 @@ void apply_settings(Options& o, const CLI::App& app) {
       usage_error(fmt::format("{}: '{}' is not corner, side or full", origin, v));
     }
   };
+  if (given("--progress")) set_progress(o.progress_given, "--progress");
   if (!o.config.empty()) {
     try {
       const auto file = toml::parse_file(o.config);
@@ -148,11 +163,14 @@ void apply_settings(Options& o, const CLI::App& app) {
       o.policy.none = o.policy.none || value == "1" || value == "true";
     } else if (name == "SKT_HPL_TIMING") {
       o.timing = value == "1" || value == "true";
+    } else if (name == "SKT_HPL_PROGRESS") {
+      if (!given("--progress")) set_progress(value, name);
     } else if (name != "SKT_HPL_CRASH" && name != "SKT_HPL_PAUSE") {  // read where they act
       usage_error(name +
                   ": unknown variable (SKT_HPL_CHECKPOINT_EVERY, "
                   "SKT_HPL_CHECKPOINT_INTERVAL, SKT_HPL_CHECKPOINT_STRATEGY, "
-                  "SKT_HPL_NO_CHECKPOINT, SKT_HPL_TIMING, SKT_HPL_CRASH, SKT_HPL_PAUSE)");
+                  "SKT_HPL_NO_CHECKPOINT, SKT_HPL_TIMING, SKT_HPL_PROGRESS, SKT_HPL_CRASH, "
+                  "SKT_HPL_PAUSE)");
     }
   }
   // The library's own settings travel as its variables.
@@ -340,6 +358,10 @@ int run(int argc, char** argv) {
       "what a checkpoint encodes: corner (the trailing submatrix, default), side, full");
   app.add_flag("--no-checkpoint", o.policy.none, "never checkpoint (plain HPL)");
   app.add_flag("--timing", o.timing, "also print the time of each phase (SKT_HPL_TIMING)");
+  app.add_option("--progress", o.progress_given,
+                 "seconds between progress lines on stderr during a test (default 60): the "
+                 "panel, the share of the flops done and the time to go (0: none; "
+                 "SKT_HPL_PROGRESS)");
   app.add_flag("--suggest-n", o.suggest, "print the largest valid N for the memory and exit");
   app.add_option("--mem-per-node", o.mem_per_node,
                  "memory per node for --suggest-n (bytes, or 64G)");
@@ -458,8 +480,8 @@ int run(int argc, char** argv) {
     {
       Grid grid(MPI_COMM_WORLD, t.p, t.q, dat.column_major_map);
       if (grid.in()) {
-        const TestResult r =
-            run_test(t, grid, o.policy, dat.column_major_map, dat.threshold, &report, o.timing);
+        const TestResult r = run_test(t, grid, o.policy, dat.column_major_map, dat.threshold,
+                                      &report, o.timing, o.progress);
         verdict = r.passed ? kPassed : r.singular ? kSkipped : kFailed;
         printed = r.text;
       }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <stdexcept>
 
@@ -62,6 +63,45 @@ void Report::write(const std::string& text) {
 
 void Report::raw(const std::string& text) {
   write(text);
+}
+
+double lu_share_done(int n, int nb, int panels) {
+  if (n <= 0) return 1;
+  const double left = std::max(0.0, static_cast<double>(n) - static_cast<double>(panels) * nb) / n;
+  return 1 - left * left * left;
+}
+
+ProgressReport::ProgressReport(bool root, double every, int n, int nb, int p, int q,
+                               int first_panel, double now)
+    : on_(root && every > 0),
+      every_(every),
+      n_(n),
+      nb_(nb),
+      p_(p),
+      q_(q),
+      first_panel_(first_panel),
+      started_(now),
+      last_(now) {}
+
+void ProgressReport::at(int panel, int panels, double now) {
+  if (!on_ || now - last_ < every_) return;
+  last_ = now;
+  fmt::print(stderr, "{}\n", line(n_, nb_, p_, q_, first_panel_, panel, panels, now - started_));
+  std::fflush(stderr);
+}
+
+std::string ProgressReport::line(int n, int nb, int p, int q, int first_panel, int panel,
+                                 int panels, double elapsed) {
+  const double at_start = lu_share_done(n, nb, first_panel);
+  const double done = lu_share_done(n, nb, panel);
+  std::string to_go;
+  if (done > at_start && elapsed > 0) {
+    to_go = fmt::format(", about {:.0f} s to go", (1 - done) * elapsed / (done - at_start));
+  }
+  return fmt::format(
+      "skt-hpl: N={} NB={} {}x{}: panel {} of {}, {:.0f} % of the flops done, {:.0f} s{}{}", n, nb,
+      p, q, panel, panels, std::floor(100 * done), elapsed,
+      first_panel > 0 ? fmt::format(" since the restore at panel {}", first_panel) : "", to_go);
 }
 
 double Report::gflops(int n, double seconds) {

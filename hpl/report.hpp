@@ -39,4 +39,27 @@ class Report {
   bool owned_ = false;
 };
 
+// The share of an LU's flops done once `panels` panels of `nb` columns have updated all of an
+// n×n matrix: 1 - (the order left)³ / n³, since the first panels carry the most.
+double lu_share_done(int n, int nb, int panels);
+
+// A long test's progress on stderr from rank 0, every `every` seconds (never when ≤ 0), outside
+// HPL's output, which scripts parse: the panel, the share of the flops done, and the time to go
+// at this launch's pace so far.
+class ProgressReport {
+ public:
+  ProgressReport(bool root, double every, int n, int nb, int p, int q, int first_panel, double now);
+  // Panel `panel` of `panels` is factored.
+  void at(int panel, int panels, double now);
+  // The line for panel `panel`, `elapsed` seconds after this launch's start at `first_panel`.
+  static std::string line(int n, int nb, int p, int q, int first_panel, int panel, int panels,
+                          double elapsed);
+
+ private:
+  bool on_;
+  double every_;
+  int n_, nb_, p_, q_, first_panel_;
+  double started_, last_;
+};
+
 }  // namespace skt::hpl

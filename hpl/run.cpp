@@ -142,7 +142,8 @@ const char* strategy_name(Strategy s) noexcept {
 }
 
 TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& policy,
-                    bool column_major_map, double threshold, Report* report, bool timing) {
+                    bool column_major_map, double threshold, Report* report, bool timing,
+                    double progress_every) {
   TestResult result;
   LocalMatrix m;
   m.n = t.n;
@@ -180,8 +181,13 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
   Factorization lu(grid, t.algo, m);
   const int panels = lu.panels();
   const CrashPoint crash = crash_point();
+  int grid_rank = 0;
+  SKT_MPI(MPI_Comm_rank(grid.all(), &grid_rank));
+  ProgressReport progress(grid_rank == 0, progress_every, t.n, t.nb, t.p, t.q, state.next_panel,
+                          MPI_Wtime());
   auto due = [&](int j) {
     crash_if_due(crash, j, result.restarted, grid.all());
+    progress.at(j, panels, MPI_Wtime());
     if (policy.none || j + 1 >= panels) return false;
     if (policy.automatic) return ctx.need_checkpoint();
     return policy.every > 0 && (j + 1) % policy.every == 0;

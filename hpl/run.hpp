@@ -55,8 +55,10 @@ struct TestResult {
 };
 
 // Runs `test` on the ranks of `grid` (collective over grid.all()). The context's job tag comes
-// from SKT_JOB. `report` may be null: then nothing is printed.
+// from SKT_JOB. `report` may be null: then nothing is printed. Rank 0 prints the progress on
+// stderr every `progress_every` seconds (never when ≤ 0).
 TestResult run_test(const Test& test, const Grid& grid, const CheckpointPolicy& policy,
-                    bool column_major_map, double threshold, Report* report, bool timing);
+                    bool column_major_map, double threshold, Report* report, bool timing,
+                    double progress_every);
 
 }  // namespace skt::hpl

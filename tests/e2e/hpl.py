@@ -300,6 +300,32 @@ def too_large_then_corrected(cluster, tmp, failures):
            f"relaunched under the same job with N = {UNEVEN_N}: runs and passes", corrected, failures)
 
 
+def progress_lines(cluster, tmp, failures):
+    """A long test says how far it is, on stderr, where HPL's output (which scripts parse) is
+    untouched: here every panel (--progress at a microsecond), killed in the middle and relaunched,
+    the relaunch counting from the panel it restored."""
+    path = write_dats(tmp, {"progress": hpl_dat(UNEVEN_N, NB, 2, 1)})["progress"]
+    job = cluster.new_job("hplprog")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_HPL_PROGRESS": "0.000001"}
+    args = ["--checkpoint-every", str(EVERY), path]
+    try:
+        first = cluster.launch(["n0", "n1"], args, dict(env, SKT_RESTART="0", SKT_HPL_CRASH=f"{MID_PANEL}:1"))
+        final = cluster.launch(["n0", "n1"], args, dict(env, SKT_RESTART="1"))
+    finally:
+        cluster.clean(job)
+    line = r"^skt-hpl: N=250 NB=16 2x1: panel (\d+) of 16, (\d+) % of the flops done, \d+ s"
+    before = [int(p) for p, _ in re.findall(line, first.err, re.M)]
+    after = re.findall(line + r" since the restore at panel (\d+)", final.err, re.M)
+    restored_at = restored(final.out)
+    report(before[:MID_PANEL] == list(range(MID_PANEL)) and "skt-hpl: N=" not in first.out + final.out
+           and restored_at is not None and after
+           and [int(p) for p, _, _ in after] == list(range(restored_at[1], 16))
+           and all(int(r) == restored_at[1] for _, _, r in after)
+           and [int(s) for _, s, _ in after] == sorted(int(s) for _, s, _ in after),
+           "progress on stderr at every panel (none in HPL's output); after the relaunch from the "
+           "panel restored, 'since the restore'", final, failures)
+
+
 def limited_by_cgroup(cluster, tmp, failures):
     """A job given less memory than the machine has: its ranks in a memory cgroup of 1 GiB, as
     Slurm's --mem puts them, with a matrix of 0.4 GiB, whose checkpoint segments in self mode take
@@ -466,6 +492,7 @@ def main(argv):
         edited_between_launches(cluster, tmp, failures)
         too_large_then_corrected(cluster, tmp, failures)
         limited_by_cgroup(cluster, tmp, failures)
+        progress_lines(cluster, tmp, failures)
         netlib_like(cluster, tmp, failures)
         for config in CONFIGS:
             scheme, parity, group_size, p, q, n, depth, steps = config
