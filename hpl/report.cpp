@@ -71,7 +71,7 @@ double lu_share_done(int n, int nb, int panels) {
   return 1 - left * left * left;
 }
 
-ProgressReport::ProgressReport(bool root, double every, int n, int nb, int p, int q,
+ProgressReport::ProgressReport(bool root, double every, int n, int nb, int p, int q, int panels,
                                int first_panel, double now)
     : on_(root && every > 0),
       every_(every),
@@ -79,29 +79,29 @@ ProgressReport::ProgressReport(bool root, double every, int n, int nb, int p, in
       nb_(nb),
       p_(p),
       q_(q),
+      panels_(panels),
       first_panel_(first_panel),
       started_(now),
       last_(now) {}
 
-void ProgressReport::at(int panel, int panels, double now) {
+void ProgressReport::at(int panel, double now) {
   if (!on_ || now - last_ < every_) return;
   last_ = now;
-  fmt::print(stderr, "{}\n", line(n_, nb_, p_, q_, first_panel_, panel, panels, now - started_));
+  fmt::print(stderr, "{}\n", line(panel, now - started_));
   std::fflush(stderr);
 }
 
-std::string ProgressReport::line(int n, int nb, int p, int q, int first_panel, int panel,
-                                 int panels, double elapsed) {
-  const double at_start = lu_share_done(n, nb, first_panel);
-  const double done = lu_share_done(n, nb, panel);
+std::string ProgressReport::line(int panel, double elapsed) const {
+  const double at_start = lu_share_done(n_, nb_, first_panel_);
+  const double done = lu_share_done(n_, nb_, panel);
   std::string to_go;
   if (done > at_start && elapsed > 0) {
     to_go = fmt::format(", about {:.0f} s to go", (1 - done) * elapsed / (done - at_start));
   }
   return fmt::format(
-      "skt-hpl: N={} NB={} {}x{}: panel {} of {}, {:.0f} % of the flops done, {:.0f} s{}{}", n, nb,
-      p, q, panel, panels, std::floor(100 * done), elapsed,
-      first_panel > 0 ? fmt::format(" since the restore at panel {}", first_panel) : "", to_go);
+      "skt-hpl: N={} NB={} {}x{}: panel {} of {}, {:.0f} % of the flops done, {:.0f} s{}{}", n_,
+      nb_, p_, q_, panel, panels_, std::floor(100 * done), elapsed,
+      first_panel_ > 0 ? fmt::format(" since the restore at panel {}", first_panel_) : "", to_go);
 }
 
 double Report::gflops(int n, double seconds) {

@@ -48,17 +48,18 @@ double lu_share_done(int n, int nb, int panels);
 // at this launch's pace so far.
 class ProgressReport {
  public:
-  ProgressReport(bool root, double every, int n, int nb, int p, int q, int first_panel, double now);
-  // Panel `panel` of `panels` is factored.
-  void at(int panel, int panels, double now);
-  // The line for panel `panel`, `elapsed` seconds after this launch's start at `first_panel`.
-  static std::string line(int n, int nb, int p, int q, int first_panel, int panel, int panels,
-                          double elapsed);
+  // A test of `panels` panels that this launch starts at `first_panel`, at time `now`.
+  ProgressReport(bool root, double every, int n, int nb, int p, int q, int panels, int first_panel,
+                 double now);
+  // Panel `panel` is factored.
+  void at(int panel, double now);
+  // The line for panel `panel`, `elapsed` seconds after this launch's start.
+  std::string line(int panel, double elapsed) const;
 
  private:
   bool on_;
   double every_;
-  int n_, nb_, p_, q_, first_panel_;
+  int n_, nb_, p_, q_, panels_, first_panel_;
   double started_, last_;
 };
 

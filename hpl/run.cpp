@@ -181,13 +181,11 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
   Factorization lu(grid, t.algo, m);
   const int panels = lu.panels();
   const CrashPoint crash = crash_point();
-  int grid_rank = 0;
-  SKT_MPI(MPI_Comm_rank(grid.all(), &grid_rank));
-  ProgressReport progress(grid_rank == 0, progress_every, t.n, t.nb, t.p, t.q, state.next_panel,
-                          MPI_Wtime());
+  ProgressReport progress(grid.myrow() == 0 && grid.mycol() == 0, progress_every, t.n, t.nb, t.p,
+                          t.q, panels, state.next_panel, MPI_Wtime());
   auto due = [&](int j) {
     crash_if_due(crash, j, result.restarted, grid.all());
-    progress.at(j, panels, MPI_Wtime());
+    progress.at(j, MPI_Wtime());
     if (policy.none || j + 1 >= panels) return false;
     if (policy.automatic) return ctx.need_checkpoint();
     return policy.every > 0 && (j + 1) % policy.every == 0;

@@ -224,7 +224,6 @@ class MemoryCgroup:
     root, no writable controller); then `with` changes nothing."""
 
     def __init__(self, limit):
-        self.limit = limit
         self.directory = None
         self.home = None
         self.why_not = None

@@ -20,7 +20,7 @@ TEST(ProgressReport, LineGivesThePanelTheShareAndTheTimeToGo) {
   // Half the flops left after 10 s from the start: 10 s to go.
   const double half = 1 - std::cbrt(0.5);
   const int panel = static_cast<int>(std::ceil(half * 1000));
-  const std::string line = ProgressReport::line(1000, 1, 2, 1, 0, panel, 1000, 10.0);
+  const std::string line = ProgressReport(false, 0, 1000, 1, 2, 1, 1000, 0, 0).line(panel, 10.0);
   EXPECT_EQ(
       line.rfind("skt-hpl: N=1000 NB=1 2x1: panel 207 of 1000, 50 % of the flops done, 10 s", 0),
       0u)
@@ -36,7 +36,7 @@ TEST(ProgressReport, AfterARestoreThePaceIsThisLaunchs) {
     ++panel;
   const double done = lu_share_done(n, nb, panel);
   const double elapsed = 5.0 * (done - 0.875) / 0.025;
-  const std::string line = ProgressReport::line(n, nb, 2, 1, 64, panel, 128, elapsed);
+  const std::string line = ProgressReport(false, 0, n, nb, 2, 1, 128, 64, 0).line(panel, elapsed);
   EXPECT_NE(line.find("since the restore at panel 64"), std::string::npos) << line;
   EXPECT_NE(line.find(fmt::format("about {:.0f} s to go", (1 - done) * 5.0 / 0.025)),
             std::string::npos)
@@ -44,7 +44,7 @@ TEST(ProgressReport, AfterARestoreThePaceIsThisLaunchs) {
 }
 
 TEST(ProgressReport, NoEstimateBeforeAnyProgress) {
-  const std::string line = ProgressReport::line(24576, 192, 2, 1, 10, 10, 128, 3.0);
+  const std::string line = ProgressReport(false, 0, 24576, 192, 2, 1, 128, 10, 0).line(10, 3.0);
   EXPECT_EQ(line.find("to go"), std::string::npos) << line;
 }
 
