@@ -270,6 +270,47 @@ class MemoryCgroup:
             os.rmdir(self.directory)
 
 
+class IpcNamespace:
+    """A SysV IPC namespace of its own that this process (and so every process it starts) runs in
+    while inside `with`, with the kernel's segment limits (`sysctls`: name under /proc/sys/kernel
+    to value) that an operator's node may have. The machine's segments and limits are untouched,
+    and the namespace's segments vanish with it. `why_not` says why none could be made (not root,
+    no unshare); then `with` changes nothing."""
+
+    CLONE_NEWIPC = 0x08000000
+
+    def __init__(self, sysctls):
+        import ctypes
+        self.sysctls = sysctls
+        self.home = None
+        self.why_not = None
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            self.home = os.open("/proc/self/ns/ipc", os.O_RDONLY)
+        except OSError as e:
+            self.why_not = f"cannot open this process's IPC namespace: {e}"
+
+    def set(self, name, value):
+        with open(f"/proc/sys/kernel/{name}", "w") as f:
+            f.write(str(value))
+
+    def __enter__(self):
+        if self.why_not is None and self.libc.unshare(self.CLONE_NEWIPC) != 0:
+            import ctypes
+            self.why_not = f"cannot make an IPC namespace: {os.strerror(ctypes.get_errno())}"
+        if self.why_not is None:
+            for name, value in self.sysctls.items():
+                self.set(name, value)
+        return self
+
+    def __exit__(self, *exc):
+        if self.home is not None:
+            back = self.why_not is not None or self.libc.setns(self.home, self.CLONE_NEWIPC) == 0
+            os.close(self.home)
+            if not back:
+                raise RuntimeError("cannot return to this process's IPC namespace")
+
+
 def report_failures(failures):
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)

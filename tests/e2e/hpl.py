@@ -358,6 +358,45 @@ def limited_by_cgroup(cluster, tmp, failures):
            f"N = {UNEVEN_N} in the same cgroup: runs and passes", small, failures)
 
 
+def limited_by_segment_limits(cluster, tmp, failures):
+    """A node whose kernel limits SysV shared memory (kernel.shmall, in pages) below what the job
+    asks: room for both workspaces and one rank's checkpoint segment, not the other's, so one rank
+    fails while another has made its segments. Every rank stops with exit 2 and the same message,
+    naming the limit and how to raise it; nothing of the test is left. With the limit raised, the
+    same job runs and passes. In an IPC namespace of its own: the machine's limits stay as they
+    are."""
+    n = 2000
+    workspace_pages = n * n * 8 // 2 // 4096  # per rank on 2x1
+    # The checkpoint segments in self mode take about three workspaces: both workspaces and one
+    # rank's checkpoint segment fit, both ranks' do not.
+    limit = int(6.5 * workspace_pages)
+    path = write_dats(tmp, {"limited": hpl_dat(n, NB, 2, 1)})["limited"]
+    namespace = harness.IpcNamespace({"shmall": limit})
+    job = cluster.new_job("hplshm")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self", "SKT_RESTART": "0"}
+    with namespace:
+        if namespace.why_not:
+            print(f"skip a job beyond the kernel's segment limits: {namespace.why_not}", flush=True)
+            return
+        try:
+            limited = cluster.launch(["n0", "n1"], [path], env)
+            left = re.findall(r"^\s*\d+\s+0x", cluster.shm_tool("list", "--job", f"{job}+t0"), re.M)
+            namespace.set("shmall", 1 << 40)
+            raised = cluster.launch(["n0", "n1"], [path], dict(env, SKT_RESTART="1"))
+        finally:
+            cluster.clean(job)
+    told = set(re.findall(rf"^skt-hpl rank (\d+): rank \d+ \(node n\d\): shmget of \d+ bytes failed: "
+                          rf"No space left on device; the kernel's segment limits are reached: "
+                          rf"kernel.shmmni = \d+ segments, kernel.shmall = {limit} pages; raise them "
+                          rf"with sysctl", limited.err, re.M))
+    report(limited.code == 2 and not limited.hung and told == {"0", "1"} and not left,
+           f"kernel.shmall = {limit} pages, room for one rank's checkpoint segment of two: exit 2, "
+           "every rank with the same message naming the limit, nothing of the test left", limited,
+           failures)
+    report(raised.code == 0 and "PASSED" in raised.out,
+           "the limit raised, the job relaunched runs and passes", raised, failures)
+
+
 def beyond_tolerance_from_storage(cluster, dat, reference, tmp, failures):
     """Both members of one XOR group lost with their nodes in the middle of panel 10, with a drain
     to storage at every checkpoint: memory cannot serve, storage can. The ranks are held at panel
@@ -492,6 +531,7 @@ def main(argv):
         edited_between_launches(cluster, tmp, failures)
         too_large_then_corrected(cluster, tmp, failures)
         limited_by_cgroup(cluster, tmp, failures)
+        limited_by_segment_limits(cluster, tmp, failures)
         progress_lines(cluster, tmp, failures)
         netlib_like(cluster, tmp, failures)
         for config in CONFIGS:
