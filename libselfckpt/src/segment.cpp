@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -63,7 +65,7 @@ std::string read_sysctl(const char* path) {
 // Maps every page now, in one call, rather than fault by fault on first touch; a node without the
 // memory says so here rather than failing later. Kernels before 5.14 lack it: then pages come on
 // demand as usual.
-void populate(void* base, std::size_t bytes) {
+void populate_pages(void* base, std::size_t bytes) {
   // Transparent huge pages, where the administrator allows them for shared memory
   // (transparent_hugepage/shmem_enabled = advise): 512 times fewer pages to map.
   madvise(base, bytes, MADV_HUGEPAGE);
@@ -142,7 +144,7 @@ void Segment::remap(std::byte* at) {
   }
   shmdt(base_);
   base_ = static_cast<std::byte*>(p);
-  populate(p, header_.segment_bytes);
+  populate_pages(p, header_.segment_bytes);
 }
 
 void Segment::remove() {
@@ -195,7 +197,7 @@ Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now
     encode_header(s.base_, header);
     try {
       if (populate_now) {
-        populate(p, bytes);
+        populate_pages(p, bytes);
         write_every_page(s.base_, bytes, progress);
       }
     } catch (...) {
@@ -238,17 +240,17 @@ std::optional<Segment> Segment::attach(int shmid, bool read_only, std::string* w
   if (s.header_.identity.uid != geteuid()) {
     return refuse(fmt::format("its header names uid {}", s.header_.identity.uid));
   }
-  if (!read_only && populate_now) populate(s.base_, ds.shm_segsz);
+  if (!read_only && populate_now) populate_pages(s.base_, ds.shm_segsz);
   return s;
 }
 
 namespace {
 
-// Waits until no process has segment `id` attached, for at most `seconds`; throws
-// SKT_ERR_BUSY naming the processes left.
-void wait_detached(int id, const SegmentIdentity& identity, double seconds) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, seconds));
+using Deadline = std::chrono::steady_clock::time_point;
+
+// Waits until no process has segment `id` attached, until `deadline` (`seconds` after the wait
+// began); throws SKT_ERR_BUSY naming the processes left.
+void wait_detached(int id, const SegmentIdentity& identity, Deadline deadline, double seconds) {
   for (;;) {
     shmid_ds ds{};
     if (shmctl(id, IPC_STAT, &ds) != 0 || ds.shm_nattch == 0) return;
@@ -264,6 +266,32 @@ void wait_detached(int id, const SegmentIdentity& identity, double seconds) {
                       ds.shm_nattch == 1 ? "" : "es", ds.shm_lpid, seconds, identity.job));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::size_t attached_processes(int id) {
+  shmid_ds ds{};
+  return shmctl(id, IPC_STAT, &ds) == 0 ? ds.shm_nattch : 0;
+}
+
+// Attaches segment `id` read-write once no other process has it, for at most `seconds`. Seeing it
+// free and attaching it are two steps, between which another launch's process may do the same
+// (two relaunches of a job started at once). So a process owns the segment only if, attached, it
+// finds itself alone: any process that attached before it is counted, and any that attaches after
+// finds it there. Processes that attached between each other's looks all let go and try again
+// after a pause of their own.
+std::optional<Segment> take(int id, const SegmentIdentity& identity, double seconds) {
+  const Deadline deadline = std::chrono::steady_clock::now() +
+                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                std::chrono::duration<double>(std::max(0.0, seconds)));
+  std::minstd_rand pause_of(static_cast<std::uint32_t>(getpid()));
+  std::uniform_int_distribution<int> pause_ms(1, 20);
+  for (;;) {
+    wait_detached(id, identity, deadline, seconds);
+    std::optional<Segment> taken = Segment::attach(id, false, nullptr, false);
+    if (!taken || attached_processes(id) == 1) return taken;
+    taken->detach();
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms(pause_of)));
   }
 }
 
@@ -299,9 +327,11 @@ FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seco
       continue;
     }
     look->detach();
-    wait_detached(id, identity, attach_wait_seconds);
-    result.segment = Segment::attach(id, false, nullptr, populate);
-    if (result.segment) return result;
+    result.segment = take(id, identity, attach_wait_seconds);
+    if (result.segment) {
+      if (populate) populate_pages(result.segment->base(), result.segment->header().segment_bytes);
+      return result;
+    }
   }
   return result;
 }

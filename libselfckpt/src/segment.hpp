@@ -75,7 +75,7 @@ struct FindResult {
 // identity; others are never attached read-write nor modified. A segment of ours that another
 // process still has attached (a rank of an earlier launch that has not ended) is waited for, up
 // to `attach_wait_seconds`, then refused with skt::Error(SKT_ERR_BUSY): one launch at a time owns
-// a job's segments.
+// a job's segments, even when two look at the same moment.
 FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seconds = 0,
                         bool populate = true);
 

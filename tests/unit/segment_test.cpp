@@ -4,13 +4,18 @@
 
 #include <gtest/gtest.h>
 #include <sys/ipc.h>
+#include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/sysinfo.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
+#include <vector>
 
 #include "selfckpt/selfckpt.hpp"
 
@@ -216,6 +221,65 @@ TEST(Segment, OutOfMemoryIsSaidAndLeavesNothing) {
   EXPECT_FALSE(find_segment(h.identity).segment.has_value());
   for (const auto& entry : list_own_segments())
     EXPECT_NE(entry.header.identity.job, h.identity.job);
+}
+
+// Two relaunches of a job started at once (an operator who runs the resume command twice) race for
+// each segment: processes released together, each taking the segment when it is free and holding
+// it a while. Never more than one may hold it at a time, however the kernel interleaves them.
+TEST(Segment, OneOwnerAmongProcessesThatTakeItAtOnce) {
+  constexpr int kProcesses = 6;
+  constexpr int kRounds = 20;
+  const auto id = identity_for("seg-race", 0);
+  Segment s = make(id, 4096);
+  KeyGuard guard{segment_key(id, 0)};
+  s.detach();
+  // [0]: holders now, [1]: the most at once, [2]: takings.
+  auto* shared = static_cast<std::atomic<int>*>(mmap(nullptr, 3 * sizeof(std::atomic<int>),
+                                                     PROT_READ | PROT_WRITE,
+                                                     MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(shared, MAP_FAILED);
+  for (int i = 0; i < 3; ++i)
+    new (&shared[i]) std::atomic<int>(0);
+  for (int round = 0; round < kRounds; ++round) {
+    int gun[2];
+    ASSERT_EQ(pipe(gun), 0);
+    std::vector<pid_t> children;
+    for (int c = 0; c < kProcesses; ++c) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        close(gun[1]);
+        char go = 0;
+        if (read(gun[0], &go, 1) != 0) _exit(3);
+        try {
+          FindResult found = find_segment(id, 30);
+          if (!found.segment) _exit(2);
+          const int now = shared[0].fetch_add(1) + 1;
+          int most = shared[1].load();
+          while (now > most && !shared[1].compare_exchange_weak(most, now)) {
+          }
+          shared[2].fetch_add(1);
+          usleep(2000);
+          shared[0].fetch_sub(1);
+          found.segment->detach();
+          _exit(0);
+        } catch (const Error&) {
+          _exit(1);
+        }
+      }
+      ASSERT_GT(pid, 0);
+      children.push_back(pid);
+    }
+    close(gun[0]);
+    close(gun[1]);  // the start: every child's read returns at once
+    for (const pid_t pid : children) {
+      int status = 0;
+      ASSERT_EQ(waitpid(pid, &status, 0), pid);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+    }
+  }
+  EXPECT_EQ(shared[1].load(), 1) << "processes held the segment at once";
+  EXPECT_EQ(shared[2].load(), kProcesses * kRounds);
+  munmap(shared, 3 * sizeof(std::atomic<int>));
 }
 
 }  // namespace
