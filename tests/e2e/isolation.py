@@ -3,7 +3,8 @@
 segments left over from an earlier run, and a relaunch that does not match its checkpoint (sizes,
 region names, group size, scheme, settings) are all refused without touching anything; a relaunch
 while processes of an earlier launch still hold the segments waits, then refuses, naming them; a
-launcher killed from outside takes its ranks with it (none writes on into the segments);
+launcher killed from outside takes its ranks with it (none writes on into the segments); two
+relaunches started at once never both own a segment;
 configuration errors stop every rank with exit code 2, and a first launch refused for its settings
 leaves no segment behind; a group size above the job's size makes one group, with a warning; a job cancelled (SIGTERM through its launcher) in the middle of a
 checkpoint relaunches from a consistent state."""
@@ -116,6 +117,45 @@ def one_launch_at_a_time(cluster, checks, reference):
         cluster.clean(job)
 
 
+def resumed_twice_at_once(cluster, checks, reference):
+    """An operator runs the resume command twice at once (two terminals, a job script submitted
+    twice): both launches look for the crashed job's segments together, and at most one may own
+    each. Each launch ends with the result of a run without faults (the later one after the first
+    finished and removed the segments, starting afresh), or is refused with code 2 naming the live
+    processes that hold them (each launch took some ranks' segments); never a run on segments that
+    another launch writes. If neither recovered, the next relaunch does."""
+    job = cluster.new_job("iso-twice")
+    nodes = [f"n{r}" for r in range(4)]
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    started = []
+    try:
+        first = crash_mid_run(cluster, nodes, env, 1)
+        checks.expect(first.code not in (0, 2, 3) and not first.hung, "the first launch crashed", first)
+        resume = dict(env, SKT_RESTART="1", SKT_ATTACH_WAIT="2s")
+        started = [cluster.start(nodes, APP_ARGS, resume)[0] for _ in range(2)]
+        runs = []
+        for process in started:
+            out, err = process.communicate(timeout=cluster.timeout)
+            runs.append(harness.Run(process.returncode, out, err))
+        cluster.wait_detached(job)
+        for i, run in enumerate(runs):
+            checks.expect((run.code == 0 and run.result == reference)
+                          or (run.code == 2 and "still attached by" in run.err),
+                          f"resume {i + 1} of two started at once: exit {run.code}, the result of a "
+                          "run without faults or a refusal naming the processes that hold the segments", run)
+        if not any(run.code == 0 and run.epoch == 2 for run in runs):
+            again = cluster.launch(nodes, APP_ARGS, resume)
+            checks.expect(again.code == 0 and again.result == reference and again.epoch == 2,
+                          "neither recovered: the next relaunch recovers epoch 2 and finishes with the "
+                          "same result", again)
+    finally:
+        for process in started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+        cluster.clean(job)
+
+
 def configuration_errors(cluster, checks):
     job = cluster.new_job("iso-d")
     try:
@@ -173,6 +213,7 @@ def main(argv):
     another_job_is_left_alone(cluster, checks, reference)
     refused_relaunches_change_nothing(cluster, checks, reference)
     one_launch_at_a_time(cluster, checks, reference)
+    resumed_twice_at_once(cluster, checks, reference)
     configuration_errors(cluster, checks)
     cancelled_during_a_checkpoint(cluster, checks, reference)
     return harness.report_failures(checks.failures)
