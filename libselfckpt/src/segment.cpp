@@ -284,7 +284,9 @@ std::optional<Segment> take(int id, const SegmentIdentity& identity, double seco
   const Deadline deadline = std::chrono::steady_clock::now() +
                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                 std::chrono::duration<double>(std::max(0.0, seconds)));
-  std::minstd_rand pause_of(static_cast<std::uint32_t>(getpid()));
+  // Seeded by the clock as well: processes in containers of their own may share a pid.
+  std::minstd_rand pause_of(static_cast<std::uint32_t>(
+      getpid() ^ std::chrono::steady_clock::now().time_since_epoch().count()));
   std::uniform_int_distribution<int> pause_ms(1, 20);
   for (;;) {
     wait_detached(id, identity, deadline, seconds);
