@@ -1,6 +1,7 @@
 #include "libselfckpt/src/segment.hpp"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
@@ -166,6 +167,26 @@ std::size_t Segment::resident_bytes() const {
   return std::min(header_.segment_bytes, count * page);
 }
 
+namespace {
+
+// Whether the segment at `key` is ours and carries `identity`. Its creator writes the header right
+// after making it: a segment still without one while its creator lives is looked at again.
+bool made_meanwhile(key_t key, const SegmentIdentity& identity) {
+  for (int look = 0; look < 100; ++look) {
+    const int id = shmget(key, 0, 0);
+    if (id < 0) return false;
+    std::string why;
+    auto seen = Segment::attach(id, true, &why);
+    if (seen) return same_identity(seen->header().identity, identity);
+    shmid_ds ds{};
+    if (shmctl(id, IPC_STAT, &ds) != 0 || kill(ds.shm_cpid, 0) != 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+}  // namespace
+
 Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now,
                         const Progress& progress) {
   const std::size_t bytes = segment_size(header.data_bytes, huge_pages);
@@ -176,8 +197,18 @@ Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now
     const key_t key = segment_key(header.identity, probe);
     const int id = shmget(key, bytes, flags);
     if (id < 0) {
-      if (errno == EEXIST) continue;  // a collision, or an old segment we must not touch
-      shm_failure(errno, bytes, huge_pages);
+      if (errno != EEXIST) shm_failure(errno, bytes, huge_pages);
+      // A collision, or an old segment we must not touch: the next key. Unless it is this very
+      // segment, made by another launch of the job since this one looked.
+      if (made_meanwhile(key, header.identity)) {
+        throw Error(SKT_ERR_BUSY,
+                    fmt::format("the {} segment of job '{}' rank {} was created by another launch "
+                                "of the job while this one started: run one launch of a job at a "
+                                "time",
+                                kind_name(header.identity.kind), header.identity.job,
+                                header.identity.rank));
+      }
+      continue;
     }
     void* p = shmat(id, nullptr, 0);
     if (p == reinterpret_cast<void*>(-1)) {

@@ -282,5 +282,58 @@ TEST(Segment, OneOwnerAmongProcessesThatTakeItAtOnce) {
   munmap(shared, 3 * sizeof(std::atomic<int>));
 }
 
+// Two first launches of a job started at once both find no segment and both create one. The
+// second must not take the next key and make a twin with the same identity (two launches would
+// run on, and a relaunch could mix their segments): one creates it, the others are refused.
+TEST(Segment, OneOfProcessesCreatingItAtOnceMakesIt) {
+  constexpr int kProcesses = 6;
+  constexpr int kRounds = 10;
+  const auto id = identity_for("seg-twin", 0);
+  const auto remove_all = [&] {
+    for (const auto& entry : list_own_segments())
+      if (same_identity(entry.header.identity, id)) shmctl(entry.shmid, IPC_RMID, nullptr);
+  };
+  for (int round = 0; round < kRounds; ++round) {
+    int gun[2];
+    ASSERT_EQ(pipe(gun), 0);
+    std::vector<pid_t> children;
+    for (int c = 0; c < kProcesses; ++c) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        close(gun[1]);
+        char go = 0;
+        if (read(gun[0], &go, 1) != 0) _exit(3);
+        try {
+          Segment s = make(id, 1 << 20);
+          s.detach();
+          _exit(0);
+        } catch (const Error& e) {
+          _exit(e.code() == SKT_ERR_BUSY &&
+                        std::string(e.what()).find("another launch") != std::string::npos
+                    ? 1
+                    : 2);
+        }
+      }
+      ASSERT_GT(pid, 0);
+      children.push_back(pid);
+    }
+    close(gun[0]);
+    close(gun[1]);
+    int made = 0;
+    for (const pid_t pid : children) {
+      int status = 0;
+      ASSERT_EQ(waitpid(pid, &status, 0), pid);
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) <= 1) << "status " << status;
+      made += WEXITSTATUS(status) == 0 ? 1 : 0;
+    }
+    int found = 0;
+    for (const auto& entry : list_own_segments())
+      found += same_identity(entry.header.identity, id) ? 1 : 0;
+    remove_all();
+    EXPECT_EQ(made, 1) << "round " << round;
+    EXPECT_EQ(found, 1) << "round " << round;
+  }
+}
+
 }  // namespace
 }  // namespace skt
