@@ -204,7 +204,7 @@ Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now
         throw Error(SKT_ERR_BUSY,
                     fmt::format("the {} segment of job '{}' rank {} was created by another launch "
                                 "of the job while this one started: run one launch of a job at a "
-                                "time",
+                                "time, and give programs that run side by side a SKT_JOB each",
                                 kind_name(header.identity.kind), header.identity.job,
                                 header.identity.rank));
       }
