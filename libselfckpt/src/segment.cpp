@@ -175,8 +175,7 @@ bool made_meanwhile(key_t key, const SegmentIdentity& identity) {
   for (int look = 0; look < 100; ++look) {
     const int id = shmget(key, 0, 0);
     if (id < 0) return false;
-    std::string why;
-    auto seen = Segment::attach(id, true, &why);
+    auto seen = Segment::attach(id, true);
     if (seen) return same_identity(seen->header().identity, identity);
     shmid_ds ds{};
     if (shmctl(id, IPC_STAT, &ds) != 0 || kill(ds.shm_cpid, 0) != 0) return false;

@@ -5,6 +5,7 @@ is lost by removing its segments (its memory) with skt-shm and relaunching its r
 node name, as a spare would take them.
 """
 
+import ctypes
 import dataclasses
 import os
 import re
@@ -280,7 +281,6 @@ class IpcNamespace:
     CLONE_NEWIPC = 0x08000000
 
     def __init__(self, sysctls):
-        import ctypes
         self.sysctls = sysctls
         self.home = None
         self.why_not = None
@@ -295,20 +295,29 @@ class IpcNamespace:
             f.write(str(value))
 
     def __enter__(self):
-        if self.why_not is None and self.libc.unshare(self.CLONE_NEWIPC) != 0:
-            import ctypes
+        if self.why_not is not None:
+            return self
+        if self.libc.unshare(self.CLONE_NEWIPC) != 0:
             self.why_not = f"cannot make an IPC namespace: {os.strerror(ctypes.get_errno())}"
-        if self.why_not is None:
+            return self
+        try:
             for name, value in self.sysctls.items():
                 self.set(name, value)
+        except OSError as e:
+            self.leave()
+            self.why_not = f"cannot set the namespace's limits: {e}"
         return self
 
     def __exit__(self, *exc):
+        if self.why_not is None:
+            self.leave()
         if self.home is not None:
-            back = self.why_not is not None or self.libc.setns(self.home, self.CLONE_NEWIPC) == 0
             os.close(self.home)
-            if not back:
-                raise RuntimeError("cannot return to this process's IPC namespace")
+            self.home = None
+
+    def leave(self):
+        if self.libc.setns(self.home, self.CLONE_NEWIPC) != 0:
+            raise RuntimeError("cannot return to this process's IPC namespace")
 
 
 def report_failures(failures):
