@@ -363,8 +363,8 @@ def limited_by_segment_limits(cluster, tmp, failures):
     asks: room for both workspaces and one rank's checkpoint segment, not the other's, so one rank
     fails while another has made its segments. Every rank stops with exit 2 and the same message,
     naming the limit and how to raise it; nothing of the test is left. With the limit raised, the
-    same job runs and passes. In an IPC namespace of its own: the machine's limits stay as they
-    are."""
+    job relaunched runs and passes. In an IPC namespace of its own: the machine's limits stay as
+    they are."""
     n = 2000
     workspace_pages = n * n * 8 // 2 // 4096  # per rank on 2x1
     # The checkpoint segments in self mode take about three workspaces: both workspaces and one
