@@ -288,7 +288,7 @@ def too_large_then_corrected(cluster, tmp, failures):
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self"}
     try:
         refused = cluster.launch(["n0", "n1"], [path["large"]], dict(env, SKT_RESTART="0"))
-        left = re.findall(r"^\s*\d+\s+0x", cluster.shm_tool("list", "--job", f"{job}+t0"), re.M)
+        left = cluster.segment_count(f"{job}+t0")
         corrected = cluster.launch(["n0", "n1"], [path["corrected"]], dict(env, SKT_RESTART="1"))
     finally:
         cluster.clean(job)
@@ -346,7 +346,7 @@ def limited_by_cgroup(cluster, tmp, failures):
             env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self", "SKT_RESTART": "0"}
             try:
                 runs[name] = cluster.launch(["n0", "n1"], [path[name]], env)
-                left[name] = re.findall(r"^\s*\d+\s+0x", cluster.shm_tool("list", "--job", f"{job}+t0"), re.M)
+                left[name] = cluster.segment_count(f"{job}+t0")
             finally:
                 cluster.clean(job)
     large, small = runs["large"], runs["small"]
@@ -380,7 +380,7 @@ def limited_by_segment_limits(cluster, tmp, failures):
             return
         try:
             limited = cluster.launch(["n0", "n1"], [path], env)
-            left = re.findall(r"^\s*\d+\s+0x", cluster.shm_tool("list", "--job", f"{job}+t0"), re.M)
+            left = cluster.segment_count(f"{job}+t0")
             namespace.set("shmall", 1 << 40)
             raised = cluster.launch(["n0", "n1"], [path], dict(env, SKT_RESTART="1"))
         finally:
