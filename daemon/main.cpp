@@ -588,6 +588,8 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   Passthrough stderr_copy(child.err.get(), stderr, &out.last_errors);
   bool out_open = true, err_open = true, killed = false;
   std::optional<int> code;
+  std::optional<int> ranks_code;  // the run's exit when skt-run ended a launcher that outlived it
+  double stopped_since = -1;      // since when the launcher is stopped, while it is
   double next_probe = o_.probe_interval;
   double reaped_at = 0;
   while (out_open || err_open || !code) {
@@ -624,6 +626,28 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       continue;
     }
     if (killed || g_signal != 0) continue;
+    if (const auto why = watch.launcher_overdue(now())) {
+      ranks_code = watch.exit_code();
+      log_(
+          "{}; ending it (what the ranks printed and it had not passed on is lost): the run's "
+          "exit is the ranks', {}",
+          *why, *ranks_code);
+      end_run(child);
+      killed = true;
+      continue;
+    }
+    // A stopped launcher holds up the ranks' output and their MPI_Finalize, and may stay stopped
+    // for good (a stray SIGSTOP, a job-control slip): continued, the run goes on where it was.
+    if (!is_stopped(child.pid)) {
+      stopped_since = -1;
+    } else if (stopped_since < 0) {
+      stopped_since = now();
+    } else if (now() - stopped_since > o_.silence) {
+      log_("the launcher (pid {}) has been stopped for {:.1f} s; continuing it (SIGCONT)",
+           child.pid, now() - stopped_since);
+      ::kill(child.pid, SIGCONT);
+      stopped_since = -1;
+    }
     if (const auto why = watch.hung(now())) {
       out.hung = *why;
       log_("the run is hung: {}; ending it", *why);
@@ -649,7 +673,7 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   out.restored = watch.restored();
   out.restored_at = watch.restored_at();
   out.restored_from_storage = watch.restored_from_storage();
-  out.code = *code;
+  out.code = ranks_code.value_or(*code);
   out.started = watch.anyone_started();
   out.cadence = watch.cadence();
   return out;
@@ -878,6 +902,10 @@ int run(int argc, char** argv) {
       "tell skt-run that they live and commit: a run with a rank silent for --silence seconds\n"
       "(stopped, or its node frozen), or without a checkpoint for three times its own interval\n"
       "(at least --progress-floor; or --hang-timeout), is ended and relaunched like a failed one.\n"
+      "Once every rank's contexts ended, the run must end within --hang-timeout (else\n"
+      "--progress-floor): a launcher that outlives every rank's exit that long is ended, and the\n"
+      "ranks' exit codes are the run's; ranks that did not exit make the run hung. A launcher\n"
+      "stopped (SIGSTOP) for --silence seconds is continued (SIGCONT).\n"
       "The nodes are probed every --probe-interval seconds while it runs.\n"
       "What skt-run knows of a job lives in its state directory (--state-dir; default\n"
       "${XDG_STATE_HOME:-~/.local/state}/skt-run/<job>): the same command resumes a job that was\n"
@@ -914,17 +942,19 @@ int run(int argc, char** argv) {
   app.add_option("--backoff", o.backoff,
                  "seconds before the first relaunch, doubled for each next one");
   app.add_option("--silence", o.silence,
-                 "seconds a rank may go without a word before its run counts as hung")
+                 "seconds a rank may go without a word before its run counts as hung (and its "
+                 "launcher may stay stopped before it is continued)")
       ->capture_default_str();
   app.add_option("--startup", o.startup,
                  "seconds every rank has to start before its run counts as hung")
       ->capture_default_str();
   app.add_option("--progress-floor", o.progress_floor,
                  "the least time without a checkpoint that counts as hung, once the job's cadence "
-                 "is known")
+                 "is known; and the time a run may go on once every rank's contexts ended")
       ->capture_default_str();
   app.add_option("--hang-timeout", o.hang_timeout,
-                 "a run with no checkpoint for this many seconds is hung, whatever its cadence");
+                 "a run with no checkpoint for this many seconds is hung, whatever its cadence; "
+                 "and the time a run may go on once every rank's contexts ended");
   app.add_option("--probe-interval", o.probe_interval,
                  "seconds between probes of the nodes while a run is up (default 5; 0: never)");
   app.add_option("--monitor-host", o.monitor_host,

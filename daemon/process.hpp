@@ -62,6 +62,9 @@ Supervised launch_supervised(const std::vector<std::string>& argv, const EnvChan
 // The exit code (128 + signal for a signal) if the process has ended, else nothing.
 std::optional<int> reap(pid_t pid);
 
+// Whether the process is stopped by a signal (SIGSTOP, SIGTSTP), as /proc tells.
+bool is_stopped(pid_t pid);
+
 // A UDP socket bound to a port of its own on every interface, for the ranks' reports.
 class Listener {
  public:

@@ -3,8 +3,12 @@
 // checkpoint for much longer than the job's own cadence (a deadlock). Pure: times are given.
 //
 // Each context of a rank speaks for itself (a program may hold several: skt-hpl's TAG+hpl and
-// TAG+t0) from its hello to its bye; a context that said bye is silent as it should be. A program
-// that has no context left is not watched.
+// TAG+t0) from its hello to its bye; a context that said bye is silent as it should be. Each rank's
+// process reports its exit. Once every rank's contexts ended, the run must end within the bound
+// after the end (--hang-timeout, else --progress-floor): when every rank exited and the launcher
+// outlives them that long, the launcher is overdue (the ranks' exit codes are the run's); when
+// some rank did not exit (stuck in MPI_Finalize behind a stopped or frozen launcher, say), the run
+// is hung.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +26,8 @@ struct Heard {
   int rank = 0;
   int launch = 0;
   long pid = 0;
-  std::string kind;  // hello, beat, recovered, commit, bye
-  std::uint64_t epoch = 0;
+  std::string kind;         // hello, beat, recovered, recovered-storage, commit, bye, exit
+  std::uint64_t epoch = 0;  // for exit, the exit code
 };
 std::optional<Heard> parse_heard(std::string_view line);
 
@@ -47,6 +51,11 @@ class Watchdog {
   void heard(const Heard& heard, double now);
   // Why the run is hung at `now`, in words; nothing while it is not.
   std::optional<std::string> hung(double now) const;
+  // Why the launcher is overdue at `now` (every rank exited, the bound after the end ago), in
+  // words; nothing while it is not.
+  std::optional<std::string> launcher_overdue(double now) const;
+  // Once every rank exited: the first nonzero exit code in rank order, else 0.
+  std::optional<int> exit_code() const;
 
   bool anyone_started() const noexcept { return !started_.empty(); }
   // The epoch the ranks restored, and when the first said so.
@@ -60,6 +69,8 @@ class Watchdog {
 
  private:
   bool ours(const Heard& h) const;
+  double bound_after_end() const;
+  bool every_rank_exited() const { return static_cast<int>(exits_.size()) == ranks_; }
 
   std::string job_;
   int launch_;
@@ -69,7 +80,10 @@ class Watchdog {
   int ranks_;
   // When each (context, rank) last spoke; a context that said bye is gone from it.
   std::map<std::pair<std::string, int>, double> voices_;
-  std::set<int> started_;  // ranks heard from
+  std::set<int> started_;     // ranks heard from
+  std::map<int, int> exits_;  // rank -> exit code, of the ranks that exited
+  double last_exit_ = -1;
+  double ended_at_ = -1;  // when the last context left, if none is left
   double last_progress_;
   double last_commit_ = -1;
   std::optional<std::uint64_t> restored_;

@@ -8,11 +8,52 @@
 
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt {
+
+namespace {
+
+// What a process says when it exits; made by its first Monitor and kept to the end.
+struct ExitReport {
+  sockaddr_in to;
+  std::string job;
+  int rank;
+  int launch;
+  pid_t pid;  // the process's: a child it forks inherits the report, and must not send it
+};
+
+void send_line(int fd, const sockaddr_in& to, const std::string& line) {
+  // Lost datagrams only delay what the supervisor learns; nothing here may stop the program.
+  sendto(fd, line.data(), line.size(), MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to),
+         sizeof to);
+}
+
+// Runs inside exit(): a socket of its own, since the Monitors may be gone by then.
+void report_exit(int status, void* argument) {
+  const auto* report = static_cast<const ExitReport*>(argument);
+  if (getpid() != report->pid) return;
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  send_line(fd, report->to,
+            fmt::format("skt1 {} {} {} {} exit {}\n", report->job, report->rank, report->launch,
+                        getpid(), status & 0xff));
+  close(fd);
+}
+
+void arrange_exit_report(const sockaddr_in& to, const std::string& job, int rank, int launch) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    // Never freed: exit() reads it after every destructor of the program has run.
+    on_exit(report_exit, new ExitReport{to, job, rank, launch, getpid()});
+  });
+}
+
+}  // namespace
 
 std::optional<MonitorAddress> parse_monitor_address(const std::string& text) {
   const auto colon = text.rfind(':');
@@ -26,7 +67,8 @@ std::optional<MonitorAddress> parse_monitor_address(const std::string& text) {
   return a;
 }
 
-Monitor::Monitor(const MonitorAddress& address, std::string job, int rank, int launch)
+Monitor::Monitor(const MonitorAddress& address, std::string job, int rank, int launch,
+                 int world_rank)
     : job_(std::move(job)), rank_(rank), launch_(launch) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -47,6 +89,7 @@ Monitor::Monitor(const MonitorAddress& address, std::string job, int rank, int l
     throw Error(SKT_ERR_CONFIG,
                 fmt::format("SKT_MONITOR: cannot open a socket: {}", std::strerror(errno)));
   }
+  arrange_exit_report(to_, job_, world_rank, launch_);
   send("hello");
   thread_ = std::thread([this] { beat(); });
 }
@@ -65,9 +108,7 @@ Monitor::~Monitor() {
 void Monitor::send(const char* kind) {
   const std::string line =
       fmt::format("skt1 {} {} {} {} {} {}\n", job_, rank_, launch_, getpid(), kind, epoch_.load());
-  // Lost datagrams only delay what the supervisor learns; nothing here may stop the program.
-  sendto(fd_, line.data(), line.size(), MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to_),
-         sizeof to_);
+  send_line(fd_, to_, line);
 }
 
 void Monitor::beat() {

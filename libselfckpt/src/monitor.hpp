@@ -6,7 +6,10 @@
 // listens.
 //
 // A datagram is one line: "skt1 <job> <rank> <launch> <pid> <kind> <epoch>", kind one of hello,
-// beat, recovered (from memory), recovered-storage (from a drained epoch), commit, bye.
+// beat, recovered (from memory), recovered-storage (from a drained epoch), commit, bye; and once
+// per process, when it exits (exit(), or main returning), "exit" with the exit code in place of
+// the epoch and the rank in MPI_COMM_WORLD: a supervisor then knows the program ended, and how,
+// even if its launcher never says so (stopped, or frozen).
 #pragma once
 
 #include <netinet/in.h>
@@ -33,8 +36,9 @@ class Monitor {
   static constexpr int kBeatMilliseconds = 1000;
 
   // Resolves the address (throws skt::Error(SKT_ERR_CONFIG) when it cannot), says hello and
-  // starts beating; the destructor says bye.
-  Monitor(const MonitorAddress& address, std::string job, int rank, int launch);
+  // starts beating; the destructor says bye. The first Monitor of a process also arranges the
+  // process's exit report, as rank `world_rank`.
+  Monitor(const MonitorAddress& address, std::string job, int rank, int launch, int world_rank);
   ~Monitor();
   Monitor(const Monitor&) = delete;
   Monitor& operator=(const Monitor&) = delete;

@@ -99,8 +99,10 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   log_ = std::make_unique<Logger>(config_.log_level, rank_, config_.node);
   effects_->agree([&] {
     if (!config_.monitor.empty()) {
+      int world_rank = 0;
+      SKT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
       monitor_ = std::make_unique<Monitor>(*parse_monitor_address(config_.monitor), config_.job,
-                                           rank_, config_.restart.value_or(0));
+                                           rank_, config_.restart.value_or(0), world_rank);
     }
   });
   fault_ = std::make_unique<FaultInjector>(config_.fault, rank_, config_.restart.value_or(0),

@@ -34,6 +34,7 @@ struct Options {
   int crash_at = -1;
   int crash_rank = -1;
   bool crash_launcher = false;  // at --crash-at, --crash-rank kills its launcher, not itself
+  bool stop_launcher = false;   // at --crash-at, --crash-rank stops its launcher and goes on
   bool verify_recovery = false;
   bool report_memory = false;
   bool doubles = false;
@@ -247,7 +248,13 @@ int run(const Options& o) {
 
   while (state.iteration < static_cast<std::uint64_t>(o.iterations)) {
     iterate(regions, state, rank, o, MPI_COMM_WORLD);
-    if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank) {
+    if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank &&
+        o.stop_launcher) {
+      fmt::print(stderr, "testapp: rank {} stops its launcher at iteration {}\n", rank,
+                 state.iteration);
+      std::fflush(stderr);
+      kill(getppid(), SIGSTOP);
+    } else if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank) {
       fmt::print(stderr, "testapp: rank {} {} at iteration {}\n", rank,
                  o.crash_launcher ? "kills its launcher" : "crashing", state.iteration);
       std::fflush(stderr);
@@ -326,6 +333,8 @@ int main(int argc, char** argv) {
   app.add_option("--crash-rank", o.crash_rank, "rank that crashes at --crash-at");
   app.add_flag("--crash-launcher", o.crash_launcher,
                "at --crash-at, --crash-rank kills its launcher (mpirun) instead of itself");
+  app.add_flag("--stop-launcher", o.stop_launcher,
+               "at --crash-at, --crash-rank stops its launcher (SIGSTOP) and goes on");
   app.add_option("--pause", o.pauses,
                  "L:K: on launch L (SKT_RESTART), every rank stops after "
                  "iteration K and waits to be killed (repeatable)");

@@ -16,6 +16,9 @@
   every SKT_* variable still reaches the ranks (a crash on launch 0 is relaunched and restored);
 - isolation: skt-inject marks nothing when it matched nothing; a node killed in one job is not
   dead for another job on the same nodes; --revive; a job's tag does not cover another's;
+- a stopped launcher (SIGSTOP on mpirun mid-run) is continued after --silence, and the run goes
+  on; a launcher that outlives every rank's exit (they report it) is ended after the bound, the
+  ranks' exit codes the run's;
 - ended while finishing: the run ends after every rank finished, in the middle of removing the
   segments (a rank dies on its way out): the relaunch sees a completed job, not lost ranks, and
   runs it again to the same result;
@@ -378,6 +381,48 @@ def ended_while_finishing(d, cluster, checks, reference):
     checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
 
 
+def stopped_launcher(d, cluster, checks, reference):
+    """A rank stops its launcher (SIGSTOP) mid-run. The ranks go on, beating, to MPI_Finalize,
+    which waits for the launcher; their last output waits in it. Every context said bye, so no
+    rank is silent: skt-run used to wait forever."""
+    job = cluster.new_job("wlstop")
+    args = APP_ARGS + ["--crash-at", "5", "--crash-rank", "1", "--stop-launcher"]
+    code, out = d.run(d.command(job, NODES, 0, args, extra=["--silence", "3"]))
+    checks.expect("rank 1 stops its launcher at iteration 5" in out, "rank 1 stopped its launcher", out)
+    checks.expect(code == 0 and result_of(out) == reference,
+                  "a stopped launcher: the job finishes with the right result, printed", out)
+    checks.expect(re.search(r"the launcher \(pid \d+\) has been stopped for 3\.\d s; continuing it", out)
+                  and "relaunched" not in out and "run 1 succeeded" in out,
+                  "skt-run continues the launcher after --silence; the run goes on, not relaunched", out)
+    checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
+
+
+def launcher_outliving_ranks(d, cluster, checks, reference):
+    """A launcher that does not end once every rank exited (here a wrapper that hangs after mpirun;
+    a frozen mpirun does the same): ended after the bound, and the ranks' exit codes, which the
+    library reports as each process exits, are the run's; the job is not run again."""
+    job = cluster.new_job("wlhang")
+    with tempfile.TemporaryDirectory() as tmp:
+        wrapper = os.path.join(tmp, "mpirun-then-hang")
+        with open(wrapper, "w") as f:
+            f.write(f'#!/bin/sh\n"{d.options.mpirun}" "$@"\n'
+                    'echo "mpirun-then-hang: mpirun exited $?; hanging" >&2\n'
+                    'exec sleep 100000\n')
+        os.chmod(wrapper, 0o755)
+        command = d.command(job, NODES, 0, APP_ARGS, extra=["--progress-floor", "2"])
+        command[command.index("--launcher") + 1] = wrapper
+        code, out = d.run(command)
+    checks.expect("mpirun-then-hang: mpirun exited 0; hanging" in out, "the wrapper hung after mpirun", out)
+    checks.expect(code == 0 and result_of(out) == reference and "run 1 succeeded" in out
+                  and "relaunched" not in out,
+                  "the job ends with exit 0 and the right result after one launch", out)
+    checks.expect(re.search(r"every rank exited 2\.\d s ago, but the launcher did not end within 2\.0 s "
+                            r"\(frozen\?\); ending it \(what the ranks printed and it had not passed on is lost\): "
+                            r"the run's exit is the ranks', 0", out),
+                  "skt-run ends the launcher after --progress-floor and takes the ranks' exit codes", out)
+    checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
+
+
 def main(argv):
     options = harness.arguments(argv, tools=("run", "inject"), timeout=180)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
@@ -386,7 +431,8 @@ def main(argv):
     with tempfile.TemporaryDirectory() as root:
         d = harness.SktRun(options, root)
         for case in (stopped_rank, deadlock, resume_after_signals, launch_failures, remote_environment,
-                     isolation, ended_while_finishing, leftovers, killed_while_creating):
+                     isolation, ended_while_finishing, leftovers, killed_while_creating, stopped_launcher,
+                     launcher_outliving_ranks):
             case(d, cluster, checks, reference)
     return harness.report_failures(checks.failures)
 

@@ -204,13 +204,79 @@ TEST(Watchdog, TheFloorAndTheFixedBound) {
   EXPECT_NE(fixed.hung(46)->find("--hang-timeout"), std::string::npos);
 }
 
-TEST(Watchdog, AProgramWithNoContextLeftIsNotWatched) {
+TEST(Watchdog, ReadsAnExitReport) {
+  const auto h = parse_heard("skt1 j 1 0 4243 exit 3\n");
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->kind, "exit");
+  EXPECT_EQ(h->epoch, 3u);
+}
+
+TEST(Watchdog, RanksThatEndedTheirContextsButDoNotExitAreHungAfterTheBound) {
+  // Their launcher stopped or frozen, the ranks wait in MPI_Finalize: silent, but not hung for
+  // --silence, since every context said bye.
+  WatchLimits limits;
+  limits.progress_floor = 30;
+  Watchdog w("j", 0, 2, limits, 0, 0);
+  w.heard(said("j", 0, "hello"), 0);
+  w.heard(said("j", 1, "hello"), 0);
+  w.heard(said("j", 0, "bye"), 5);
+  w.heard(said("j", 1, "bye"), 10);
+  w.heard(said("j", 0, "exit", 0), 11);
+  EXPECT_FALSE(w.hung(40).has_value());
+  const auto why = w.hung(40.5);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("contexts ended 30.5 s ago (bound 30.0 s), but 1 of the 2 ranks (rank 1 "
+                      "first) did not exit"),
+            std::string::npos)
+      << *why;
+  EXPECT_FALSE(w.launcher_overdue(1000).has_value());
+  EXPECT_FALSE(w.exit_code().has_value());
+}
+
+TEST(Watchdog, ANewContextAfterTheEndIsWatchedAgain) {
   WatchLimits limits;
   limits.progress_fixed = 10;
   Watchdog w("j", 0, 1, limits, 0, 0);
   w.heard(said("j", 0, "hello"), 0);
   w.heard(said("j", 0, "bye"), 1);
-  EXPECT_FALSE(w.hung(1000).has_value());
+  w.heard(said("j", 0, "hello"), 5);  // the program's next phase
+  w.heard(said("j", 0, "commit", 1), 12);
+  beat_until(w, 1, 13, 20);
+  EXPECT_FALSE(w.hung(20).has_value());
+  w.heard(said("j", 0, "bye"), 21);
+  EXPECT_FALSE(w.hung(31).has_value());
+  EXPECT_TRUE(w.hung(31.5).has_value());
+}
+
+TEST(Watchdog, ALauncherThatOutlivesEveryRanksExitIsOverdue) {
+  WatchLimits limits;
+  limits.progress_fixed = 20;
+  Watchdog w("j", 0, 3, limits, 0, 0);
+  for (int r = 0; r < 3; ++r)
+    w.heard(said("j", r, "hello"), 0);
+  w.heard(said("j", 2, "exit", 0), 4);  // exits without its bye: gone, not silent
+  w.heard(said("j", 0, "bye"), 5);
+  w.heard(said("j", 1, "bye"), 5);
+  w.heard(said("j", 1, "exit", 3), 6);
+  EXPECT_FALSE(w.launcher_overdue(6).has_value());
+  EXPECT_FALSE(w.exit_code().has_value());
+  w.heard(said("j", 0, "exit", 0), 7);
+  EXPECT_FALSE(w.hung(1000).has_value());  // every rank exited: not hung, whatever the time
+  EXPECT_FALSE(w.launcher_overdue(27).has_value());
+  const auto why = w.launcher_overdue(27.5);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("every rank exited 20.5 s ago, but the launcher did not end within 20.0 s"),
+            std::string::npos)
+      << *why;
+  EXPECT_EQ(w.exit_code(), 3);  // the first nonzero code, in rank order
+}
+
+TEST(Watchdog, ExitCodesOfZeroMakeARunThatSucceeded) {
+  Watchdog w("j", 0, 2, WatchLimits{}, 0, 0);
+  w.heard(said("j+hpl", 1, "hello"), 0);
+  w.heard(said("j+hpl", 1, "exit", 0), 1);
+  w.heard(said("j", 0, "exit", 0), 1);
+  EXPECT_EQ(w.exit_code(), 0);
 }
 
 TEST(Watchdog, TheRestoredEpochAndWhen) {
