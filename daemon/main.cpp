@@ -19,6 +19,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -321,9 +322,10 @@ std::vector<std::string> launch_command(const Options& o, const Plan& plan) {
 }
 
 void write_ranklist(const std::string& path, const std::vector<std::string>& ranklist) {
-  std::ofstream out(path);
+  std::string text;
   for (std::size_t r = 0; r < ranklist.size(); ++r)
-    out << r << ' ' << ranklist[r] << '\n';
+    text += fmt::format("{} {}\n", r, ranklist[r]);
+  write_whole(path, text);
 }
 
 // How many segments of the job this host holds (skt-shm list); nothing when that cannot be known.
@@ -513,6 +515,7 @@ class Supervisor {
   void end_run(Supervised& child) const;
   std::string monitor_address() const;
   void save(const std::string& status, const std::string& note);
+  void record(const std::function<void()>& write);
   // The words every exit ends with: what is left of the job, and how to resume it (if the same
   // command can) or remove it.
   std::string kept_hint(bool resumable = true) const;
@@ -523,6 +526,7 @@ class Supervisor {
   Log& log_;
   JobState state_;
   Listener listener_;
+  bool launching_ = false;  // from the first launch on
 };
 
 std::string Supervisor::monitor_address() const {
@@ -544,7 +548,22 @@ void Supervisor::save(const std::string& status, const std::string& note) {
   state_.note = note;
   state_.ranklist = plan_.ranklist;
   state_.spares = plan_.spares;
-  dir_.save(state_);
+  record([&] { dir_.save(state_); });
+}
+
+// Before the first launch a record that cannot be written (a full disk) refuses the job: nothing
+// ran. From then on the run matters more than its record, which a resume can do without (it finds
+// the job's segments): a warning, and the run goes on.
+void Supervisor::record(const std::function<void()>& write) {
+  try {
+    write();
+  } catch (const WriteError& e) {
+    if (!launching_) throw;
+    log_(
+        "warning: {}; going on without it (if skt-run dies, the same command resumes from the "
+        "job's segments alone)",
+        e.what());
+  }
 }
 
 std::string Supervisor::kept_hint(bool resumable) const {
@@ -752,14 +771,15 @@ int Supervisor::run() {
 
   std::optional<Clock::time_point> failed_at;
   for (int attempt = 0;; ++attempt) {
-    write_ranklist(dir_.file("ranklist"), plan_.ranklist);
-    if (!o_.ranklist_out.empty()) write_ranklist(o_.ranklist_out, plan_.ranklist);
+    record([&] { write_ranklist(dir_.file("ranklist"), plan_.ranklist); });
+    if (!o_.ranklist_out.empty()) record([&] { write_ranklist(o_.ranklist_out, plan_.ranklist); });
     const auto argv_run = launch_command(o_, plan_);
     // A first launch is one with nothing behind it: the library then refuses old segments.
     const int restart = fresh ? 0 : std::max(state_.launches, 1);
     fresh = false;
     ++state_.launches;
     save("running", fmt::format("launch {} under skt-run pid {}", state_.launches, ::getpid()));
+    launching_ = true;
     const auto launched = Clock::now();
     Supervised child;
     try {
@@ -1048,7 +1068,15 @@ int run(int argc, char** argv) {
   for (const int sig : {SIGINT, SIGTERM, SIGHUP})
     sigaction(sig, &action, nullptr);
   Supervisor supervisor(o, plan, *dir, log);
-  return supervisor.run();
+  try {
+    return supervisor.run();
+  } catch (const WriteError& e) {
+    fmt::print(stderr,
+               "skt-run: job {}: {}; nothing was launched: free space there, or give another "
+               "--state-dir\n",
+               o.job, e.what());
+    return kExitUsage;
+  }
 }
 
 }  // namespace

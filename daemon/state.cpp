@@ -148,14 +148,32 @@ std::optional<JobState> StateDir::load() const {
   return parse_state(text.str());
 }
 
-void StateDir::save(const JobState& state) const {
-  const std::string temporary = file("state.new");
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << format_state(state);
-    if (!out.flush()) throw std::runtime_error("cannot write " + temporary);
+void write_whole(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".new";
+  const auto fail = [&](const std::string& what) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    throw WriteError(fmt::format("cannot write {}: {}", what, std::strerror(error)));
+  };
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(temporary);
+  for (std::size_t done = 0; done < text.size();) {
+    const auto n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      errno = error;
+      fail(temporary);
+    }
+    done += static_cast<std::size_t>(n);
   }
-  std::filesystem::rename(temporary, file("state"));
+  if (::close(fd) != 0) fail(temporary);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) fail(path);
+}
+
+void StateDir::save(const JobState& state) const {
+  write_whole(file("state"), format_state(state));
 }
 
 }  // namespace skt::run

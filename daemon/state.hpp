@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,17 @@ std::string default_job_tag(const std::string& directory, const std::vector<std:
 // ${XDG_STATE_HOME:-$HOME/.local/state}/skt-run/<job>.
 std::string default_state_dir(const std::string& job);
 
+// A file skt-run could not write (a full disk, a read-only directory); its message names the file
+// and the system's reason.
+class WriteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Writes `text` to `path` whole: into path.new, then renamed into place, so that a reader never
+// sees half of it. Throws WriteError, and leaves no path.new behind.
+void write_whole(const std::string& path, const std::string& text);
+
 // A job's state directory, locked while this object lives.
 class StateDir {
  public:
@@ -54,7 +66,7 @@ class StateDir {
   const std::string& path() const noexcept { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
   std::optional<JobState> load() const;
-  // Written whole, then renamed into place: a reader never sees half of it.
+  // Written whole (write_whole); throws WriteError.
   void save(const JobState& state) const;
 
  private:

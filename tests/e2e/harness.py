@@ -7,11 +7,13 @@ node name, as a spare would take them.
 
 import ctypes
 import dataclasses
+import errno
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -318,6 +320,43 @@ class IpcNamespace:
     def leave(self):
         if self.libc.setns(self.home, self.CLONE_NEWIPC) != 0:
             raise RuntimeError("cannot return to this process's IPC namespace")
+
+
+class SmallDisk:
+    """A file system of `size` bytes (tmpfs) mounted on a new directory while inside `with`, that
+    fill() fills to the last byte, as an operator's home or scratch directory fills up. `why_not`
+    says why none could be mounted (not root); then `path` is None."""
+
+    def __init__(self, size):
+        self.size = size
+        self.path = None
+        self.why_not = None
+
+    def __enter__(self):
+        path = tempfile.mkdtemp(prefix="skt-small-disk-")
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size}", "tmpfs", path],
+                                 capture_output=True, text=True)
+        if mounted.returncode != 0:
+            os.rmdir(path)
+            self.why_not = f"cannot mount a tmpfs: {mounted.stderr.strip()}"
+        else:
+            self.path = path
+        return self
+
+    def fill(self):
+        try:
+            with open(os.path.join(self.path, "filler"), "ab") as f:
+                while True:
+                    f.write(b"\0" * 4096)
+                    f.flush()
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+
+    def __exit__(self, *exc):
+        if self.path is not None:
+            subprocess.run(["umount", self.path], check=True)
+            os.rmdir(self.path)
 
 
 def report_failures(failures):

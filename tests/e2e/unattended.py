@@ -19,6 +19,8 @@
 - a stopped launcher (SIGSTOP on mpirun mid-run) is continued after --silence, and the run goes
   on; a launcher that outlives every rank's exit (they report it) is ended after the bound, the
   ranks' exit codes the run's;
+- skt-run's state on a full disk: refused before the job (exit 2, nothing launched); while the job
+  runs, a warning, and a crash after it is still relaunched and restored;
 - ended while finishing: the run ends after every rank finished, in the middle of removing the
   segments (a rank dies on its way out): the relaunch sees a completed job, not lost ranks, and
   runs it again to the same result;
@@ -423,6 +425,46 @@ def launcher_outliving_ranks(d, cluster, checks, reference):
     checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
 
 
+def state_disk_full(d, cluster, checks, reference):
+    """The disk that holds skt-run's state fills up: before the job, skt-run refuses it (exit 2, the
+    file and the reason named, nothing launched); while it runs, skt-run warns and goes on, and a
+    crash after that is relaunched and restored. skt-run used to end with exit 1, its run with it."""
+    with harness.SmallDisk(64 * 1024) as disk:
+        if disk.why_not:
+            print(f"skip skt-run's state on a full disk: {disk.why_not}", flush=True)
+            return
+        job = cluster.new_job("wfull")
+        state = os.path.join(disk.path, job)
+        command = d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:7"])
+        command[command.index("--state-dir") + 1] = state
+        os.makedirs(state)
+        disk.fill()
+        code, out = d.run(command)
+        checks.expect(code == 2 and re.search(r"cannot write \S+/ranklist\.new: No space left on device; "
+                                              r"nothing was launched: free space there", out),
+                      "a full disk before the job: exit 2, the file and the reason named", out)
+        checks.expect(not harness.processes_of(job) and cluster.segment_count(job) == 0
+                      and sorted(os.listdir(state)) == ["lock"],
+                      "nothing launched, no segment, no half-written file left", os.listdir(state))
+        os.unlink(os.path.join(disk.path, "filler"))
+
+        def fill_then_crash(_):
+            disk.fill()
+            pids = harness.processes_of(job, rank=2)
+            if pids:
+                os.kill(pids[0], signal.SIGKILL)
+
+        code, out = d.run(command, on_pause=fill_then_crash)
+        checks.expect(code == 0 and result_of(out) == reference and "reports restored epoch 2" in out,
+                      "the disk full while the job runs, then a crash: relaunched, epoch 2 restored, "
+                      "the right result, exit 0", out)
+        checks.expect(re.search(r"warning: cannot write \S+/state\.new: No space left on device; going on "
+                                r"without it", out),
+                      "skt-run warns that it cannot record the job's state, and goes on", out)
+        checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
+        cluster.clean(job)
+
+
 def main(argv):
     options = harness.arguments(argv, tools=("run", "inject"), timeout=180)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
@@ -432,7 +474,7 @@ def main(argv):
         d = harness.SktRun(options, root)
         for case in (stopped_rank, deadlock, resume_after_signals, launch_failures, remote_environment,
                      isolation, ended_while_finishing, leftovers, killed_while_creating, stopped_launcher,
-                     launcher_outliving_ranks):
+                     launcher_outliving_ranks, state_disk_full):
             case(d, cluster, checks, reference)
     return harness.report_failures(checks.failures)
 

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "daemon/state.hpp"
 #include "daemon/watch.hpp"
@@ -68,6 +70,27 @@ TEST(StateDir, SavesLoadsAndLetsOneSktRunDriveTheJob) {
   }
   StateDir again(dir);  // the lock went with its holder
   EXPECT_EQ(again.load()->launches, 1);
+}
+
+TEST(WriteWhole, ReplacesTheFileOrSaysWhyNotAndLeavesNothingHalfWritten) {
+  TempDir temp;
+  const std::string path = temp.path() + "/ranklist";
+  write_whole(path, "0 n1\n");
+  write_whole(path, "0 n2\n1 n3\n");
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "0 n2\n1 n3\n");
+  try {
+    write_whole(temp.path() + "/gone/state", "x");
+    ADD_FAILURE() << "wrote into a directory that does not exist";
+  } catch (const WriteError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot write " + temp.path() + "/gone/state.new: No such file or directory");
+  }
+  // A rename that fails (onto a directory) takes its temporary file with it.
+  std::filesystem::create_directory(temp.path() + "/state");
+  EXPECT_THROW(write_whole(temp.path() + "/state", "x"), WriteError);
+  EXPECT_FALSE(std::filesystem::exists(temp.path() + "/state.new"));
 }
 
 TEST(DefaultJobTag, TheSameCommandInTheSamePlaceIsTheSameJob) {
