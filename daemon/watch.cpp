@@ -90,8 +90,11 @@ std::optional<std::string> Watchdog::hung(double now) const {
     int first = 0;
     while (started_.count(first) != 0)
       ++first;
-    return fmt::format("{} of the {} ranks (rank {} first) did not start within {:.0f} s",
-                       ranks_ - static_cast<int>(started_.size()), ranks_, first, limits_.startup);
+    return fmt::format(
+        "{} of the {} ranks (rank {} first) did not start within {:.0f} s (a rank starts when it "
+        "makes its selfckpt context: a program that takes longer to get there needs a larger "
+        "--startup)",
+        ranks_ - static_cast<int>(started_.size()), ranks_, first, limits_.startup);
   }
   const auto bound = progress_bound();
   if (bound && !voices_.empty() && now - last_progress_ > *bound) {
