@@ -922,10 +922,9 @@ int run(int argc, char** argv) {
       "tell skt-run that they live and commit: a run with a rank silent for --silence seconds\n"
       "(stopped, or its node frozen), or without a checkpoint for three times its own interval\n"
       "(at least --progress-floor; or --hang-timeout), is ended and relaunched like a failed one.\n"
-      "Once every rank's contexts ended, the run must end within --hang-timeout (else\n"
-      "--progress-floor): a launcher that outlives every rank's exit that long is ended, and the\n"
-      "ranks' exit codes are the run's; ranks that did not exit make the run hung. A launcher\n"
-      "stopped (SIGSTOP) for --silence seconds is continued (SIGCONT).\n"
+      "A launcher that outlives every rank's exit by --hang-timeout (else --progress-floor) is\n"
+      "ended, and the ranks' exit codes are the run's; one stopped (SIGSTOP) for --silence\n"
+      "seconds is continued (SIGCONT).\n"
       "The nodes are probed every --probe-interval seconds while it runs.\n"
       "What skt-run knows of a job lives in its state directory (--state-dir; default\n"
       "${XDG_STATE_HOME:-~/.local/state}/skt-run/<job>): the same command resumes a job that was\n"
@@ -970,11 +969,11 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--progress-floor", o.progress_floor,
                  "the least time without a checkpoint that counts as hung, once the job's cadence "
-                 "is known; and the time a run may go on once every rank's contexts ended")
+                 "is known; and the time a launcher may outlive every rank's exit")
       ->capture_default_str();
   app.add_option("--hang-timeout", o.hang_timeout,
                  "a run with no checkpoint for this many seconds is hung, whatever its cadence; "
-                 "and the time a run may go on once every rank's contexts ended");
+                 "and the time a launcher may outlive every rank's exit");
   app.add_option("--probe-interval", o.probe_interval,
                  "seconds between probes of the nodes while a run is up (default 5; 0: never)");
   app.add_option("--monitor-host", o.monitor_host,

@@ -62,14 +62,9 @@ void Watchdog::heard(const Heard& h, double now) {
   } else if (h.kind == "hello" || h.kind == "bye") {
     last_progress_ = std::max(last_progress_, now);
   }
-  if (!voices_.empty()) {
-    ended_at_ = -1;
-  } else if (ended_at_ < 0) {
-    ended_at_ = now;
-  }
 }
 
-double Watchdog::bound_after_end() const {
+double Watchdog::launcher_bound() const {
   return limits_.progress_fixed.value_or(limits_.progress_floor);
 }
 
@@ -107,26 +102,14 @@ std::optional<std::string> Watchdog::hung(double now) const {
             : fmt::format("{:.0f} x the {:.1f} s seen between checkpoints, at least {:.0f} s",
                           limits_.progress_factor, cadence_, limits_.progress_floor));
   }
-  const bool ended = ended_at_ >= 0 && static_cast<int>(started_.size()) == ranks_;
-  if (ended && !every_rank_exited() && now - ended_at_ > bound_after_end()) {
-    int first = 0;
-    while (exits_.count(first) != 0)
-      ++first;
-    return fmt::format(
-        "every rank's contexts ended {:.1f} s ago (bound {:.1f} s), but {} of the {} ranks (rank "
-        "{} first) did not exit: stuck after the program's last checkpoint (in MPI_Finalize behind "
-        "a stopped or frozen launcher?)",
-        now - ended_at_, bound_after_end(), ranks_ - static_cast<int>(exits_.size()), ranks_,
-        first);
-  }
   return std::nullopt;
 }
 
 std::optional<std::string> Watchdog::launcher_overdue(double now) const {
-  if (!every_rank_exited() || now - last_exit_ <= bound_after_end()) return std::nullopt;
+  if (!every_rank_exited() || now - last_exit_ <= launcher_bound()) return std::nullopt;
   return fmt::format(
       "every rank exited {:.1f} s ago, but the launcher did not end within {:.1f} s (frozen?)",
-      now - last_exit_, bound_after_end());
+      now - last_exit_, launcher_bound());
 }
 
 std::optional<int> Watchdog::exit_code() const {

@@ -3,12 +3,11 @@
 // checkpoint for much longer than the job's own cadence (a deadlock). Pure: times are given.
 //
 // Each context of a rank speaks for itself (a program may hold several: skt-hpl's TAG+hpl and
-// TAG+t0) from its hello to its bye; a context that said bye is silent as it should be. Each rank's
-// process reports its exit. Once every rank's contexts ended, the run must end within the bound
-// after the end (--hang-timeout, else --progress-floor): when every rank exited and the launcher
-// outlives them that long, the launcher is overdue (the ranks' exit codes are the run's); when
-// some rank did not exit (stuck in MPI_Finalize behind a stopped or frozen launcher, say), the run
-// is hung.
+// TAG+t0) from its hello to its bye; a context that said bye is silent as it should be. A program
+// that has no context left is not watched: it may have hours of work after its last checkpoint.
+// Each rank's process reports its exit; when every rank exited and the launcher outlives them by
+// --hang-timeout (else --progress-floor), the launcher is overdue, and the ranks' exit codes are
+// the run's.
 #pragma once
 
 #include <cstdint>
@@ -51,8 +50,8 @@ class Watchdog {
   void heard(const Heard& heard, double now);
   // Why the run is hung at `now`, in words; nothing while it is not.
   std::optional<std::string> hung(double now) const;
-  // Why the launcher is overdue at `now` (every rank exited, the bound after the end ago), in
-  // words; nothing while it is not.
+  // Why the launcher is overdue at `now` (every rank exited, the bound ago), in words; nothing
+  // while it is not.
   std::optional<std::string> launcher_overdue(double now) const;
   // Once every rank exited: the first nonzero exit code in rank order, else 0.
   std::optional<int> exit_code() const;
@@ -69,7 +68,7 @@ class Watchdog {
 
  private:
   bool ours(const Heard& h) const;
-  double bound_after_end() const;
+  double launcher_bound() const;
   bool every_rank_exited() const { return static_cast<int>(exits_.size()) == ranks_; }
 
   std::string job_;
@@ -83,7 +82,6 @@ class Watchdog {
   std::set<int> started_;     // ranks heard from
   std::map<int, int> exits_;  // rank -> exit code, of the ranks that exited
   double last_exit_ = -1;
-  double ended_at_ = -1;  // when the last context left, if none is left
   double last_progress_;
   double last_commit_ = -1;
   std::optional<std::uint64_t> restored_;
