@@ -393,7 +393,7 @@ def stopped_launcher(d, cluster, checks, reference):
     checks.expect("rank 1 stops its launcher at iteration 5" in out, "rank 1 stopped its launcher", out)
     checks.expect(code == 0 and result_of(out) == reference,
                   "a stopped launcher: the job finishes with the right result, printed", out)
-    checks.expect(re.search(r"the launcher \(pid \d+\) has been stopped for 3\.\d s; continuing it", out)
+    checks.expect(re.search(r"the launcher \(pid \d+\) has been stopped for \d+\.\d s; continuing it", out)
                   and "relaunched" not in out and "run 1 succeeded" in out,
                   "skt-run continues the launcher after --silence; the run goes on, not relaunched", out)
     checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
@@ -418,7 +418,7 @@ def launcher_outliving_ranks(d, cluster, checks, reference):
     checks.expect(code == 0 and result_of(out) == reference and "run 1 succeeded" in out
                   and "relaunched" not in out,
                   "the job ends with exit 0 and the right result after one launch", out)
-    checks.expect(re.search(r"every rank exited 2\.\d s ago, but the launcher did not end within 2\.0 s "
+    checks.expect(re.search(r"every rank exited \d+\.\d s ago, but the launcher did not end within 2\.0 s "
                             r"\(frozen\?\); ending it \(what the ranks printed and it had not passed on is lost\): "
                             r"the run's exit is the ranks', 0", out),
                   "skt-run ends the launcher after --progress-floor and takes the ranks' exit codes", out)
