@@ -33,15 +33,20 @@ void send_line(int fd, const sockaddr_in& to, const std::string& line) {
          sizeof to);
 }
 
-// Runs inside exit(): a socket of its own, since the Monitors may be gone by then.
-void report_exit(int status, void* argument) {
+// Runs inside exit(): a socket of its own, since the Monitors may be gone by then. Nothing may
+// leave it (a C callback), least of all an exception that would abort the program's exit.
+void report_exit(int status, void* argument) noexcept {
   const auto* report = static_cast<const ExitReport*>(argument);
   if (getpid() != report->pid) return;
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return;
-  send_line(fd, report->to,
-            fmt::format("skt1 {} {} {} {} exit {}\n", report->job, report->rank, report->launch,
-                        getpid(), status & 0xff));
+  try {
+    send_line(fd, report->to,
+              fmt::format("skt1 {} {} {} {} exit {}\n", report->job, report->rank, report->launch,
+                          getpid(), status & 0xff));
+  } catch (...) {
+    // No memory for the line: the supervisor learns of the exit from the launcher instead.
+  }
   close(fd);
 }
 
