@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <optional>
 
 #include "selfckpt/selfckpt.hpp"
 
@@ -15,22 +18,72 @@ namespace skt {
 namespace {
 
 constexpr std::size_t kGiB = std::size_t{1} << 30;
-// The reservation starts on a boundary that suits any page size the segment may use.
-constexpr std::size_t kReserveAlignment = kGiB;
+constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 std::size_t round_up(std::size_t value, std::size_t unit) {
   return (value + unit - 1) / unit * unit;
 }
 
+// The soft limit on this process's addresses (ulimit -v), if there is one.
+std::optional<std::size_t> address_space_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  return static_cast<std::size_t>(limit.rlim_cur);
+}
+
+// The addresses this process spans now.
+std::size_t mapped_addresses() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0;
+  statm >> pages;
+  return pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// The default huge page size (2 MiB when the kernel does not say).
+std::size_t huge_page_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    std::size_t kib = 0;
+    if (key == "Hugepagesize:" && meminfo >> kib) return kib * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  return 2 * kMiB;
+}
+
+struct Reservation {
+  std::size_t bytes;      // for the segment
+  std::size_t alignment;  // of its start: a boundary that suits the segment's page size
+};
+
 // Twice the node's memory and 64 GiB more: more than a rank's workspace can ever be, and only
-// addresses (the range is neither backed nor accounted until used).
-std::size_t reservation_bytes() {
+// addresses (the range is neither backed nor accounted until used), starting on 1 GiB. Under
+// ulimit -v those addresses count: then a quarter of what is left under the limit, since the
+// committed copy and the two checksums of a workspace are mapped beside it (four times its size in
+// groups of two), starting on a huge page.
+Reservation plan_reservation() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGESIZE);
   const std::size_t ram = pages > 0 && page > 0
                               ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
                               : 64 * kGiB;
-  return round_up(2 * ram + 64 * kGiB, kGiB);
+  const Reservation unlimited{round_up(2 * ram + 64 * kGiB, kGiB), kGiB};
+  const auto limit = address_space_limit();
+  if (!limit) return unlimited;
+  const std::size_t used = mapped_addresses();
+  const std::size_t alignment = std::max(huge_page_bytes(), 2 * kMiB);
+  const std::size_t quarter = *limit > used ? (*limit - used) / 4 : 0;
+  const std::size_t bytes = quarter > alignment ? (quarter - alignment) / kMiB * kMiB : 0;
+  return {std::min(unlimited.bytes, bytes), alignment};
+}
+
+// Why the reservation may be too small, when the process's addresses are limited.
+std::string limit_hint() {
+  const auto limit = address_space_limit();
+  if (!limit) return "";
+  return fmt::format(
+      "; this process's addresses are limited to {} bytes (ulimit -v), and a workspace gets a "
+      "quarter of what is left under the limit: raise it, or lift it (ulimit -v unlimited)",
+      *limit);
 }
 
 // Regions of a page or more start on a page, smaller ones on a cache line.
@@ -131,30 +184,32 @@ std::string workspace_differences(const std::vector<RegionEntry>& recorded,
 }  // namespace
 
 Arena::Arena(Options options) : options_(std::move(options)) {
-  reserved_ = reservation_bytes();
-  void* p = mmap(nullptr, reserved_ + kReserveAlignment, PROT_NONE,
+  const Reservation plan = plan_reservation();
+  reserved_ = plan.bytes;
+  alignment_ = plan.alignment;
+  void* p = mmap(nullptr, reserved_ + alignment_, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     throw Error(SKT_ERR_NOMEM, fmt::format("cannot reserve {} bytes of addresses for the "
-                                           "workspace: {}",
-                                           reserved_, std::strerror(errno)));
+                                           "workspace: {}{}",
+                                           reserved_, std::strerror(errno), limit_hint()));
   }
   reservation_ = static_cast<std::byte*>(p);
   base_ = reinterpret_cast<std::byte*>(
-      round_up(reinterpret_cast<std::uintptr_t>(reservation_), kReserveAlignment));
+      round_up(reinterpret_cast<std::uintptr_t>(reservation_), alignment_));
   if (!options_.find_existing) return;
   try {
     FindResult result = find_segment(options_.identity, options_.attach_wait_seconds, false);
     if (result.segment) attach_found(std::move(*result.segment));
   } catch (...) {
-    munmap(reservation_, reserved_ + kReserveAlignment);
+    munmap(reservation_, reserved_ + alignment_);
     throw;
   }
 }
 
 Arena::~Arena() {
   segment_.detach();
-  munmap(reservation_, reserved_ + kReserveAlignment);
+  munmap(reservation_, reserved_ + alignment_);
 }
 
 void Arena::attach_found(Segment found) {
@@ -182,9 +237,10 @@ void Arena::attach_found(Segment found) {
     return;
   }
   if (header.segment_bytes > reserved_) {
-    throw Error(SKT_ERR_SHM, fmt::format("the workspace segment of job '{}' ({} bytes) is larger "
-                                         "than the addresses reserved for it ({} bytes)",
-                                         options_.identity.job, header.segment_bytes, reserved_));
+    throw Error(SKT_ERR_SHM,
+                fmt::format("the workspace segment of job '{}' ({} bytes) is larger "
+                            "than the addresses reserved for it ({} bytes){}",
+                            options_.identity.job, header.segment_bytes, reserved_, limit_hint()));
   }
   found.remap(base_);
   segment_ = std::move(found);
@@ -200,8 +256,8 @@ void Arena::attach_found(Segment found) {
 void Arena::map_fresh(std::size_t end) {
   if (kHeaderBytes + round_up(end, kHeaderBytes) > reserved_) {
     throw Error(SKT_ERR_NOMEM, fmt::format("the workspace would need {} bytes, more than the {} "
-                                           "bytes of addresses reserved for it",
-                                           end, reserved_));
+                                           "bytes of addresses reserved for it{}",
+                                           end, reserved_, limit_hint()));
   }
   const std::size_t want = round_up(end, kHeaderBytes);
   if (want <= mapped_) return;

@@ -71,14 +71,19 @@ class Arena {
   // Marks the segment for removal (it goes when the last process detaches).
   void remove();
 
+  // The addresses the workspace may span: twice the node's memory and 64 GiB more, or, under a
+  // limit on the process's address space (ulimit -v), a quarter of what is left under it.
+  std::size_t reserved_bytes() const noexcept { return reserved_; }
+
  private:
   void attach_found(Segment found);
   void map_fresh(std::size_t end);
 
   Options options_;
   std::byte* reservation_ = nullptr;  // the whole reserved range
-  std::size_t reserved_ = 0;
-  std::byte* base_ = nullptr;  // where the segment's first byte goes
+  std::size_t reserved_ = 0;          // of it, the addresses the segment may use
+  std::size_t alignment_ = 0;         // of base_; the rest of the range
+  std::byte* base_ = nullptr;         // where the segment's first byte goes
   Segment segment_;
   bool found_ = false;
   bool sealed_ = false;

@@ -4,9 +4,12 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 
 #include "selfckpt/selfckpt.hpp"
 
@@ -30,6 +33,59 @@ int own_segments(const std::string& job) {
   for (const auto& s : list_own_segments())
     n += s.header.identity.job == fmt::format("{}-{}", job, getpid()) ? 1 : 0;
   return n;
+}
+
+TEST(Arena, UnderAnAddressSpaceLimitTheWorkspaceGetsAQuarterOfWhatIsLeft) {
+  // As under `ulimit -v`: the unlimited reservation (twice the node's memory and 64 GiB) cannot
+  // be made there, and every job failed with "cannot reserve ... bytes of addresses".
+  constexpr std::size_t kGiB = std::size_t{1} << 30;
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(report[0]);
+    std::size_t pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const std::size_t mapped = pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const rlimit limit{mapped + 2 * kGiB, mapped + 2 * kGiB};
+    std::string said;
+    int code = 0;
+    if (setrlimit(RLIMIT_AS, &limit) != 0) {
+      said = "setrlimit failed";
+      code = 1;
+    } else {
+      try {
+        Arena arena(options("arena-limit"));
+        said = fmt::format("reserved {} bytes", arena.reserved_bytes());
+        if (arena.reserved_bytes() == 0 || arena.reserved_bytes() > kGiB / 2) code = 2;
+        std::memset(arena.allocate("small", 64 << 20), 1, 64 << 20);
+        try {
+          arena.allocate("large", kGiB);
+          code = 3;
+        } catch (const Error& e) {
+          said += std::string("; ") + e.what();
+          if (said.find("ulimit -v") == std::string::npos) code = 4;
+        }
+      } catch (const std::exception& e) {
+        said += std::string("; ") + e.what();
+        code = 5;
+      }
+    }
+    [[maybe_unused]] const auto n = write(report[1], said.data(), said.size());
+    _exit(code);
+  }
+  close(report[1]);
+  std::string said;
+  char buffer[512];
+  for (ssize_t n; (n = read(report[0], buffer, sizeof buffer)) > 0;)
+    said.append(buffer, static_cast<std::size_t>(n));
+  close(report[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << said;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << said;
+  EXPECT_NE(said.find("more than the"), std::string::npos) << said;
 }
 
 TEST(Arena, FortyRegionsMakeOneSegmentAndKeepWhatWasWrittenBeforeSeal) {
