@@ -1071,8 +1071,8 @@ int run(int argc, char** argv) {
     return supervisor.run();
   } catch (const WriteError& e) {
     fmt::print(stderr,
-               "skt-run: job {}: {}; nothing was launched: free space there, or give another "
-               "--state-dir\n",
+               "skt-run: job {}: {}; nothing was launched: make that place writable, or give "
+               "another (--state-dir, --ranklist-out)\n",
                o.job, e.what());
     return kExitUsage;
   }

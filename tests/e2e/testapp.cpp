@@ -248,22 +248,22 @@ int run(const Options& o) {
 
   while (state.iteration < static_cast<std::uint64_t>(o.iterations)) {
     iterate(regions, state, rank, o, MPI_COMM_WORLD);
-    if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank &&
-        o.stop_launcher) {
-      fmt::print(stderr, "testapp: rank {} stops its launcher at iteration {}\n", rank,
+    if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank) {
+      fmt::print(stderr, "testapp: rank {} {} at iteration {}\n", rank,
+                 o.stop_launcher    ? "stops its launcher"
+                 : o.crash_launcher ? "kills its launcher"
+                                    : "crashing",
                  state.iteration);
       std::fflush(stderr);
-      kill(getppid(), SIGSTOP);
-    } else if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank) {
-      fmt::print(stderr, "testapp: rank {} {} at iteration {}\n", rank,
-                 o.crash_launcher ? "kills its launcher" : "crashing", state.iteration);
-      std::fflush(stderr);
-      if (o.crash_launcher) {
+      if (o.stop_launcher) {
+        kill(getppid(), SIGSTOP);
+      } else if (o.crash_launcher) {
         kill(getppid(), SIGKILL);
         for (;;)
           ::pause();  // every rank must die with the launcher
+      } else {
+        kill(getpid(), SIGKILL);
       }
-      kill(getpid(), SIGKILL);
     }
     if (o.checkpoint_every > 0 &&
         state.iteration % static_cast<std::uint64_t>(o.checkpoint_every) == 0) {

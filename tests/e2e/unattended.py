@@ -441,7 +441,7 @@ def state_disk_full(d, cluster, checks, reference):
         disk.fill()
         code, out = d.run(command)
         checks.expect(code == 2 and re.search(r"cannot write \S+/ranklist\.new: No space left on device; "
-                                              r"nothing was launched: free space there", out),
+                                              r"nothing was launched: make that place writable", out),
                       "a full disk before the job: exit 2, the file and the reason named", out)
         checks.expect(not harness.processes_of(job) and cluster.segment_count(job) == 0
                       and sorted(os.listdir(state)) == ["lock"],
