@@ -39,17 +39,6 @@ std::size_t mapped_addresses() {
   return pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
-// The default huge page size (2 MiB when the kernel does not say).
-std::size_t huge_page_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string key; meminfo >> key;) {
-    std::size_t kib = 0;
-    if (key == "Hugepagesize:" && meminfo >> kib) return kib * 1024;
-    meminfo.ignore(256, '\n');
-  }
-  return 2 * kMiB;
-}
-
 struct Reservation {
   std::size_t bytes;      // for the segment
   std::size_t alignment;  // of its start: a boundary that suits the segment's page size
@@ -70,7 +59,7 @@ Reservation plan_reservation() {
   const auto limit = address_space_limit();
   if (!limit) return unlimited;
   const std::size_t used = mapped_addresses();
-  const std::size_t alignment = std::max(huge_page_bytes(), 2 * kMiB);
+  const std::size_t alignment = kHugePageBytes;
   const std::size_t quarter = *limit > used ? (*limit - used) / 4 : 0;
   const std::size_t bytes = quarter > alignment ? (quarter - alignment) / kMiB * kMiB : 0;
   return {std::min(unlimited.bytes, bytes), alignment};

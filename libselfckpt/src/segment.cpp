@@ -23,8 +23,6 @@ namespace skt {
 
 namespace {
 
-constexpr std::size_t kHugePage = 2u << 20;
-
 std::string read_sysctl(const char* path) {
   std::ifstream in(path);
   std::string value;
@@ -112,7 +110,8 @@ key_t segment_key(const SegmentIdentity& identity, int probe) noexcept {
 }
 
 std::size_t segment_size(std::size_t data_bytes, bool huge_pages) noexcept {
-  const std::size_t unit = huge_pages ? kHugePage : static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t unit =
+      huge_pages ? kHugePageBytes : static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const std::size_t bytes = kHeaderBytes + data_bytes;
   return (bytes + unit - 1) / unit * unit;
 }

@@ -91,4 +91,7 @@ std::vector<SegmentListing> list_own_segments();
 // Rounded-up size of a segment holding `data_bytes` after its header.
 std::size_t segment_size(std::size_t data_bytes, bool huge_pages) noexcept;
 
+// The huge page that segments with huge pages (SHM_HUGETLB) are sized and placed in.
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+
 }  // namespace skt
