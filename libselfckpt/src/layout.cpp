@@ -201,11 +201,11 @@ std::optional<std::vector<RegionEntry>> decode_region_table(const std::byte* at,
     std::uint8_t staged = 0;
     std::uint32_t length = 0;
     if (!get(&staged, sizeof staged) || !get(&e.offset, sizeof e.offset) ||
-        !get(&e.bytes, sizeof e.bytes) || !get(&length, sizeof length) ||
+        !get(&e.bytes, sizeof e.bytes) || !get(&length, sizeof length) || staged > 1 ||
         available - used < length) {
       return std::nullopt;
     }
-    e.staged = staged != 0;
+    e.staged = staged == 1;
     e.name.assign(reinterpret_cast<const char*>(at + used), length);
     used += length;
     entries.push_back(std::move(e));

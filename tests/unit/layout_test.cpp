@@ -1,5 +1,7 @@
 #include "libselfckpt/src/layout.hpp"
 
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 namespace skt {
@@ -148,6 +150,14 @@ TEST(RegionTable, RoundTripsAndRefusesDamage) {
     damaged[i] ^= std::byte{0x10};
     EXPECT_FALSE(decode_region_table(damaged.data(), damaged.size())) << i;
   }
+  // A flag byte other than 0 or 1 is refused even under a matching CRC: a table that decodes
+  // encodes back to the same bytes (the header fuzzer found a "staged" byte of 2 read as true).
+  auto odd_flag = table;
+  odd_flag[sizeof(std::uint32_t)] = std::byte{2};
+  const std::size_t covered = odd_flag.size() - sizeof(std::uint32_t);
+  const std::uint32_t crc = crc32(odd_flag.data(), covered);
+  std::memcpy(odd_flag.data() + covered, &crc, sizeof crc);
+  EXPECT_FALSE(decode_region_table(odd_flag.data(), odd_flag.size()));
 }
 
 TEST(DigestSlot, HoldsAnEpochOnlyWhenItsHeaderSaysSo) {
