@@ -41,6 +41,7 @@ constexpr int kExitUsage = 2;
 constexpr int kExitOutOfSpares = 5;
 constexpr int kExitRestartBudget = 6;
 constexpr int kExitLaunchFailed = 7;
+constexpr int kExitStuckInFinalize = 8;
 
 // A job tag leaves room for the sub-jobs a program derives from it (skt-hpl's TAG+t12).
 constexpr std::size_t kMaxJobTag = 48;
@@ -427,8 +428,11 @@ std::optional<int> drained_epoch_count(const Options& o, const Plan& plan, Log& 
 // How one launch went.
 struct Outcome {
   int code = 0;
-  std::optional<std::string> hung;        // why skt-run ended it as hung
-  std::optional<std::string> dead_node;   // a node a probe found dead while it ran
+  std::optional<std::string> hung;       // why skt-run ended it as hung
+  std::optional<std::string> dead_node;  // a node a probe found dead while it ran
+  // Why skt-run ended a run whose work had ended, every context closed, but whose ranks did not
+  // leave MPI_Finalize.
+  std::optional<std::string> stuck_in_finalize;
   bool started = false;                   // some rank of the program spoke
   std::optional<std::uint64_t> restored;  // the epoch the program restored
   std::optional<double> restored_at;      // when it said so, seconds after the launch
@@ -655,6 +659,18 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       killed = true;
       continue;
     }
+    if (!watch.contexts_open()) {
+      if (const auto why = watch.stuck_in_finalize(now())) {
+        out.stuck_in_finalize = *why;
+        log_(
+            "{}; ending the run (what the ranks printed and the launcher had not passed on is "
+            "lost)",
+            *why);
+        end_run(child);
+        killed = true;
+        continue;
+      }
+    }
     // A stopped launcher holds up the ranks' output and their MPI_Finalize, and may stay stopped
     // for good (a stray SIGSTOP, a job-control slip): continued, the run goes on where it was.
     if (!is_stopped(child.pid)) {
@@ -823,6 +839,17 @@ int Supervisor::run() {
       log_("final ranklist in {}", dir_.file("ranklist"));
       return 0;
     }
+    if (out.stuck_in_finalize) {
+      // Every context had ended (one that finishes removes its checkpoint), so a relaunch would do
+      // the work again; and whether the program succeeded is its exit code, which nobody saw.
+      log_(
+          "run {}: the program's work ended (every context closed), but its ranks did not leave "
+          "MPI_Finalize, so its exit code is unknown: see its output; not relaunching (the work "
+          "would be done again from the start); {}",
+          state_.launches, kept_hint(false));
+      save("failed", "stuck in MPI_Finalize: " + *out.stuck_in_finalize);
+      return kExitStuckInFinalize;
+    }
     if (code == 3 && o_.fresh_if_unrecoverable && attempt < o_.max_restarts) {
       log_(
           "run {} found its checkpoint unrecoverable (exit 3): removing the job's segments and "
@@ -924,7 +951,9 @@ int run(int argc, char** argv) {
       "(at least --progress-floor; or --hang-timeout), is ended and relaunched like a failed one.\n"
       "A launcher that outlives every rank's exit by --hang-timeout (else --progress-floor) is\n"
       "ended, and the ranks' exit codes are the run's; one stopped (SIGSTOP) for --silence\n"
-      "seconds is continued (SIGCONT).\n"
+      "seconds is continued (SIGCONT). Ranks that all reached MPI_Finalize and do not leave it\n"
+      "within the same bound (a frozen MPI daemon or node) end the run: relaunched if a context\n"
+      "is still open, else exit 8 (the work ended; a relaunch would do it again).\n"
       "The nodes are probed every --probe-interval seconds while it runs.\n"
       "What skt-run knows of a job lives in its state directory (--state-dir; default\n"
       "${XDG_STATE_HOME:-~/.local/state}/skt-run/<job>): the same command resumes a job that was\n"
@@ -933,8 +962,10 @@ int run(int argc, char** argv) {
       "Exit codes: 0 success (the job's segments removed); 2 bad usage or configuration, here or\n"
       "in the program (its limits and resources too: not retried); 3 the program found its\n"
       "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares; 6\n"
-      "--max-restarts reached; 7 the launcher failed before the program started (not retried);\n"
-      "128+N stopped by signal N. Every exit says what is left of the job and how to remove it.");
+      "--max-restarts reached; 7 the launcher failed before the program started (not retried); 8\n"
+      "its work ended, but its ranks did not leave MPI_Finalize (its own code unknown; not\n"
+      "retried); 128+N stopped by signal N. Every exit says what is left of the job and how to\n"
+      "remove it.");
   Options o;
   app.add_option("--nodes", o.nodes, "nodes, comma separated (n1,n2,...)");
   app.add_option("--hostfile", o.hostfile, "a file of node names, one per line")

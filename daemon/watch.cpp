@@ -43,6 +43,8 @@ void Watchdog::heard(const Heard& h, double now) {
     std::erase_if(voices_, [&](const auto& voice) { return voice.first.second == h.rank; });
     exits_[h.rank] = static_cast<int>(h.epoch);
     last_exit_ = now;
+  } else if (h.kind == "finalize") {
+    if (finalizing_.insert(h.rank).second) last_finalize_ = now;
   } else if (h.kind == "bye") {
     voices_.erase({h.job, h.rank});
   } else if (h.kind == "hello" || voices_.count({h.job, h.rank}) != 0) {
@@ -74,7 +76,25 @@ std::optional<double> Watchdog::progress_bound() const {
   return std::max(limits_.progress_floor, limits_.progress_factor * cadence_);
 }
 
+std::optional<std::string> Watchdog::stuck_in_finalize(double now) const {
+  int entered = 0, stuck = -1;
+  for (int rank = 0; rank < ranks_; ++rank) {
+    const bool exited = exits_.count(rank) != 0;
+    if (finalizing_.count(rank) != 0 || exited) ++entered;
+    if (!exited && finalizing_.count(rank) != 0 && stuck < 0) stuck = rank;
+  }
+  const double since = std::max(last_finalize_, last_exit_);
+  if (entered < ranks_ || stuck < 0 || now - since <= launcher_bound()) return std::nullopt;
+  return fmt::format(
+      "every rank reached MPI_Finalize {:.1f} s ago, but rank {} has not left it within {:.1f} s "
+      "(a frozen MPI daemon or node?): its exit code is unknown",
+      now - since, stuck, launcher_bound());
+}
+
 std::optional<std::string> Watchdog::hung(double now) const {
+  if (contexts_open()) {
+    if (auto why = stuck_in_finalize(now)) return why;
+  }
   for (const auto& [voice, last] : voices_) {
     if (now - last > limits_.silence) {
       return fmt::format("rank {} has been silent for {:.1f} s (stopped, or its node frozen)",

@@ -7,7 +7,10 @@
 // that has no context left is not watched: it may have hours of work after its last checkpoint.
 // Each rank's process reports its exit; when every rank exited and the launcher outlives them by
 // --hang-timeout (else --progress-floor), the launcher is overdue, and the ranks' exit codes are
-// the run's.
+// the run's. Each also reports entering MPI_Finalize, which ends once every rank entered it: when
+// every rank entered it or exited, one still in it after the same bound is stuck there (a frozen
+// MPI daemon or node holds it). With a context still open that is a hang like any other; with none,
+// the program's work ended, and what ends its run is the supervisor's choice.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +28,7 @@ struct Heard {
   int rank = 0;
   int launch = 0;
   long pid = 0;
-  std::string kind;         // hello, beat, recovered, recovered-storage, commit, bye, exit
+  std::string kind;  // hello, beat, recovered, recovered-storage, commit, bye, finalize, exit
   std::uint64_t epoch = 0;  // for exit, the exit code
 };
 std::optional<Heard> parse_heard(std::string_view line);
@@ -55,6 +58,10 @@ class Watchdog {
   std::optional<std::string> launcher_overdue(double now) const;
   // Once every rank exited: the first nonzero exit code in rank order, else 0.
   std::optional<int> exit_code() const;
+  // Why a rank is stuck in MPI_Finalize at `now`, in words; nothing while none is.
+  std::optional<std::string> stuck_in_finalize(double now) const;
+  // Whether some context of a rank has not said bye (or its process has not exited).
+  bool contexts_open() const noexcept { return !voices_.empty(); }
 
   bool anyone_started() const noexcept { return !started_.empty(); }
   // The epoch the ranks restored, and when the first said so.
@@ -82,6 +89,8 @@ class Watchdog {
   std::set<int> started_;     // ranks heard from
   std::map<int, int> exits_;  // rank -> exit code, of the ranks that exited
   double last_exit_ = -1;
+  std::set<int> finalizing_;  // ranks that entered MPI_Finalize
+  double last_finalize_ = -1;
   double last_progress_;
   double last_commit_ = -1;
   std::optional<std::uint64_t> restored_;

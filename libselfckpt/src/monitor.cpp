@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <mpi.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,13 +13,15 @@
 #include <cstring>
 #include <mutex>
 
+#include "encoders/mpi_util.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt {
 
 namespace {
 
-// What a process says when it exits; made by its first Monitor and kept to the end.
+// What a process says when it enters MPI_Finalize and when it exits; made by its first Monitor and
+// kept to the end.
 struct ExitReport {
   sockaddr_in to;
   std::string job;
@@ -33,28 +36,44 @@ void send_line(int fd, const sockaddr_in& to, const std::string& line) {
          sizeof to);
 }
 
-// Runs inside exit(): a socket of its own, since the Monitors may be gone by then. Nothing may
-// leave it (a C callback), least of all an exception that would abort the program's exit.
-void report_exit(int status, void* argument) noexcept {
-  const auto* report = static_cast<const ExitReport*>(argument);
-  if (getpid() != report->pid) return;
+// Runs inside exit() or MPI_Finalize: a socket of its own, since the Monitors may be gone by then.
+// Nothing may leave it (a C callback), least of all an exception that would abort the program's
+// exit.
+void send_report(const ExitReport& report, const char* kind, int value) noexcept {
+  if (getpid() != report.pid) return;
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return;
   try {
-    send_line(fd, report->to,
-              fmt::format("skt1 {} {} {} {} exit {}\n", report->job, report->rank, report->launch,
-                          getpid(), status & 0xff));
+    send_line(fd, report.to,
+              fmt::format("skt1 {} {} {} {} {} {}\n", report.job, report.rank, report.launch,
+                          getpid(), kind, value));
   } catch (...) {
-    // No memory for the line: the supervisor learns of the exit from the launcher instead.
+    // No memory for the line: the supervisor learns of it from the launcher instead.
   }
   close(fd);
+}
+
+void report_exit(int status, void* argument) noexcept {
+  send_report(*static_cast<const ExitReport*>(argument), "exit", status & 0xff);
+}
+
+// MPI_Finalize deletes MPI_COMM_SELF's attributes before anything else it does (MPI 4.0, 11.2.4),
+// so this runs as the process enters it: a supervisor then tells a rank stuck in MPI_Finalize (a
+// frozen MPI daemon, a node frozen after its ranks' last checkpoint) from one still at work.
+int report_finalize(MPI_Comm, int, void* attribute, void*) noexcept {
+  send_report(*static_cast<const ExitReport*>(attribute), "finalize", 0);
+  return MPI_SUCCESS;
 }
 
 void arrange_exit_report(const sockaddr_in& to, const std::string& job, int rank, int launch) {
   static std::once_flag once;
   std::call_once(once, [&] {
     // Never freed: exit() reads it after every destructor of the program has run.
-    on_exit(report_exit, new ExitReport{to, job, rank, launch, getpid()});
+    auto* report = new ExitReport{to, job, rank, launch, getpid()};
+    on_exit(report_exit, report);
+    int keyval = MPI_KEYVAL_INVALID;
+    SKT_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, report_finalize, &keyval, nullptr));
+    SKT_MPI(MPI_Comm_set_attr(MPI_COMM_SELF, keyval, report));
   });
 }
 

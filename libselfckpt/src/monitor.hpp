@@ -9,7 +9,9 @@
 // beat, recovered (from memory), recovered-storage (from a drained epoch), commit, bye; and once
 // per process, when it exits (exit(), or main returning), "exit" with the exit code in place of
 // the epoch and the rank in MPI_COMM_WORLD: a supervisor then knows the program ended, and how,
-// even if its launcher never says so (stopped, or frozen).
+// even if its launcher never says so (stopped, or frozen). Before that, once, "finalize" (epoch 0)
+// as the process enters MPI_Finalize: one that never leaves it waits on a frozen MPI daemon or
+// node, not on its own work.
 #pragma once
 
 #include <netinet/in.h>

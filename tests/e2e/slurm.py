@@ -9,6 +9,9 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
   result of a run without failure.
 - A node drained in Slurm while its processes run (Slurm kills nothing, mpirun notices nothing):
   the daemon's periodic probe sees it, ends the run and replaces the node.
+- A rank stops its node's MPI daemon (orted) mid-run: the ranks finish their work, close their
+  contexts and then wait in MPI_Finalize for good. The daemon ends the run and says so (exit 8),
+  rather than wait forever or do the finished work again.
 - With no spare left, a clear failure (exit 5)."""
 
 import os
@@ -59,7 +62,8 @@ def main(argv):
             subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=skt-test"],
                            env=env, check=True, capture_output=True)
 
-        def daemon(nodes, job, pauses, on_pause, spares, ranks_per_node=1, group_size=2, extra=()):
+        def daemon(nodes, job, pauses, on_pause, spares, ranks_per_node=1, group_size=2, extra=(),
+                   app_extra=()):
             # The virtual nodes have 2 CPUs each: 4 ranks on one is more than its slots, which
             # mpirun refuses unless told.
             launcher_args = ["--launcher-args=--oversubscribe"] if ranks_per_node > 2 else []
@@ -67,11 +71,14 @@ def main(argv):
                        "--ranks-per-node", str(ranks_per_node), "--job", job,
                        "--state-dir", os.path.join(state, job), "--shm-tool", options.shm,
                        "--launcher", options.mpirun, *launcher_args, *extra, "--",
-                       options.app, *APP_ARGS, *sum((["--pause", p] for p in pauses), [])]
+                       options.app, *APP_ARGS, *app_extra, *sum((["--pause", p] for p in pauses), [])]
             process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                        text=True, env=dict(env, SKT_GROUP_SIZE=str(group_size)),
                                        start_new_session=True)
-            timer = threading.Timer(options.timeout, process.kill)
+            # On timeout, everything salloc started (skt-run and its launcher are process groups of
+            # their own in salloc's session), or the output would never end.
+            timer = threading.Timer(options.timeout, lambda: subprocess.run(
+                ["pkill", "-KILL", "-s", str(process.pid)], capture_output=True))
             timer.start()
             lines, paused = [], 0
             for line in process.stdout:
@@ -96,6 +103,18 @@ def main(argv):
             # n3's slurmd lives: it comes back, and the next job may use it.
             subprocess.run(["scontrol", "update", "NodeName=n3", "State=RESUME"], env=env,
                            capture_output=True)
+
+            code, out = daemon(4, "slurm-e2e-finalize", [], None, 0, extra=["--hang-timeout", "5"],
+                               app_extra=["--crash-at", "5", "--crash-rank", "1", "--stop-launcher"])
+            expect("rank 1 stops its launcher at iteration 5" in out, "rank 1 stopped its orted", out)
+            expect(code == 8 and re.search(r"^RESULT " + reference_4, out, re.M) is not None,
+                   f"ranks stuck in MPI_Finalize after their work: exit 8 after the right result "
+                   f"(got {code})", out)
+            expect(re.search(r"every rank reached MPI_Finalize \d+\.\d s ago, but rank \d+ has not left it "
+                             r"within 5\.0 s \(a frozen MPI daemon or node\?\)", out)
+                   and "its exit code is unknown: see its output; not relaunching" in out
+                   and "relaunched" not in out,
+                   "the daemon names the ranks stuck in MPI_Finalize and does not do the work again", out)
 
             victims = ["n2", "n4"]
             code, out = daemon(6, "slurm-e2e-a", ["0:6", "1:9"], lambda k: kill(victims[k]), 2,

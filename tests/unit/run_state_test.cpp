@@ -272,6 +272,59 @@ TEST(Watchdog, ALauncherThatOutlivesEveryRanksExitIsOverdue) {
   EXPECT_EQ(w.exit_code(), 3);  // the first nonzero code, in rank order
 }
 
+TEST(Watchdog, ARankStuckInMpiFinalizeOnceEveryRankReachedItIsHung) {
+  WatchLimits limits;
+  limits.progress_floor = 30;
+  Watchdog w("j", 0, 3, limits, 0, 0);
+  for (int r = 0; r < 3; ++r) {
+    w.heard(said("j", r, "hello"), 0);
+    w.heard(said("j", r, "bye"), 5);
+  }
+  // Ranks 1 and 2 wait in MPI_Finalize while rank 0 writes its results, for as long as it takes.
+  w.heard(said("j", 1, "finalize"), 6);
+  w.heard(said("j", 2, "finalize"), 6);
+  EXPECT_FALSE(w.stuck_in_finalize(1000).has_value());
+  // Rank 0 done: MPI_Finalize ends once every rank entered it, unless a frozen daemon holds it.
+  w.heard(said("j", 0, "finalize"), 1001);
+  w.heard(said("j", 0, "exit", 0), 1002);
+  w.heard(said("j", 1, "finalize"), 1010);  // a repeat says nothing new
+  EXPECT_FALSE(w.stuck_in_finalize(1032).has_value());
+  const auto why = w.stuck_in_finalize(1032.5);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("every rank reached MPI_Finalize 30.5 s ago, but rank 1 has not left it "
+                      "within 30.0 s (a frozen MPI daemon or node?)"),
+            std::string::npos)
+      << *why;
+  // Every context closed: the work ended, which is not a hang to relaunch (it would start over).
+  EXPECT_FALSE(w.contexts_open());
+  EXPECT_FALSE(w.hung(1032.5).has_value());
+  EXPECT_FALSE(w.launcher_overdue(2000).has_value());
+  // Once they all exited, the launcher's time is what counts.
+  w.heard(said("j", 1, "exit", 0), 1040);
+  w.heard(said("j", 2, "exit", 0), 1040);
+  EXPECT_FALSE(w.stuck_in_finalize(2000).has_value());
+  EXPECT_TRUE(w.launcher_overdue(2000).has_value());
+}
+
+TEST(Watchdog, StuckInMpiFinalizeWithAContextOpenIsAHang) {
+  // A program that calls MPI_Finalize before its context ends (a C++ context in main's scope):
+  // its checkpoints are still there, and a relaunch resumes from them.
+  WatchLimits limits;
+  limits.progress_floor = 10;  // one commit: no cadence yet, so no bound on the time without one
+  Watchdog w("j", 0, 2, limits, 0, 0);
+  for (int r = 0; r < 2; ++r) {
+    w.heard(said("j", r, "hello"), 0);
+    w.heard(said("j", r, "commit", 1), 1);
+    w.heard(said("j", r, "finalize"), 2);
+  }
+  beat_until(w, 2, 2, 12);
+  EXPECT_FALSE(w.hung(12).has_value());
+  EXPECT_TRUE(w.contexts_open());
+  const auto why = w.hung(12.5);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("but rank 0 has not left it within 10.0 s"), std::string::npos) << *why;
+}
+
 TEST(Watchdog, ExitCodesOfZeroMakeARunThatSucceeded) {
   Watchdog w("j", 0, 2, WatchLimits{}, 0, 0);
   w.heard(said("j+hpl", 1, "hello"), 0);
