@@ -22,7 +22,7 @@ namespace {
 
 // What a process says when it enters MPI_Finalize and when it exits; made by its first Monitor and
 // kept to the end.
-struct ExitReport {
+struct ProcessReport {
   sockaddr_in to;
   std::string job;
   int rank;
@@ -39,7 +39,7 @@ void send_line(int fd, const sockaddr_in& to, const std::string& line) {
 // Runs inside exit() or MPI_Finalize: a socket of its own, since the Monitors may be gone by then.
 // Nothing may leave it (a C callback), least of all an exception that would abort the program's
 // exit.
-void send_report(const ExitReport& report, const char* kind, int value) noexcept {
+void send_report(const ProcessReport& report, const char* kind, int value) noexcept {
   if (getpid() != report.pid) return;
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return;
@@ -54,22 +54,23 @@ void send_report(const ExitReport& report, const char* kind, int value) noexcept
 }
 
 void report_exit(int status, void* argument) noexcept {
-  send_report(*static_cast<const ExitReport*>(argument), "exit", status & 0xff);
+  send_report(*static_cast<const ProcessReport*>(argument), "exit", status & 0xff);
 }
 
-// MPI_Finalize deletes MPI_COMM_SELF's attributes before anything else it does (MPI 4.0, 11.2.4),
-// so this runs as the process enters it: a supervisor then tells a rank stuck in MPI_Finalize (a
-// frozen MPI daemon, a node frozen after its ranks' last checkpoint) from one still at work.
+// MPI_Finalize deletes MPI_COMM_SELF's attributes before anything else it does (the standard's
+// way to run user functions at process termination), so this runs as the process enters it: a
+// supervisor then tells a rank stuck in MPI_Finalize (a frozen MPI daemon, a node frozen after its
+// ranks' last checkpoint) from one still at work.
 int report_finalize(MPI_Comm, int, void* attribute, void*) noexcept {
-  send_report(*static_cast<const ExitReport*>(attribute), "finalize", 0);
+  send_report(*static_cast<const ProcessReport*>(attribute), "finalize", 0);
   return MPI_SUCCESS;
 }
 
-void arrange_exit_report(const sockaddr_in& to, const std::string& job, int rank, int launch) {
+void arrange_process_reports(const sockaddr_in& to, const std::string& job, int rank, int launch) {
   static std::once_flag once;
   std::call_once(once, [&] {
     // Never freed: exit() reads it after every destructor of the program has run.
-    auto* report = new ExitReport{to, job, rank, launch, getpid()};
+    auto* report = new ProcessReport{to, job, rank, launch, getpid()};
     on_exit(report_exit, report);
     int keyval = MPI_KEYVAL_INVALID;
     SKT_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, report_finalize, &keyval, nullptr));
@@ -113,7 +114,7 @@ Monitor::Monitor(const MonitorAddress& address, std::string job, int rank, int l
     throw Error(SKT_ERR_CONFIG,
                 fmt::format("SKT_MONITOR: cannot open a socket: {}", std::strerror(errno)));
   }
-  arrange_exit_report(to_, job_, world_rank, launch_);
+  arrange_process_reports(to_, job_, world_rank, launch_);
   send("hello");
   thread_ = std::thread([this] { beat(); });
 }

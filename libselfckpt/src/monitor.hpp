@@ -39,7 +39,7 @@ class Monitor {
 
   // Resolves the address (throws skt::Error(SKT_ERR_CONFIG) when it cannot), says hello and
   // starts beating; the destructor says bye. The first Monitor of a process also arranges the
-  // process's exit report, as rank `world_rank`.
+  // process's finalize and exit reports, as rank `world_rank`.
   Monitor(const MonitorAddress& address, std::string job, int rank, int launch, int world_rank);
   ~Monitor();
   Monitor(const Monitor&) = delete;
