@@ -104,9 +104,9 @@ def main(argv):
             subprocess.run(["scontrol", "update", "NodeName=n3", "State=RESUME"], env=env,
                            capture_output=True)
 
+            # Rank 1's own line saying so may be held in the orted it stops: not looked for.
             code, out = daemon(4, "slurm-e2e-finalize", [], None, 0, extra=["--hang-timeout", "5"],
                                app_extra=["--crash-at", "5", "--crash-rank", "1", "--stop-launcher"])
-            expect("rank 1 stops its launcher at iteration 5" in out, "rank 1 stopped its orted", out)
             expect(code == 8 and re.search(r"^RESULT " + reference_4, out, re.M) is not None,
                    f"ranks stuck in MPI_Finalize after their work: exit 8 after the right result "
                    f"(got {code})", out)
