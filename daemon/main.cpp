@@ -200,6 +200,7 @@ struct Plan {
   std::vector<std::string> spares;
   bool local = true;
   std::unique_ptr<Probe> probe;
+  std::string slurm_job;  // the Slurm job skt-run runs in, if any
 };
 
 Plan plan_from(Options& o, Log& log) {
@@ -267,6 +268,7 @@ Plan plan_from(Options& o, Log& log) {
                                                               : "ping")
                                               : o.probe;
   plan.probe = make_probe(probe, o.registry);
+  if (const char* id = std::getenv("SLURM_JOB_ID"); in_slurm && id != nullptr) plan.slurm_job = id;
   return plan;
 }
 
@@ -613,6 +615,8 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   std::optional<int> code;
   std::optional<int> ranks_code;  // the run's exit when skt-run ended a launcher that outlived it
   double stopped_since = -1;      // since when the launcher is stopped, while it is
+  double suspended_since = -1;    // since when the Slurm job is suspended, while it is
+  double next_resume_check = 0;
   double next_probe = o_.probe_interval;
   double reaped_at = 0;
   while (out_open || err_open || !code) {
@@ -683,7 +687,30 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       ::kill(child.pid, SIGCONT);
       stopped_since = -1;
     }
+    if (suspended_since >= 0) {
+      // The ranks are stopped on purpose: nothing they do not say is held against them.
+      watch.pardon(now());
+      if (now() >= next_resume_check) {
+        next_resume_check = now() + 1.0;  // Slurm asked once a second, not at every poll
+        if (!slurm_job_suspended(plan_.slurm_job)) {
+          log_(
+              "Slurm job {} resumed, {:.1f} s after skt-run found it suspended; watching its ranks "
+              "again",
+              plan_.slurm_job, now() - suspended_since);
+          suspended_since = -1;
+        }
+      }
+    }
     if (const auto why = watch.hung(now())) {
+      if (!plan_.slurm_job.empty() && slurm_job_suspended(plan_.slurm_job)) {
+        log_(
+            "{}, but Slurm job {} is suspended (scontrol suspend, or preemption): its ranks are "
+            "stopped on purpose; waiting for it to resume",
+            *why, plan_.slurm_job);
+        suspended_since = now();
+        watch.pardon(now());
+        continue;
+      }
       out.hung = *why;
       log_("the run is hung: {}; ending it", *why);
       end_run(child);
@@ -948,7 +975,8 @@ int run(int argc, char** argv) {
       "variables set here (mpirun -x), however its node starts it. Through SKT_MONITOR the ranks\n"
       "tell skt-run that they live and commit: a run with a rank silent for --silence seconds\n"
       "(stopped, or its node frozen), or without a checkpoint for three times its own interval\n"
-      "(at least --progress-floor; or --hang-timeout), is ended and relaunched like a failed one.\n"
+      "(at least --progress-floor; or --hang-timeout), is ended and relaunched like a failed one,\n"
+      "unless its Slurm job is suspended (then skt-run waits for the resume).\n"
       "A launcher that outlives every rank's exit by --hang-timeout (else --progress-floor) is\n"
       "ended, and the ranks' exit codes are the run's; one stopped (SIGSTOP) for --silence\n"
       "seconds is continued (SIGCONT). Ranks that all reached MPI_Finalize and do not leave it\n"

@@ -96,6 +96,13 @@ std::unique_ptr<Probe> make_probe(const std::string& spec, const std::string& re
   throw std::invalid_argument("--probe '" + spec + "': expected slurm, ping, local or cmd:PROGRAM");
 }
 
+bool slurm_job_suspended(const std::string& id) {
+  const auto result = capture({"squeue", "--noheader", "--jobs", id, "--format", "%T"});
+  std::stringstream words(result.out);
+  std::string state;
+  return result.code == 0 && words >> state && state == "SUSPENDED";
+}
+
 std::map<std::string, std::set<std::string>> parse_slurm_states(const std::string& text) {
   std::map<std::string, std::set<std::string>> out;
   std::stringstream lines(text);

@@ -26,6 +26,10 @@ std::map<std::string, std::set<std::string>> parse_slurm_states(const std::strin
 // DOWN, DRAIN (and DRAINED/DRAINING), FAIL (and FAILING) and NOT_RESPONDING are dead.
 bool slurm_state_is_dead(const std::set<std::string>& state);
 
+// Whether Slurm job `id` is suspended (scontrol suspend, or preemption by suspension): its
+// processes are stopped on purpose, for as long as it takes. False when Slurm cannot say.
+bool slurm_job_suspended(const std::string& id);
+
 // The local registry of a job: a directory where a file NODE.dead marks a virtual node as dead.
 // Its default is the job's state directory's "registry" (SKT_RUN_REGISTRY overrides it).
 std::string default_registry(const std::string& job);

@@ -66,6 +66,13 @@ void Watchdog::heard(const Heard& h, double now) {
   }
 }
 
+void Watchdog::pardon(double now) {
+  for (auto& voice : voices_)
+    voice.second = std::max(voice.second, now);
+  last_progress_ = std::max(last_progress_, now);
+  started_at_ = std::max(started_at_, now);
+}
+
 double Watchdog::launcher_bound() const {
   return limits_.progress_fixed.value_or(limits_.progress_floor);
 }

@@ -56,6 +56,9 @@ class Watchdog {
   // Why the launcher is overdue at `now` (every rank exited, the bound ago), in words; nothing
   // while it is not.
   std::optional<std::string> launcher_overdue(double now) const;
+  // The ranks were stopped on purpose until `now` (their Slurm job suspended): their silence, the
+  // time without a checkpoint and the time to start count from `now`.
+  void pardon(double now);
   // Once every rank exited: the first nonzero exit code in rank order, else 0.
   std::optional<int> exit_code() const;
   // Why a rank is stuck in MPI_Finalize at `now`, in words; nothing while none is.
@@ -82,7 +85,7 @@ class Watchdog {
   int launch_;
   WatchLimits limits_;
   double cadence_;
-  double started_at_;  // the launch
+  double started_at_;  // the launch, or the end of a pardon
   int ranks_;
   // When each (context, rank) last spoke; a context that said bye is gone from it.
   std::map<std::pair<std::string, int>, double> voices_;

@@ -12,6 +12,8 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
 - A rank stops its node's MPI daemon (orted) mid-run: the ranks finish their work, close their
   contexts and then wait in MPI_Finalize for good. The daemon ends the run and says so (exit 8),
   rather than wait forever or do the finished work again.
+- The job suspended in Slurm (scontrol suspend, as an operator or a preempting job does): every rank
+  stops and goes silent, on purpose. The daemon waits for the resume instead of relaunching.
 - With no spare left, a clear failure (exit 5)."""
 
 import os
@@ -63,7 +65,7 @@ def main(argv):
                            env=env, check=True, capture_output=True)
 
         def daemon(nodes, job, pauses, on_pause, spares, ranks_per_node=1, group_size=2, extra=(),
-                   app_extra=()):
+                   app_extra=(), on_line=None):
             # The virtual nodes have 2 CPUs each: 4 ranks on one is more than its slots, which
             # mpirun refuses unless told.
             launcher_args = ["--launcher-args=--oversubscribe"] if ranks_per_node > 2 else []
@@ -83,6 +85,8 @@ def main(argv):
             lines, paused = [], 0
             for line in process.stdout:
                 lines.append(line)
+                if on_line is not None:
+                    on_line(line)
                 if line.startswith("PAUSED"):
                     on_pause(paused)
                     paused += 1
@@ -115,6 +119,28 @@ def main(argv):
                    and "its exit code is unknown: see its output; not relaunching" in out
                    and "relaunched" not in out,
                    "the daemon names the ranks stuck in MPI_Finalize and does not do the work again", out)
+
+            allocation = []
+
+            def resume_when_waited_on(line):
+                # The resume comes once skt-run has seen the silence (either way it takes it).
+                granted = re.match(r"salloc: Granted job allocation (\d+)", line)
+                if granted:
+                    allocation.append(granted.group(1))
+                if allocation and ("is suspended" in line or "the run is hung" in line):
+                    subprocess.run(["scontrol", "resume", allocation[0]], env=env, capture_output=True)
+
+            code, out = daemon(4, "slurm-e2e-suspend", [], None, 0, extra=["--silence", "3"],
+                               app_extra=["--crash-at", "5", "--crash-rank", "0", "--suspend-job"],
+                               on_line=resume_when_waited_on)
+            expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None,
+                   f"a job suspended in Slurm and resumed: exit 0, right result (got {code})", out)
+            expect(re.search(r"has been silent for \d+\.\d s \(stopped, or its node frozen\), but Slurm job "
+                             r"\d+ is suspended \(scontrol suspend, or preemption\)", out)
+                   and re.search(r"Slurm job \d+ resumed, \d+\.\d s after skt-run found it suspended; "
+                                 r"watching its ranks again", out)
+                   and "relaunched" not in out,
+                   "the daemon waited for the resume, and did not relaunch the suspended job", out)
 
             victims = ["n2", "n4"]
             code, out = daemon(6, "slurm-e2e-a", ["0:6", "1:9"], lambda k: kill(victims[k]), 2,

@@ -35,6 +35,7 @@ struct Options {
   int crash_rank = -1;
   bool crash_launcher = false;  // at --crash-at, --crash-rank kills its launcher, not itself
   bool stop_launcher = false;   // at --crash-at, --crash-rank stops its launcher and goes on
+  bool suspend_job = false;     // at --crash-at, --crash-rank suspends its Slurm job (launch 0)
   bool verify_recovery = false;
   bool report_memory = false;
   bool doubles = false;
@@ -248,14 +249,20 @@ int run(const Options& o) {
 
   while (state.iteration < static_cast<std::uint64_t>(o.iterations)) {
     iterate(regions, state, rank, o, MPI_COMM_WORLD);
-    if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank) {
+    if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank &&
+        !(o.suspend_job && launch_number() != 0)) {
       fmt::print(stderr, "testapp: rank {} {} at iteration {}\n", rank,
                  o.stop_launcher    ? "stops its launcher"
                  : o.crash_launcher ? "kills its launcher"
+                 : o.suspend_job    ? "suspends its Slurm job"
                                     : "crashing",
                  state.iteration);
       std::fflush(stderr);
-      if (o.stop_launcher) {
+      if (o.suspend_job) {
+        // As an operator or a preempting job does; this rank stops with the others, and goes on
+        // once the job is resumed.
+        if (std::system("scontrol suspend \"$SLURM_JOB_ID\"") != 0) return 1;
+      } else if (o.stop_launcher) {
         kill(getppid(), SIGSTOP);
       } else if (o.crash_launcher) {
         kill(getppid(), SIGKILL);
@@ -335,6 +342,9 @@ int main(int argc, char** argv) {
                "at --crash-at, --crash-rank kills its launcher (mpirun) instead of itself");
   app.add_flag("--stop-launcher", o.stop_launcher,
                "at --crash-at, --crash-rank stops its launcher (SIGSTOP) and goes on");
+  app.add_flag("--suspend-job", o.suspend_job,
+               "on a first launch, at --crash-at, --crash-rank suspends its Slurm job (scontrol "
+               "suspend) and goes on once it is resumed");
   app.add_option("--pause", o.pauses,
                  "L:K: on launch L (SKT_RESTART), every rank stops after "
                  "iteration K and waits to be killed (repeatable)");

@@ -325,6 +325,32 @@ TEST(Watchdog, StuckInMpiFinalizeWithAContextOpenIsAHang) {
   EXPECT_NE(why->find("but rank 0 has not left it within 10.0 s"), std::string::npos) << *why;
 }
 
+TEST(Watchdog, APardonedSilenceCountsFromThePardon) {
+  // A suspended Slurm job: its ranks stop beating, on purpose, for as long as it takes.
+  WatchLimits limits;
+  limits.silence = 10;
+  limits.progress_floor = 30;
+  Watchdog w("j", 0, 3, limits, 10, 0);  // cadence known: at most 30 s without a checkpoint
+  for (int r = 0; r < 2; ++r)
+    w.heard(said("j", r, "hello"), 1);
+  ASSERT_TRUE(w.hung(11.5).has_value());
+  w.pardon(11.5);
+  EXPECT_FALSE(w.hung(21.5).has_value());
+  w.pardon(100);  // still suspended at 100
+  EXPECT_FALSE(w.hung(110).has_value());
+  const auto silent = w.hung(110.5);
+  ASSERT_TRUE(silent.has_value());
+  EXPECT_NE(silent->find("has been silent for 10.5 s"), std::string::npos) << *silent;
+  // Rank 2 never spoke: its 120 s to start count from the pardon too, and so do the 30 s without
+  // a checkpoint.
+  beat_until(w, 2, 101, 125);
+  EXPECT_FALSE(w.hung(125).has_value());
+  beat_until(w, 2, 126, 131);
+  const auto stuck = w.hung(131);
+  ASSERT_TRUE(stuck.has_value());
+  EXPECT_NE(stuck->find("no checkpoint for 31.0 s"), std::string::npos) << *stuck;
+}
+
 TEST(Watchdog, ExitCodesOfZeroMakeARunThatSucceeded) {
   Watchdog w("j", 0, 2, WatchLimits{}, 0, 0);
   w.heard(said("j+hpl", 1, "hello"), 0);
