@@ -619,6 +619,17 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   double next_resume_check = 0;
   double next_probe = o_.probe_interval;
   double reaped_at = 0;
+  // Before a run is ended for what its ranks did not say: a suspended Slurm job stopped them.
+  const auto suspended_on_purpose = [&](const std::string& why) {
+    if (plan_.slurm_job.empty() || !slurm_job_suspended(plan_.slurm_job)) return false;
+    log_(
+        "{}, but Slurm job {} is suspended (scontrol suspend, or preemption): its ranks are "
+        "stopped on purpose; waiting for it to resume",
+        why, plan_.slurm_job);
+    suspended_since = now();
+    watch.pardon(now());
+    return true;
+  };
   while (out_open || err_open || !code) {
     pollfd fds[4] = {{out_open ? child.out.get() : -1, POLLIN, 0},
                      {err_open ? child.err.get() : -1, POLLIN, 0},
@@ -663,8 +674,23 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       killed = true;
       continue;
     }
+    if (suspended_since >= 0) {
+      // The ranks are stopped on purpose: nothing they do not say is held against them.
+      watch.pardon(now());
+      if (now() >= next_resume_check) {
+        next_resume_check = now() + 1.0;  // Slurm asked once a second, not at every poll
+        if (!slurm_job_suspended(plan_.slurm_job)) {
+          log_(
+              "Slurm job {} resumed, {:.1f} s after skt-run found it suspended; watching its ranks "
+              "again",
+              plan_.slurm_job, now() - suspended_since);
+          suspended_since = -1;
+        }
+      }
+    }
     if (!watch.contexts_open()) {
       if (const auto why = watch.stuck_in_finalize(now())) {
+        if (suspended_on_purpose(*why)) continue;
         out.stuck_in_finalize = *why;
         log_(
             "{}; ending the run (what the ranks printed and the launcher had not passed on is "
@@ -687,30 +713,8 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       ::kill(child.pid, SIGCONT);
       stopped_since = -1;
     }
-    if (suspended_since >= 0) {
-      // The ranks are stopped on purpose: nothing they do not say is held against them.
-      watch.pardon(now());
-      if (now() >= next_resume_check) {
-        next_resume_check = now() + 1.0;  // Slurm asked once a second, not at every poll
-        if (!slurm_job_suspended(plan_.slurm_job)) {
-          log_(
-              "Slurm job {} resumed, {:.1f} s after skt-run found it suspended; watching its ranks "
-              "again",
-              plan_.slurm_job, now() - suspended_since);
-          suspended_since = -1;
-        }
-      }
-    }
     if (const auto why = watch.hung(now())) {
-      if (!plan_.slurm_job.empty() && slurm_job_suspended(plan_.slurm_job)) {
-        log_(
-            "{}, but Slurm job {} is suspended (scontrol suspend, or preemption): its ranks are "
-            "stopped on purpose; waiting for it to resume",
-            *why, plan_.slurm_job);
-        suspended_since = now();
-        watch.pardon(now());
-        continue;
-      }
+      if (suspended_on_purpose(*why)) continue;
       out.hung = *why;
       log_("the run is hung: {}; ending it", *why);
       end_run(child);

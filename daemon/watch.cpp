@@ -71,6 +71,7 @@ void Watchdog::pardon(double now) {
     voice.second = std::max(voice.second, now);
   last_progress_ = std::max(last_progress_, now);
   started_at_ = std::max(started_at_, now);
+  last_finalize_ = std::max(last_finalize_, now);
 }
 
 double Watchdog::launcher_bound() const {

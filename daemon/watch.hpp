@@ -57,7 +57,7 @@ class Watchdog {
   // while it is not.
   std::optional<std::string> launcher_overdue(double now) const;
   // The ranks were stopped on purpose until `now` (their Slurm job suspended): their silence, the
-  // time without a checkpoint and the time to start count from `now`.
+  // time without a checkpoint, the time to start and the time in MPI_Finalize count from `now`.
   void pardon(double now);
   // Once every rank exited: the first nonzero exit code in rank order, else 0.
   std::optional<int> exit_code() const;

@@ -298,6 +298,10 @@ TEST(Watchdog, ARankStuckInMpiFinalizeOnceEveryRankReachedItIsHung) {
   // Every context closed: the work ended, which is not a hang to relaunch (it would start over).
   EXPECT_FALSE(w.contexts_open());
   EXPECT_FALSE(w.hung(1032.5).has_value());
+  // A suspended job's ranks are not stuck in it: their time counts from the pardon.
+  w.pardon(1032.5);
+  EXPECT_FALSE(w.stuck_in_finalize(1062.5).has_value());
+  ASSERT_TRUE(w.stuck_in_finalize(1063).has_value());
   EXPECT_FALSE(w.launcher_overdue(2000).has_value());
   // Once they all exited, the launcher's time is what counts.
   w.heard(said("j", 1, "exit", 0), 1040);
