@@ -1,7 +1,5 @@
 #include "encoders/group.hpp"
 
-#include <isa-l.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -581,51 +579,6 @@ void repair_rows(GroupLink& link, const StripeGeometry& geometry, const Codec& c
       report(options, i + 1, rows.size());
     }
     link.wait_all(static_cast<int>(t.sends.size()), t.sends.data(), nullptr);
-  }
-}
-
-namespace {
-
-// Seeded with all ones, so that a block of zeros does not have a CRC of zero.
-constexpr std::uint32_t kCrcSeed = 0xffffffffu;
-
-// Continues a CRC over `count` zero bytes.
-std::uint32_t crc_zeros(std::uint32_t crc, std::size_t count) noexcept {
-  static const std::vector<unsigned char> zeros(std::size_t{64} << 10, 0);
-  while (count > 0) {
-    const std::size_t n = std::min(count, zeros.size());
-    crc = crc32_iscsi(const_cast<unsigned char*>(zeros.data()), static_cast<int>(n), crc);
-    count -= n;
-  }
-  return crc;
-}
-
-}  // namespace
-
-std::uint32_t block_crc(const StripeGeometry& geometry, const std::byte* chunk, std::uint32_t valid,
-                        int block) noexcept {
-  const std::size_t size = geometry.block_bytes();
-  const std::size_t begin = static_cast<std::size_t>(block) * size;
-  const std::size_t end = std::min<std::size_t>(begin + size, geometry.chunk_bytes);
-  if (begin >= end) return kCrcSeed;
-  // Over the whole block, the bytes past the chunk's valid ones as the zeros they read as: so a
-  // parity block's CRC is a function of its sources' (see combine_parity_crcs).
-  const std::size_t data_end =
-      chunk == nullptr ? begin : std::clamp<std::size_t>(valid, begin, end);
-  std::uint32_t crc = kCrcSeed;
-  if (data_end > begin) {
-    crc = crc32_iscsi(
-        const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(chunk + begin)),
-        static_cast<int>(data_end - begin), crc);
-  }
-  return crc_zeros(crc, end - data_end);
-}
-
-void chunk_crcs(const StripeGeometry& geometry, const std::byte* chunk, std::uint32_t valid,
-                std::uint64_t mask, std::uint32_t* out) noexcept {
-  const int blocks = geometry.blocks_per_chunk();
-  for (int b = 0; b < blocks; ++b) {
-    if ((mask >> b & 1u) != 0) out[b] = block_crc(geometry, chunk, valid, b);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "encoders/codec.hpp"
+#include "encoders/crc.hpp"
 #include "encoders/geometry.hpp"
 #include "encoders/link.hpp"
 
@@ -141,13 +142,5 @@ void repair_rows(GroupLink& link, const StripeGeometry& geometry, const Codec& c
 void combine_parity_crcs(GroupLink& link, const StripeGeometry& geometry,
                          std::span<const std::uint64_t> counts, const std::uint32_t* data,
                          std::uint32_t* parity);
-
-// The CRC-32C of block `block` of a chunk, over the whole block, the bytes past the chunk's
-// `valid` ones (all of them for a null chunk) taken as zeros.
-std::uint32_t block_crc(const StripeGeometry& geometry, const std::byte* chunk, std::uint32_t valid,
-                        int block) noexcept;
-// The CRCs of the blocks of `mask` into out[block].
-void chunk_crcs(const StripeGeometry& geometry, const std::byte* chunk, std::uint32_t valid,
-                std::uint64_t mask, std::uint32_t* out) noexcept;
 
 }  // namespace skt::enc

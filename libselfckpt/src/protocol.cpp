@@ -311,17 +311,13 @@ Protocol::Verified Protocol::verify(std::int64_t epoch, bool redo) const {
   v.workspace_bad.assign(w.size(), 0);
   v.copy_bad.assign(w.size(), 0);
   for (std::uint64_t j = 0; j < w.size(); ++j) {
-    std::uint64_t lost = 0;
-    for (std::uint64_t k = 0; k < blocks; ++k) {
-      const std::uint32_t want = slot.data()[j * blocks + k];
-      const int block = static_cast<int>(k);
-      const bool in_w = enc::block_crc(geometry, w.data[j], w.bytes[j], block) == want;
-      const bool in_b = enc::block_crc(geometry, b.data[j], b.bytes[j], block) == want;
-      const std::uint64_t bit = std::uint64_t{1} << k;
-      if (!in_w) v.workspace_bad[j] |= bit;
-      if (!in_b) v.copy_bad[j] |= bit;
-      if (!in_w && !in_b) lost |= bit;
-      if (!in_w && in_b && v.workspace_should_hold) ++v.holdings.written_blocks;
+    const std::uint32_t* want = slot.data() + j * blocks;
+    v.workspace_bad[j] = enc::mismatched_blocks(geometry, w.data[j], w.bytes[j], want);
+    v.copy_bad[j] = enc::mismatched_blocks(geometry, b.data[j], b.bytes[j], want);
+    const std::uint64_t lost = v.workspace_bad[j] & v.copy_bad[j];
+    if (v.workspace_should_hold) {
+      v.holdings.written_blocks +=
+          static_cast<std::uint64_t>(std::popcount(v.workspace_bad[j] & ~v.copy_bad[j]));
     }
     if (lost == 0) continue;
     if (v.holdings.data_erased.empty()) {
@@ -339,12 +335,9 @@ Protocol::Verified Protocol::verify(std::int64_t epoch, bool redo) const {
     const std::uint64_t chunks = geometry.parity_chunks();
     const auto chunk = static_cast<std::uint32_t>(geometry.chunk_bytes);
     for (std::uint64_t p = 0; p < chunks; ++p) {
-      for (std::uint64_t k = 0; k < blocks; ++k) {
-        if (enc::block_crc(geometry, parity + p * chunk, chunk, static_cast<int>(k)) !=
-            slot.parity()[p * blocks + k]) {
-          extend(v.holdings.parity_erased, p);
-          break;
-        }
+      if (enc::mismatched_blocks(geometry, parity + p * chunk, chunk, slot.parity() + p * blocks) !=
+          0) {
+        extend(v.holdings.parity_erased, p);
       }
     }
   }

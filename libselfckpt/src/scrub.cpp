@@ -117,25 +117,15 @@ std::optional<std::vector<BadItem>> check_digests(const CheckpointView& view, co
   const enc::ChunkList copy = view.layout.copy_chunks(
       const_cast<std::byte*>(data) + view.areas.copy_offset(view.areas.copy_of_epoch(epoch)));
   for (std::uint64_t j = 0; j < copy.size(); ++j) {
-    std::uint64_t bad = 0;
-    for (std::uint64_t b = 0; b < blocks; ++b) {
-      if (enc::block_crc(g, copy.data[j], copy.bytes[j], static_cast<int>(b)) !=
-          slot.data()[j * blocks + b]) {
-        bad |= std::uint64_t{1} << b;
-      }
-    }
+    const std::uint64_t bad =
+        enc::mismatched_blocks(g, copy.data[j], copy.bytes[j], slot.data() + j * blocks);
     if (bad != 0) out.push_back({member, 0, j, g.row_of_chunk(member, j), bad});
   }
   const std::byte* parity = data + view.areas.checksum_of_epoch(epoch);
   const auto chunk = static_cast<std::uint32_t>(g.chunk_bytes);
   for (std::uint64_t p = 0; p < g.parity_chunks(); ++p) {
-    std::uint64_t bad = 0;
-    for (std::uint64_t b = 0; b < blocks; ++b) {
-      if (enc::block_crc(g, parity + p * chunk, chunk, static_cast<int>(b)) !=
-          slot.parity()[p * blocks + b]) {
-        bad |= std::uint64_t{1} << b;
-      }
-    }
+    const std::uint64_t bad =
+        enc::mismatched_blocks(g, parity + p * chunk, chunk, slot.parity() + p * blocks);
     if (bad != 0) out.push_back({member, 1, p, g.parity_row(member, p), bad});
   }
   return out;
