@@ -118,7 +118,7 @@ void chunk_crcs(const StripeGeometry& geometry, const std::byte* chunk, std::uin
 std::uint64_t mismatched_blocks(const StripeGeometry& geometry, const std::byte* chunk,
                                 std::uint32_t valid, const std::uint32_t* want) {
   const int blocks = geometry.blocks_per_chunk();
-  std::vector<std::uint32_t> crcs(static_cast<std::size_t>(blocks));
+  std::array<std::uint32_t, 64> crcs{};  // a chunk has at most 64 blocks, one bit each of a mask
   chunk_crcs(geometry, chunk, valid, geometry.block_mask(0, geometry.chunk_bytes), crcs.data());
   std::uint64_t bad = 0;
   for (int b = 0; b < blocks; ++b) {

@@ -38,7 +38,7 @@ TEST_P(ChunkCrcs, MatchTheReferenceAndTheDefinition) {
   const int blocks = geometry.blocks_per_chunk();
   const std::size_t size = geometry.block_bytes();
   std::mt19937_64 random(chunk_bytes * 131 + valid);
-  // One byte off alignment, as a stream's chunk may be when its region is not.
+  // One byte off alignment: the fast path must not count on aligned loads.
   std::vector<std::byte> storage(chunk_bytes + 1);
   for (auto& byte : storage)
     byte = static_cast<std::byte>(random());
