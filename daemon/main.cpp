@@ -41,7 +41,7 @@ constexpr int kExitUsage = 2;
 constexpr int kExitOutOfSpares = 5;
 constexpr int kExitRestartBudget = 6;
 constexpr int kExitLaunchFailed = 7;
-constexpr int kExitStuckInFinalize = 8;
+constexpr int kExitStuckAfterWork = 8;
 
 // A job tag leaves room for the sub-jobs a program derives from it (skt-hpl's TAG+t12).
 constexpr std::size_t kMaxJobTag = 48;
@@ -433,8 +433,8 @@ struct Outcome {
   std::optional<std::string> hung;       // why skt-run ended it as hung
   std::optional<std::string> dead_node;  // a node a probe found dead while it ran
   // Why skt-run ended a run whose work had ended, every context closed, but whose ranks did not
-  // leave MPI_Finalize.
-  std::optional<std::string> stuck_in_finalize;
+  // leave MPI_Finalize, or one of which stopped before it.
+  std::optional<std::string> stuck_after_work;
   bool started = false;                   // some rank of the program spoke
   std::optional<std::uint64_t> restored;  // the epoch the program restored
   std::optional<double> restored_at;      // when it said so, seconds after the launch
@@ -688,18 +688,14 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
         }
       }
     }
-    if (!watch.contexts_open()) {
-      if (const auto why = watch.stuck_in_finalize(now())) {
-        if (suspended_on_purpose(*why)) continue;
-        out.stuck_in_finalize = *why;
-        log_(
-            "{}; ending the run (what the ranks printed and the launcher had not passed on is "
-            "lost)",
-            *why);
-        end_run(child);
-        killed = true;
-        continue;
-      }
+    if (const auto why = watch.stuck_after_work(now())) {
+      if (suspended_on_purpose(*why)) continue;
+      out.stuck_after_work = *why;
+      log_("{}; ending the run (what the ranks printed and the launcher had not passed on is lost)",
+           *why);
+      end_run(child);
+      killed = true;
+      continue;
     }
     // A stopped launcher holds up the ranks' output and their MPI_Finalize, and may stay stopped
     // for good (a stray SIGSTOP, a job-control slip): continued, the run goes on where it was.
@@ -870,16 +866,16 @@ int Supervisor::run() {
       log_("final ranklist in {}", dir_.file("ranklist"));
       return 0;
     }
-    if (out.stuck_in_finalize) {
+    if (out.stuck_after_work) {
       // Every context had ended (one that finishes removes its checkpoint), so a relaunch would do
       // the work again; and whether the program succeeded is its exit code, which nobody saw.
       log_(
           "run {}: the program's work ended (every context closed), but its ranks did not leave "
-          "MPI_Finalize, so its exit code is unknown: see its output; not relaunching (the work "
+          "the program, so its exit code is unknown: see its output; not relaunching (the work "
           "would be done again from the start); {}",
           state_.launches, kept_hint(false));
-      save("failed", "stuck in MPI_Finalize: " + *out.stuck_in_finalize);
-      return kExitStuckInFinalize;
+      save("failed", "stuck after its work: " + *out.stuck_after_work);
+      return kExitStuckAfterWork;
     }
     if (code == 3 && o_.fresh_if_unrecoverable && attempt < o_.max_restarts) {
       log_(
@@ -985,7 +981,8 @@ int run(int argc, char** argv) {
       "ended, and the ranks' exit codes are the run's; one stopped (SIGSTOP) for --silence\n"
       "seconds is continued (SIGCONT). Ranks that all reached MPI_Finalize and do not leave it\n"
       "within the same bound (a frozen MPI daemon or node) end the run: relaunched if a context\n"
-      "is still open, else exit 8 (the work ended; a relaunch would do it again).\n"
+      "is still open, else exit 8 (the work ended; a relaunch would do it again). So does a rank\n"
+      "silent for --silence seconds after its last context ended, before MPI_Finalize.\n"
       "The nodes are probed every --probe-interval seconds while it runs.\n"
       "What skt-run knows of a job lives in its state directory (--state-dir; default\n"
       "${XDG_STATE_HOME:-~/.local/state}/skt-run/<job>): the same command resumes a job that was\n"
@@ -995,9 +992,9 @@ int run(int argc, char** argv) {
       "in the program (its limits and resources too: not retried); 3 the program found its\n"
       "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares; 6\n"
       "--max-restarts reached; 7 the launcher failed before the program started (not retried); 8\n"
-      "its work ended, but its ranks did not leave MPI_Finalize (its own code unknown; not\n"
-      "retried); 128+N stopped by signal N. Every exit says what is left of the job and how to\n"
-      "remove it.");
+      "its work ended, but its ranks did not leave the program (stuck in or stopped before\n"
+      "MPI_Finalize; its own code unknown; not retried); 128+N stopped by signal N. Every exit\n"
+      "says what is left of the job and how to remove it.");
   Options o;
   app.add_option("--nodes", o.nodes, "nodes, comma separated (n1,n2,...)");
   app.add_option("--hostfile", o.hostfile, "a file of node names, one per line")

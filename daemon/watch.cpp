@@ -43,8 +43,13 @@ void Watchdog::heard(const Heard& h, double now) {
     std::erase_if(voices_, [&](const auto& voice) { return voice.first.second == h.rank; });
     exits_[h.rank] = static_cast<int>(h.epoch);
     last_exit_ = now;
+    processes_.erase(h.rank);
   } else if (h.kind == "finalize") {
     if (finalizing_.insert(h.rank).second) last_finalize_ = now;
+    processes_.erase(h.rank);
+  } else if (h.kind == "live") {
+    // The process's beat may cross its finalize or exit report on the way.
+    if (finalizing_.count(h.rank) == 0 && exits_.count(h.rank) == 0) processes_[h.rank] = now;
   } else if (h.kind == "bye") {
     voices_.erase({h.job, h.rank});
   } else if (h.kind == "hello" || voices_.count({h.job, h.rank}) != 0) {
@@ -69,6 +74,8 @@ void Watchdog::heard(const Heard& h, double now) {
 void Watchdog::pardon(double now) {
   for (auto& voice : voices_)
     voice.second = std::max(voice.second, now);
+  for (auto& process : processes_)
+    process.second = std::max(process.second, now);
   last_progress_ = std::max(last_progress_, now);
   started_at_ = std::max(started_at_, now);
   last_finalize_ = std::max(last_finalize_, now);
@@ -97,6 +104,20 @@ std::optional<std::string> Watchdog::stuck_in_finalize(double now) const {
       "every rank reached MPI_Finalize {:.1f} s ago, but rank {} has not left it within {:.1f} s "
       "(a frozen MPI daemon or node?): its exit code is unknown",
       now - since, stuck, launcher_bound());
+}
+
+std::optional<std::string> Watchdog::stuck_after_work(double now) const {
+  if (contexts_open()) return std::nullopt;  // a silent context is a hang: relaunched
+  if (auto why = stuck_in_finalize(now)) return why;
+  for (const auto& [rank, last] : processes_) {
+    if (now - last > limits_.silence) {
+      return fmt::format(
+          "rank {} has been silent for {:.1f} s since its last selfckpt context ended, before "
+          "MPI_Finalize (stopped, or its node frozen): its exit code is unknown",
+          rank, now - last);
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> Watchdog::hung(double now) const {

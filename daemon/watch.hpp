@@ -4,7 +4,10 @@
 //
 // Each context of a rank speaks for itself (a program may hold several: skt-hpl's TAG+hpl and
 // TAG+t0) from its hello to its bye; a context that said bye is silent as it should be. A program
-// that has no context left is not watched: it may have hours of work after its last checkpoint.
+// that has no context left is not watched for progress: it may have hours of work after its last
+// checkpoint. Its process still beats (live) until it enters MPI_Finalize or exits, so one stopped
+// in between (or on a frozen node) is silent: with no context open, its work ended, and as with a
+// rank stuck in MPI_Finalize what ends its run is the supervisor's choice.
 // Each rank's process reports its exit; when every rank exited and the launcher outlives them by
 // --hang-timeout (else --progress-floor), the launcher is overdue, and the ranks' exit codes are
 // the run's. Each also reports entering MPI_Finalize, which ends once every rank entered it: when
@@ -28,7 +31,8 @@ struct Heard {
   int rank = 0;
   int launch = 0;
   long pid = 0;
-  std::string kind;  // hello, beat, recovered, recovered-storage, commit, bye, finalize, exit
+  // hello, beat, recovered, recovered-storage, commit, bye; of the process: live, finalize, exit
+  std::string kind;
   std::uint64_t epoch = 0;  // for exit, the exit code
 };
 std::optional<Heard> parse_heard(std::string_view line);
@@ -63,6 +67,9 @@ class Watchdog {
   std::optional<int> exit_code() const;
   // Why a rank is stuck in MPI_Finalize at `now`, in words; nothing while none is.
   std::optional<std::string> stuck_in_finalize(double now) const;
+  // Why a rank is stuck after its work at `now`: stuck in MPI_Finalize, or silent with no context
+  // open before it (stopped after its last context ended); nothing while none is.
+  std::optional<std::string> stuck_after_work(double now) const;
   // Whether some context of a rank has not said bye (or its process has not exited).
   bool contexts_open() const noexcept { return !voices_.empty(); }
 
@@ -93,6 +100,8 @@ class Watchdog {
   std::map<int, int> exits_;  // rank -> exit code, of the ranks that exited
   double last_exit_ = -1;
   std::set<int> finalizing_;  // ranks that entered MPI_Finalize
+  // When each rank's process last beat, while it has neither entered MPI_Finalize nor exited.
+  std::map<int, double> processes_;
   double last_finalize_ = -1;
   double last_progress_;
   double last_commit_ = -1;

@@ -7,11 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "encoders/mpi_util.hpp"
 #include "selfckpt/selfckpt.hpp"
@@ -28,6 +30,7 @@ struct ProcessReport {
   int rank;
   int launch;
   pid_t pid;  // the process's: a child it forks inherits the report, and must not send it
+  std::atomic<bool> beating{true};  // until the process enters MPI_Finalize or exits
 };
 
 void send_line(int fd, const sockaddr_in& to, const std::string& line) {
@@ -54,7 +57,21 @@ void send_report(const ProcessReport& report, const char* kind, int value) noexc
 }
 
 void report_exit(int status, void* argument) noexcept {
-  send_report(*static_cast<const ProcessReport*>(argument), "exit", status & 0xff);
+  auto& report = *static_cast<ProcessReport*>(argument);
+  report.beating = false;
+  send_report(report, "exit", status & 0xff);
+}
+
+// The process beats on after its last context ended: a rank stopped (or its node frozen) between
+// its last checkpoint's context and MPI_Finalize goes silent, where before nothing told it from a
+// rank still writing its results. The first beat goes at once: the supervisor watches a process
+// from its first beat, and a short program may stop before a second. Detached, on a report never
+// freed: it may still be asleep when the process exits.
+void beat_until_finalize(ProcessReport* report) {
+  while (report->beating) {
+    send_report(*report, "live", 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(Monitor::kBeatMilliseconds));
+  }
 }
 
 // MPI_Finalize deletes MPI_COMM_SELF's attributes before anything else it does (the standard's
@@ -62,7 +79,9 @@ void report_exit(int status, void* argument) noexcept {
 // supervisor then tells a rank stuck in MPI_Finalize (a frozen MPI daemon, a node frozen after its
 // ranks' last checkpoint) from one still at work.
 int report_finalize(MPI_Comm, int, void* attribute, void*) noexcept {
-  send_report(*static_cast<const ProcessReport*>(attribute), "finalize", 0);
+  auto& report = *static_cast<ProcessReport*>(attribute);
+  report.beating = false;
+  send_report(report, "finalize", 0);
   return MPI_SUCCESS;
 }
 
@@ -75,6 +94,7 @@ void arrange_process_reports(const sockaddr_in& to, const std::string& job, int 
     int keyval = MPI_KEYVAL_INVALID;
     SKT_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, report_finalize, &keyval, nullptr));
     SKT_MPI(MPI_Comm_set_attr(MPI_COMM_SELF, keyval, report));
+    std::thread(beat_until_finalize, report).detach();
   });
 }
 

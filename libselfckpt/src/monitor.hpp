@@ -11,7 +11,9 @@
 // the epoch and the rank in MPI_COMM_WORLD: a supervisor then knows the program ended, and how,
 // even if its launcher never says so (stopped, or frozen). Before that, once, "finalize" (epoch 0)
 // as the process enters MPI_Finalize: one that never leaves it waits on a frozen MPI daemon or
-// node, not on its own work.
+// node, not on its own work. From the process's first context until then, "live" (epoch 0, the
+// world rank) every second from a thread of the process: a rank stopped after its last context
+// ended, before MPI_Finalize, goes silent too.
 #pragma once
 
 #include <netinet/in.h>

@@ -50,6 +50,9 @@ struct Options {
   // Before recovering, write into every region as real programs do (zero-filling containers,
   // initialisation code): "zero" or "random".
   std::string scribble;
+  // --crash-rank stops itself (SIGSTOP) after its context ended, before MPI_Finalize, as a rank
+  // on a node that freezes while it writes its results would.
+  bool stop_after_work = false;
   // What an iteration rewrites: a window of this share of each region, moving from one iteration to
   // the next; none of region 0 with static_first (set up once and marked static).
   int touch_percent = 100;
@@ -326,6 +329,11 @@ int run(const Options& o) {
     fmt::print("RESULT {:016x} after {} iterations\n", result, state.iteration);
   }
   ctx.finalize(true);
+  if (o.stop_after_work && rank == o.crash_rank && launch_number() == 0) {
+    fmt::print(stderr, "testapp: rank {} stops itself after its work\n", rank);
+    std::fflush(stderr);
+    raise(SIGSTOP);
+  }
   return 0;
 }
 
@@ -355,6 +363,9 @@ int main(int argc, char** argv) {
   app.add_option("--pause", o.pauses,
                  "L:K: on launch L (SKT_RESTART), every rank stops after "
                  "iteration K and waits to be killed (repeatable)");
+  app.add_flag("--stop-after-work", o.stop_after_work,
+               "on a first launch, --crash-rank stops itself (SIGSTOP) after its context ended, "
+               "before MPI_Finalize");
   app.add_flag("--verify-recovery", o.verify_recovery, "replay and compare restored data");
   app.add_option("--stop-after", o.stop_after,
                  "on a first launch, end after this iteration keeping the checkpoints "

@@ -18,7 +18,8 @@
   dead for another job on the same nodes; --revive; a job's tag does not cover another's;
 - a stopped launcher (SIGSTOP on mpirun mid-run) is continued after --silence, and the run goes
   on; a launcher that outlives every rank's exit (they report it) is ended after the bound, the
-  ranks' exit codes the run's;
+  ranks' exit codes the run's; a rank stopped after its last context ended, before MPI_Finalize,
+  ends the run with exit 8 (the work ended), not a wait forever;
 - skt-run's state on a full disk: refused before the job (exit 2, nothing launched); while the job
   runs, a warning, and a crash after it is still relaunched and restored;
 - ended while finishing: the run ends after every rank finished, in the middle of removing the
@@ -399,6 +400,26 @@ def stopped_launcher(d, cluster, checks, reference):
     checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
 
 
+def stopped_after_work(d, cluster, checks, reference):
+    """A rank stopped (SIGSTOP; a node frozen does the same) after its context ended, before
+    MPI_Finalize, the others waiting in it. No context was open, so nothing watched it, and skt-run
+    waited forever. Its process beats until MPI_Finalize: silent, the run is ended with exit 8 (the
+    work ended; a relaunch would do it again), the right result printed, nothing left."""
+    job = cluster.new_job("wastop")
+    args = APP_ARGS + ["--crash-rank", "1", "--stop-after-work"]
+    code, out = d.run(d.command(job, NODES, 0, args, extra=["--silence", "3"]))
+    checks.expect("testapp: rank 1 stops itself after its work" in out, "rank 1 stopped itself", out)
+    checks.expect(code == 8 and result_of(out) == reference,
+                  f"a rank stopped after its work: exit 8 after the right result (got exit {code})", out)
+    checks.expect(re.search(r"rank 1 has been silent for \d+\.\d s since its last selfckpt context ended, "
+                            r"before MPI_Finalize \(stopped, or its node frozen\): its exit code is unknown; "
+                            r"ending the run", out)
+                  and "relaunched (run" not in out and "not relaunching" in out,
+                  "skt-run names the silent rank, ends the run and does not do the work again", out)
+    checks.expect(not harness.processes_of(job), "no process of the job is left (the stopped rank too)")
+    checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
+
+
 def launcher_outliving_ranks(d, cluster, checks, reference):
     """A launcher that does not end once every rank exited (here a wrapper that hangs after mpirun;
     a frozen mpirun does the same): ended after the bound, and the ranks' exit codes, which the
@@ -474,7 +495,7 @@ def main(argv):
         d = harness.SktRun(options, root)
         for case in (stopped_rank, deadlock, resume_after_signals, launch_failures, remote_environment,
                      isolation, ended_while_finishing, leftovers, killed_while_creating, stopped_launcher,
-                     launcher_outliving_ranks, state_disk_full):
+                     stopped_after_work, launcher_outliving_ranks, state_disk_full):
             case(d, cluster, checks, reference)
     return harness.report_failures(checks.failures)
 

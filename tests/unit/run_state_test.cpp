@@ -310,6 +310,52 @@ TEST(Watchdog, ARankStuckInMpiFinalizeOnceEveryRankReachedItIsHung) {
   EXPECT_TRUE(w.launcher_overdue(2000).has_value());
 }
 
+TEST(Watchdog, ARankStoppedAfterItsLastContextBeforeMpiFinalizeIsStuckAfterItsWork) {
+  // Its process beats (live) from a thread until MPI_Finalize: one that writes its results for
+  // hours goes on beating; one stopped there (or on a frozen node) does not. skt-run used to wait
+  // for it forever, the other ranks in MPI_Finalize.
+  WatchLimits limits;
+  limits.silence = 10;
+  Watchdog w("j", 0, 2, limits, 0, 0);
+  for (int r = 0; r < 2; ++r) {
+    w.heard(said("j", r, "hello"), 0);
+    w.heard(said("j", r, "live"), 1);
+    w.heard(said("j", r, "bye"), 2);
+  }
+  w.heard(said("j", 0, "finalize"), 2);
+  w.heard(said("j", 0, "live"), 2.5);  // a beat that crossed the finalize report on the way
+  for (double t = 3; t <= 1000; t += 1)
+    w.heard(said("j", 1, "live"), t);  // rank 1 still at work, alive
+  EXPECT_FALSE(w.stuck_after_work(1000).has_value());
+  EXPECT_FALSE(w.stuck_after_work(1010).has_value());
+  const auto why = w.stuck_after_work(1010.5);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("rank 1 has been silent for 10.5 s since its last selfckpt context ended, "
+                      "before MPI_Finalize (stopped, or its node frozen)"),
+            std::string::npos)
+      << *why;
+  EXPECT_FALSE(w.hung(1010.5).has_value());  // not a hang to relaunch: the work would start over
+  // A suspended job's ranks are silent on purpose.
+  w.pardon(1010.5);
+  EXPECT_FALSE(w.stuck_after_work(1020).has_value());
+  // Once it entered MPI_Finalize, or exited, its silence says nothing.
+  w.heard(said("j", 1, "finalize"), 1021);
+  w.heard(said("j", 1, "exit", 0), 1022);
+  w.heard(said("j", 0, "exit", 0), 1022);
+  w.heard(said("j", 1, "live"), 1023);  // a beat that crossed its exit report
+  EXPECT_FALSE(w.stuck_after_work(5000).has_value());
+}
+
+TEST(Watchdog, AStoppedProcessWithAContextOpenIsAHangNotStuckAfterItsWork) {
+  WatchLimits limits;
+  limits.silence = 10;
+  Watchdog w("j", 0, 1, limits, 0, 0);
+  w.heard(said("j", 0, "hello"), 0);
+  w.heard(said("j", 0, "live"), 1);
+  EXPECT_FALSE(w.stuck_after_work(100).has_value());
+  ASSERT_TRUE(w.hung(100).has_value());
+}
+
 TEST(Watchdog, StuckInMpiFinalizeWithAContextOpenIsAHang) {
   // A program that calls MPI_Finalize before its context ends (a C++ context in main's scope):
   // its checkpoints are still there, and a relaunch resumes from them.
