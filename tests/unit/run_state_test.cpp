@@ -184,12 +184,17 @@ TEST(Watchdog, RanksThatNeverStartAreHungAfterTheStartupBound) {
       << *why;
 }
 
+// Ranks 0 to ranks - 1 of job "j" say the same thing at the same time.
+void each_rank_says(Watchdog& w, int ranks, const std::string& kind, double at,
+                    std::uint64_t epoch = 0) {
+  for (int r = 0; r < ranks; ++r)
+    w.heard(said("j", r, kind, epoch), at);
+}
+
 // Every rank beats each second; commits come as the test says.
 void beat_until(Watchdog& w, int ranks, double from, double to) {
-  for (double t = from; t <= to; t += 1) {
-    for (int r = 0; r < ranks; ++r)
-      w.heard(said("j", r, "beat"), t);
-  }
+  for (double t = from; t <= to; t += 1)
+    each_rank_says(w, ranks, "beat", t);
 }
 
 TEST(Watchdog, NoCheckpointForThreeCadencesIsADeadlock) {
@@ -253,8 +258,7 @@ TEST(Watchdog, ALauncherThatOutlivesEveryRanksExitIsOverdue) {
   WatchLimits limits;
   limits.progress_fixed = 20;
   Watchdog w("j", 0, 3, limits, 0, 0);
-  for (int r = 0; r < 3; ++r)
-    w.heard(said("j", r, "hello"), 0);
+  each_rank_says(w, 3, "hello", 0);
   w.heard(said("j", 2, "exit", 0), 4);  // exits without its bye: gone, not silent
   w.heard(said("j", 0, "bye"), 5);
   w.heard(said("j", 1, "bye"), 5);
@@ -276,10 +280,8 @@ TEST(Watchdog, ARankStuckInMpiFinalizeOnceEveryRankReachedItIsHung) {
   WatchLimits limits;
   limits.progress_floor = 30;
   Watchdog w("j", 0, 3, limits, 0, 0);
-  for (int r = 0; r < 3; ++r) {
-    w.heard(said("j", r, "hello"), 0);
-    w.heard(said("j", r, "bye"), 5);
-  }
+  each_rank_says(w, 3, "hello", 0);
+  each_rank_says(w, 3, "bye", 5);
   // Ranks 1 and 2 wait in MPI_Finalize while rank 0 writes its results, for as long as it takes.
   w.heard(said("j", 1, "finalize"), 6);
   w.heard(said("j", 2, "finalize"), 6);
@@ -317,11 +319,9 @@ TEST(Watchdog, ARankStoppedAfterItsLastContextBeforeMpiFinalizeIsStuckAfterItsWo
   WatchLimits limits;
   limits.silence = 10;
   Watchdog w("j", 0, 2, limits, 0, 0);
-  for (int r = 0; r < 2; ++r) {
-    w.heard(said("j", r, "hello"), 0);
-    w.heard(said("j", r, "live"), 1);
-    w.heard(said("j", r, "bye"), 2);
-  }
+  each_rank_says(w, 2, "hello", 0);
+  each_rank_says(w, 2, "live", 1);
+  each_rank_says(w, 2, "bye", 2);
   w.heard(said("j", 0, "finalize"), 2);
   w.heard(said("j", 0, "live"), 2.5);  // a beat that crossed the finalize report on the way
   for (double t = 3; t <= 1000; t += 1)
@@ -362,11 +362,9 @@ TEST(Watchdog, StuckInMpiFinalizeWithAContextOpenIsAHang) {
   WatchLimits limits;
   limits.progress_floor = 10;  // one commit: no cadence yet, so no bound on the time without one
   Watchdog w("j", 0, 2, limits, 0, 0);
-  for (int r = 0; r < 2; ++r) {
-    w.heard(said("j", r, "hello"), 0);
-    w.heard(said("j", r, "commit", 1), 1);
-    w.heard(said("j", r, "finalize"), 2);
-  }
+  each_rank_says(w, 2, "hello", 0);
+  each_rank_says(w, 2, "commit", 1, 1);
+  each_rank_says(w, 2, "finalize", 2);
   beat_until(w, 2, 2, 12);
   EXPECT_FALSE(w.hung(12).has_value());
   EXPECT_TRUE(w.contexts_open());
@@ -381,8 +379,7 @@ TEST(Watchdog, APardonedSilenceCountsFromThePardon) {
   limits.silence = 10;
   limits.progress_floor = 30;
   Watchdog w("j", 0, 3, limits, 10, 0);  // cadence known: at most 30 s without a checkpoint
-  for (int r = 0; r < 2; ++r)
-    w.heard(said("j", r, "hello"), 1);
+  each_rank_says(w, 2, "hello", 1);
   ASSERT_TRUE(w.hung(11.5).has_value());
   w.pardon(11.5);
   EXPECT_FALSE(w.hung(21.5).has_value());
