@@ -67,6 +67,8 @@ class Arena {
   std::size_t segment_bytes() const noexcept;
   // Bytes of the workspace segment not in memory yet: pages the program has still to write.
   std::size_t unwritten_bytes() const;
+  // The workspace segment's SysV id, -1 before there is one.
+  int segment_id() const noexcept { return segment_.id(); }
 
   // Marks the segment for removal (it goes when the last process detaches).
   void remove();

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -65,6 +66,55 @@ std::optional<MachineMemory> machine_memory() {
   }
   if (!available || !total) return std::nullopt;
   return m;
+}
+
+std::vector<SharedSegment> parse_shared_segments(std::string_view proc_sysvipc_shm) {
+  std::vector<SharedSegment> segments;
+  for (const std::string_view line : lines(proc_sysvipc_shm)) {
+    // key shmid perms size cpid lpid nattch uid gid cuid cgid atime dtime ctime rss swap
+    std::istringstream fields{std::string(line)};
+    std::string key;
+    SharedSegment s;
+    std::uint64_t skip = 0, rss = 0, swap = 0;
+    std::string perms;
+    if (!(fields >> key >> s.id >> perms >> s.bytes >> skip >> skip >> s.attached)) continue;
+    for (int i = 0; i < 7; ++i)  // uid gid cuid cgid atime dtime ctime
+      fields >> skip;
+    if (!(fields >> rss >> swap)) continue;  // the header, or a kernel without these columns
+    // The kernel counts a huge-page segment's resident pages in units too large; none is more
+    // than all of it.
+    s.written = std::min(s.bytes, rss + swap);
+    segments.push_back(s);
+  }
+  return segments;
+}
+
+std::vector<SharedSegment> shared_segments() {
+  return parse_shared_segments(read_file("/proc/sysvipc/shm"));
+}
+
+std::uint64_t promised_to_others(const std::vector<SharedSegment>& segments,
+                                 const std::vector<int>& excluded, std::uint64_t huge_page_bytes) {
+  std::uint64_t promised = 0;
+  for (const SharedSegment& s : segments) {
+    if (s.attached == 0 || std::find(excluded.begin(), excluded.end(), s.id) != excluded.end())
+      continue;
+    if (huge_page_bytes > 0 && s.bytes % huge_page_bytes == 0) continue;
+    promised += s.bytes - s.written;
+  }
+  return promised;
+}
+
+std::uint64_t reserved_huge_page_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t value = 0, pages = 0, kib = 0;
+  while (in >> key >> value) {
+    std::getline(in, unit);
+    if (key == "HugePages_Total:") pages = value;
+    if (key == "Hugepagesize:") kib = value;
+  }
+  return pages > 0 ? kib * 1024 : 0;
 }
 
 std::optional<CgroupPath> memory_cgroup_path(std::string_view proc_cgroup,

@@ -18,6 +18,26 @@ struct MachineMemory {
 };
 std::optional<MachineMemory> machine_memory();
 
+// A SysV shared memory segment as /proc/sysvipc/shm lists it: the pages never written are not in
+// MemAvailable's count, yet a process that has it attached may write them at any time.
+struct SharedSegment {
+  int id = -1;
+  std::uint64_t bytes = 0;
+  std::uint64_t written = 0;  // resident or swapped out
+  int attached = 0;
+};
+std::vector<SharedSegment> parse_shared_segments(std::string_view proc_sysvipc_shm);
+// The segments of this machine (of this process's IPC namespace).
+std::vector<SharedSegment> shared_segments();
+// What the attached segments but `excluded` can still take: their pages not yet written. Another
+// job's workspace takes its memory as that job computes, long after its own check passed. Where
+// the machine reserves huge pages (`huge_page_bytes` > 0), a segment of whole huge pages is left
+// out: it may be backed by the reserve, which MemAvailable does not count.
+std::uint64_t promised_to_others(const std::vector<SharedSegment>& segments,
+                                 const std::vector<int>& excluded, std::uint64_t huge_page_bytes);
+// The size of the huge pages the machine reserves (vm.nr_hugepages), 0 where it reserves none.
+std::uint64_t reserved_huge_page_bytes();
+
 // The directories of the memory cgroups a process is in, its own first and then every ancestor up
 // to the hierarchy's root, from its /proc/<pid>/cgroup and /proc/<pid>/mountinfo. The v1 memory
 // controller where it is mounted, else the unified (v2) hierarchy; none where neither is mounted.

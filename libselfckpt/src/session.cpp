@@ -399,17 +399,28 @@ Session::MemoryDemand Session::memory_demand(std::uint64_t mine) {
   constexpr std::size_t kMostLimits = 8;
   std::vector<MemoryLimit> limits = own_memory_limits();
   if (limits.size() > kMostLimits) limits.resize(kMostLimits);
-  std::array<std::uint64_t, kMostLimits + 2> own{};
+  // Then this rank's segments, which the machine's count of other jobs' segments leaves out.
+  constexpr std::size_t kSegments = kMostLimits + 2;
+  std::array<std::uint64_t, kSegments + 2> own{};
   own[0] = mine;
   own[1] = limits.size();
   for (std::size_t i = 0; i < limits.size(); ++i)
     own[i + 2] = limits[i].id;
+  own[kSegments] = static_cast<std::uint64_t>(arena_->segment_id());
+  own[kSegments + 1] = static_cast<std::uint64_t>(checkpoint_.id());
   const int ranks = machine.size();
   std::vector<std::uint64_t> all(own.size() * static_cast<std::size_t>(ranks));
   SKT_MPI(MPI_Allgather(own.data(), static_cast<int>(own.size()), MPI_UINT64_T, all.data(),
                         static_cast<int>(own.size()), MPI_UINT64_T, machine.get()));
-  for (int r = 0; r < ranks; ++r)
-    demand.machine += all[static_cast<std::size_t>(r) * own.size()];
+  std::vector<int> ours;
+  for (int r = 0; r < ranks; ++r) {
+    const std::uint64_t* other = all.data() + static_cast<std::size_t>(r) * own.size();
+    demand.machine += other[0];
+    ours.push_back(static_cast<int>(other[kSegments]));
+    ours.push_back(static_cast<int>(other[kSegments + 1]));
+  }
+  // Read once every rank of the job here has its workspace segment (the gather above).
+  demand.elsewhere = promised_to_others(shared_segments(), ours, reserved_huge_page_bytes());
   for (MemoryLimit& limit : limits) {
     std::uint64_t need = 0;
     for (int r = 0; r < ranks; ++r) {
@@ -442,15 +453,23 @@ void Session::refuse_beyond_memory(const MemoryDemand& demand) const {
     return room > memory / 32 ? room - memory / 32 : 0;
   };
   if (const std::optional<MachineMemory> memory = machine_memory()) {
-    const std::uint64_t left = usable(memory->available, memory->total);
+    const std::uint64_t free_of_others =
+        memory->available > demand.elsewhere ? memory->available - demand.elsewhere : 0;
+    const std::uint64_t left = usable(free_of_others, memory->total);
     if (demand.machine > left) {
-      throw Error(
-          SKT_ERR_NOMEM,
-          fmt::format("this machine cannot hold job '{}': its ranks here are {}, and {:.1f} "
-                      "GiB is available (MemAvailable {:.1f} GiB, less 1/32 of the memory "
-                      "kept free); {}",
-                      config_.job, taking(demand.machine), gib(left), gib(memory->available),
-                      advice));
+      const std::string others =
+          demand.elsewhere == 0
+              ? std::string()
+              : fmt::format(
+                    ", less {:.1f} GiB not yet written of the shared memory segments "
+                    "that other jobs and programs here hold",
+                    gib(demand.elsewhere));
+      throw Error(SKT_ERR_NOMEM,
+                  fmt::format("this machine cannot hold job '{}': its ranks here are {}, and "
+                              "{:.1f} GiB is available (MemAvailable {:.1f} GiB{}, less 1/32 of "
+                              "the memory kept free); {}",
+                              config_.job, taking(demand.machine), gib(left),
+                              gib(memory->available), others, advice));
     }
   }
   for (const auto& [limit, need] : demand.cgroups) {

@@ -92,6 +92,8 @@ class Session {
   // those in each limited memory cgroup holding this rank (a batch system's limit on the job).
   struct MemoryDemand {
     std::uint64_t machine = 0;
+    // What other processes' segments on this machine may still take (promised_to_others).
+    std::uint64_t elsewhere = 0;
     std::vector<std::pair<MemoryLimit, std::uint64_t>> cgroups;
   };
   // Collective: the demand, of which `mine` here.

@@ -214,10 +214,53 @@ def killed_as_expected(run, what):
     return None
 
 
-def memory_available():
-    """Bytes this machine can still give new pages, as the library's check of a job's memory reads it."""
+def meminfo(key):
+    """Bytes of /proc/meminfo's `key` (MemAvailable: what new pages can still take, as the
+    library's check of a job's memory reads it; MemTotal)."""
     with open("/proc/meminfo") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key + ":"))
+
+
+def memory_available():
+    return meminfo("MemAvailable")
+
+
+class UnwrittenSegment:
+    """A SysV segment of `size` bytes that this process holds attached and never writes, as another
+    job's workspace is before its program fills it: it takes no memory yet, and will. Marked for
+    removal at once, so that it goes with this process whatever happens. `why_not` says why none
+    could be made; then `with` holds nothing."""
+
+    IPC_CREAT, IPC_RMID = 0o1000, 0
+
+    def __init__(self, size):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.shmat.restype = ctypes.c_void_p
+        self.libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+        self.libc.shmdt.argtypes = [ctypes.c_void_p]
+        self.size = size
+        self.address = None
+        self.why_not = None if size > 0 else f"no room for a segment of {size} bytes"
+
+    def __enter__(self):
+        if self.why_not:
+            return self
+        shmid = self.libc.shmget(0, ctypes.c_size_t(self.size), self.IPC_CREAT | 0o600)
+        if shmid < 0:
+            self.why_not = f"shmget of {self.size} bytes: {os.strerror(ctypes.get_errno())}"
+            return self
+        address = self.libc.shmat(shmid, None, 0)
+        self.libc.shmctl(shmid, self.IPC_RMID, None)
+        if address in (None, ctypes.c_void_p(-1).value):
+            self.why_not = f"shmat: {os.strerror(ctypes.get_errno())}"
+        else:
+            self.address = address
+        return self
+
+    def __exit__(self, *exc):
+        if self.address is not None:
+            self.libc.shmdt(self.address)
+            self.address = None
 
 
 class MemoryCgroup:

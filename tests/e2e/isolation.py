@@ -6,7 +6,8 @@ while processes of an earlier launch still hold the segments waits, then refuses
 launcher killed from outside takes its ranks with it (none writes on into the segments); two
 relaunches started at once never both own a segment;
 configuration errors stop every rank with exit code 2, and a first launch refused for its settings
-leaves no segment behind; a group size above the job's size makes one group, with a warning; a job cancelled (SIGTERM through its launcher) in the middle of a
+leaves no segment behind; a group size above the job's size makes one group, with a warning; a job
+that fits the machine only without another job's workspace not yet written is refused; a job cancelled (SIGTERM through its launcher) in the middle of a
 checkpoint relaunches from a consistent state."""
 
 import os
@@ -186,6 +187,36 @@ def configuration_errors(cluster, checks):
         cluster.clean(job)
 
 
+def beside_a_job_still_writing(cluster, checks):
+    job = cluster.new_job("iso-e")
+    nodes = [f"n{r}" for r in range(4)]
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0"}
+    # Four ranks of 64 MiB: with their checkpoints they take more than 768 MiB, and 256 MiB is left
+    # them beside a job whose workspace is attached and not yet written (its program fills it as
+    # it computes). Before, the check counted only MemAvailable, which those pages are not out of
+    # yet: both jobs passed it, and the kernel would kill one of them as they wrote.
+    args = ["--iterations", "2", "--checkpoint-every", "1", "--regions", "1", "--bytes", str(64 << 20)]
+    left = 256 << 20
+    try:
+        with harness.UnwrittenSegment(harness.memory_available() - harness.meminfo("MemTotal") // 32
+                                      - left) as other:
+            if other.why_not:
+                print(f"skip a job beside another's unwritten workspace: {other.why_not}", flush=True)
+                return
+            refused = cluster.launch(nodes, args, env)
+        checks.expect(refused.code == 2 and "this machine cannot hold job" in refused.err
+                      and "shared memory segments that other jobs and programs here hold" in refused.err,
+                      "beside another job's workspace not yet written, a job that fits only without it "
+                      "is refused with code 2, naming it", refused)
+        checks.expect(cluster.segment_count(job) == 0, "and leaves no segment behind",
+                      cluster.shm_tool("list", "--job", job))
+        ran = cluster.launch(nodes, args, env)
+        checks.expect(ran.code == 0 and ran.result is not None,
+                      "the same job runs once the other job is gone", ran)
+    finally:
+        cluster.clean(job)
+
+
 def cancelled_during_a_checkpoint(cluster, checks, reference):
     """SIGTERM to the launcher (what scancel does) while rank 1 is half way through a step of the
     second checkpoint: every rank is terminated there, and the relaunch restores a whole epoch."""
@@ -215,6 +246,7 @@ def main(argv):
     one_launch_at_a_time(cluster, checks, reference)
     resumed_twice_at_once(cluster, checks, reference)
     configuration_errors(cluster, checks)
+    beside_a_job_still_writing(cluster, checks)
     cancelled_during_a_checkpoint(cluster, checks, reference)
     return harness.report_failures(checks.failures)
 

@@ -128,5 +128,48 @@ TEST_F(MemoryLimitFiles, TwoDirectoriesHaveTwoIdentities) {
   EXPECT_EQ(memory_limit(directory_, true)->id, parent->id);
 }
 
+// /proc/sysvipc/shm as this machine printed it: another job's workspace of 1 GiB, attached, not
+// written; this job's own segment, half written; a leftover of a crashed job, detached; a segment
+// partly swapped out; a huge-page segment whose resident count the kernel overstates.
+constexpr const char* kSysvShm =
+    "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid "
+    "     atime      dtime      ctime                   rss                  swap\n"
+    "         0  217645115  1600            1073741824 22104 22104      1     0     0     0     0 "
+    "1795762774          0 1795762774                     0                     0\n"
+    " 12345678        101   600              41943040   900   901      2  1000  1000  1000  1000 "
+    "1795762774          0 1795762774              20971520                     0\n"
+    " 22222222        102   600              41943040   700   700      0  1000  1000  1000  1000 "
+    "1795762774 1795762779 1795762774                     0                     0\n"
+    " 33333333        103   600              41947136   800   800      1  1000  1000  1000  1000 "
+    "1795762774          0 1795762774              10485760              10485760\n"
+    "         0  217645116  1600               8388608 22161 22161      1     0     0     0     0 "
+    "1795762784          0 1795762784            1073741824                     0\n";
+
+TEST(SharedSegments, ParsedFromTheKernelsTable) {
+  const std::vector<SharedSegment> segments = parse_shared_segments(kSysvShm);
+  ASSERT_EQ(segments.size(), 5u);
+  EXPECT_EQ(segments[0].id, 217645115);
+  EXPECT_EQ(segments[0].bytes, 1073741824u);
+  EXPECT_EQ(segments[0].written, 0u);
+  EXPECT_EQ(segments[0].attached, 1);
+  EXPECT_EQ(segments[1].written, 20971520u);
+  EXPECT_EQ(segments[1].attached, 2);
+  EXPECT_EQ(segments[3].written, 20971520u);  // resident and swapped out
+  EXPECT_EQ(segments[4].written, 8388608u);   // never more than the segment
+  EXPECT_TRUE(parse_shared_segments("").empty());
+  // A kernel older than the rss and swap columns says nothing of what is written.
+  EXPECT_TRUE(parse_shared_segments("1 2 600 4096 1 1 1 0 0 0 0 5 0 5\n").empty());
+}
+
+TEST(SharedSegments, PromisedAreTheUnwrittenPagesOfOthersAttachedSegments) {
+  const std::vector<SharedSegment> segments = parse_shared_segments(kSysvShm);
+  const std::uint64_t others = 1073741824u + 20971520u + 20975616u;
+  EXPECT_EQ(promised_to_others(segments, {}, 0), others);
+  // This job's own segments are its demand, counted apart; a detached leftover promises nothing.
+  EXPECT_EQ(promised_to_others(segments, {101, -1}, 0), others - 20971520u);
+  // Where huge pages are reserved, a segment of whole huge pages may be backed by the reserve.
+  EXPECT_EQ(promised_to_others(segments, {}, 2u << 20), 20975616u);
+}
+
 }  // namespace
 }  // namespace skt
