@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace skt {
@@ -46,26 +47,26 @@ std::optional<std::uint64_t> read_number(const std::string& path) {
   return value;
 }
 
+// The numbers of /proc/meminfo's lines, by key ("MemTotal:"), as printed (kB, or a count).
+std::map<std::string, std::uint64_t> meminfo() {
+  std::ifstream in("/proc/meminfo");
+  std::map<std::string, std::uint64_t> values;
+  std::string key, unit;
+  std::uint64_t value = 0;
+  while (in >> key >> value) {
+    std::getline(in, unit);
+    values[key] = value;
+  }
+  return values;
+}
+
 }  // namespace
 
 std::optional<MachineMemory> machine_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  std::uint64_t kib = 0;
-  MachineMemory m;
-  bool available = false, total = false;
-  while (in >> key >> kib) {
-    std::getline(in, unit);
-    if (key == "MemAvailable:") {
-      m.available = kib * 1024;
-      available = true;
-    } else if (key == "MemTotal:") {
-      m.total = kib * 1024;
-      total = true;
-    }
-  }
-  if (!available || !total) return std::nullopt;
-  return m;
+  const auto values = meminfo();
+  const auto available = values.find("MemAvailable:"), total = values.find("MemTotal:");
+  if (available == values.end() || total == values.end()) return std::nullopt;
+  return MachineMemory{available->second * 1024, total->second * 1024};
 }
 
 std::vector<SharedSegment> parse_shared_segments(std::string_view proc_sysvipc_shm) {
@@ -106,15 +107,10 @@ std::uint64_t promised_to_others(const std::vector<SharedSegment>& segments,
 }
 
 std::uint64_t reserved_huge_page_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  std::uint64_t value = 0, pages = 0, kib = 0;
-  while (in >> key >> value) {
-    std::getline(in, unit);
-    if (key == "HugePages_Total:") pages = value;
-    if (key == "Hugepagesize:") kib = value;
-  }
-  return pages > 0 ? kib * 1024 : 0;
+  const auto values = meminfo();
+  const auto pages = values.find("HugePages_Total:"), kib = values.find("Hugepagesize:");
+  if (pages == values.end() || pages->second == 0 || kib == values.end()) return 0;
+  return kib->second * 1024;
 }
 
 std::optional<CgroupPath> memory_cgroup_path(std::string_view proc_cgroup,

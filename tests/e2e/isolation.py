@@ -7,8 +7,9 @@ launcher killed from outside takes its ranks with it (none writes on into the se
 relaunches started at once never both own a segment;
 configuration errors stop every rank with exit code 2, and a first launch refused for its settings
 leaves no segment behind; a group size above the job's size makes one group, with a warning; a job
-that fits the machine only without another job's workspace not yet written is refused; a job cancelled (SIGTERM through its launcher) in the middle of a
-checkpoint relaunches from a consistent state."""
+that fits the machine only without another job's workspace not yet written is refused; a job
+cancelled (SIGTERM through its launcher) in the middle of a checkpoint relaunches from a consistent
+state."""
 
 import os
 import signal
