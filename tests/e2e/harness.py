@@ -214,6 +214,13 @@ def killed_as_expected(run, what):
     return None
 
 
+# The C library, for the system calls Python does not wrap (SysV shared memory, namespaces).
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmdt.argtypes = [ctypes.c_void_p]
+
+
 def meminfo(key):
     """Bytes of /proc/meminfo's `key` (MemAvailable: what new pages can still take, as the
     library's check of a job's memory reads it; MemTotal)."""
@@ -234,10 +241,6 @@ class UnwrittenSegment:
     IPC_CREAT, IPC_RMID = 0o1000, 0
 
     def __init__(self, size):
-        self.libc = ctypes.CDLL(None, use_errno=True)
-        self.libc.shmat.restype = ctypes.c_void_p
-        self.libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
-        self.libc.shmdt.argtypes = [ctypes.c_void_p]
         self.size = size
         self.address = None
         self.why_not = None if size > 0 else f"no room for a segment of {size} bytes"
@@ -245,12 +248,12 @@ class UnwrittenSegment:
     def __enter__(self):
         if self.why_not:
             return self
-        shmid = self.libc.shmget(0, ctypes.c_size_t(self.size), self.IPC_CREAT | 0o600)
+        shmid = libc.shmget(0, ctypes.c_size_t(self.size), self.IPC_CREAT | 0o600)
         if shmid < 0:
             self.why_not = f"shmget of {self.size} bytes: {os.strerror(ctypes.get_errno())}"
             return self
-        address = self.libc.shmat(shmid, None, 0)
-        self.libc.shmctl(shmid, self.IPC_RMID, None)
+        address = libc.shmat(shmid, None, 0)
+        libc.shmctl(shmid, self.IPC_RMID, None)
         if address in (None, ctypes.c_void_p(-1).value):
             self.why_not = f"shmat: {os.strerror(ctypes.get_errno())}"
         else:
@@ -259,7 +262,7 @@ class UnwrittenSegment:
 
     def __exit__(self, *exc):
         if self.address is not None:
-            self.libc.shmdt(self.address)
+            libc.shmdt(self.address)
             self.address = None
 
 
@@ -329,7 +332,6 @@ class IpcNamespace:
         self.sysctls = sysctls
         self.home = None
         self.why_not = None
-        self.libc = ctypes.CDLL(None, use_errno=True)
         try:
             self.home = os.open("/proc/self/ns/ipc", os.O_RDONLY)
         except OSError as e:
@@ -342,7 +344,7 @@ class IpcNamespace:
     def __enter__(self):
         if self.why_not is not None:
             return self
-        if self.libc.unshare(self.CLONE_NEWIPC) != 0:
+        if libc.unshare(self.CLONE_NEWIPC) != 0:
             self.why_not = f"cannot make an IPC namespace: {os.strerror(ctypes.get_errno())}"
             return self
         try:
@@ -361,7 +363,7 @@ class IpcNamespace:
             self.home = None
 
     def leave(self):
-        if self.libc.setns(self.home, self.CLONE_NEWIPC) != 0:
+        if libc.setns(self.home, self.CLONE_NEWIPC) != 0:
             raise RuntimeError("cannot return to this process's IPC namespace")
 
 
