@@ -183,6 +183,13 @@ Listener::Listener() {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
   fd_ = Fd(fd);
+  // The ranks' datagrams wait here while skt-run probes, copies output or is stopped (Ctrl-Z); the
+  // default buffer (208 KiB here) holds 256 of them, a few seconds of a hundred ranks' beats. As
+  // much as the system allows (the administrator's limit without privilege): what no longer fits
+  // is lost.
+  constexpr int kReceiveBuffer = 32 << 20;
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &kReceiveBuffer, sizeof kReceiveBuffer) != 0)
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kReceiveBuffer, sizeof kReceiveBuffer);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_ANY);

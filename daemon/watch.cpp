@@ -15,6 +15,12 @@ std::optional<Heard> parse_heard(std::string_view line) {
     return std::nullopt;
   }
   if (magic != "skt1" || h.rank < 0) return std::nullopt;
+  // Added later, so optional: the process of a context, or the open contexts of a process.
+  int extra = 0;
+  const bool said = static_cast<bool>(in >> extra) && extra >= 0;
+  const bool of_process = h.kind == "live" || h.kind == "finalize" || h.kind == "exit";
+  h.process = said && !of_process ? extra : h.rank;
+  if (said && of_process) h.open_contexts = extra;
   return h;
 }
 
@@ -38,9 +44,10 @@ bool Watchdog::ours(const Heard& h) const {
 void Watchdog::heard(const Heard& h, double now) {
   if (!ours(h)) return;
   started_.insert(h.rank);
+  if (h.open_contexts == 0) forget_contexts_of(h.rank);
   if (h.kind == "exit") {
     // A process that ended is gone, not silent, whatever its contexts said.
-    std::erase_if(voices_, [&](const auto& voice) { return voice.first.second == h.rank; });
+    forget_contexts_of(h.rank);
     exits_[h.rank] = static_cast<int>(h.epoch);
     last_exit_ = now;
     processes_.erase(h.rank);
@@ -52,9 +59,10 @@ void Watchdog::heard(const Heard& h, double now) {
     if (finalizing_.count(h.rank) == 0 && exits_.count(h.rank) == 0) processes_[h.rank] = now;
   } else if (h.kind == "bye") {
     voices_.erase({h.job, h.rank});
-  } else if (h.kind == "hello" || voices_.count({h.job, h.rank}) != 0) {
-    // A beat that overtook its context's hello, or came after its bye, says nothing new.
-    voices_[{h.job, h.rank}] = now;
+    said_bye_.insert({h.job, h.rank});
+  } else if (said_bye_.count({h.job, h.rank}) == 0) {
+    // Any other word of a context says it is open, its hello lost or not.
+    voices_[{h.job, h.rank}] = Voice{now, h.process};
   }
   if (h.kind == "recovered" || h.kind == "recovered-storage") {
     if (!restored_ || h.epoch > *restored_) restored_ = h.epoch;
@@ -71,9 +79,18 @@ void Watchdog::heard(const Heard& h, double now) {
   }
 }
 
+void Watchdog::forget_contexts_of(int process) {
+  std::erase_if(voices_, [&](const auto& voice) { return voice.second.process == process; });
+}
+
+bool Watchdog::process_beats(int process, double now) const {
+  const auto it = processes_.find(process);
+  return it != processes_.end() && now - it->second <= limits_.silence;
+}
+
 void Watchdog::pardon(double now) {
   for (auto& voice : voices_)
-    voice.second = std::max(voice.second, now);
+    voice.second.last = std::max(voice.second.last, now);
   for (auto& process : processes_)
     process.second = std::max(process.second, now);
   last_progress_ = std::max(last_progress_, now);
@@ -124,10 +141,20 @@ std::optional<std::string> Watchdog::hung(double now) const {
   if (contexts_open()) {
     if (auto why = stuck_in_finalize(now)) return why;
   }
-  for (const auto& [voice, last] : voices_) {
-    if (now - last > limits_.silence) {
+  for (const auto& [key, voice] : voices_) {
+    if (now - voice.last > limits_.silence && !process_beats(voice.process, now)) {
       return fmt::format("rank {} has been silent for {:.1f} s (stopped, or its node frozen)",
-                         voice.second, now - last);
+                         key.second, now - voice.last);
+    }
+  }
+  // A process whose contexts skt-run never heard of (every word of theirs lost), or whose
+  // contexts ended while others' are open: silent, it holds up the job all the same.
+  if (contexts_open()) {
+    for (const auto& [rank, last] : processes_) {
+      if (now - last > limits_.silence) {
+        return fmt::format("rank {} has been silent for {:.1f} s (stopped, or its node frozen)",
+                           rank, now - last);
+      }
     }
   }
   if (now - started_at_ > limits_.startup && static_cast<int>(started_.size()) < ranks_) {

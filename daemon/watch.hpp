@@ -3,7 +3,10 @@
 // checkpoint for much longer than the job's own cadence (a deadlock). Pure: times are given.
 //
 // Each context of a rank speaks for itself (a program may hold several: skt-hpl's TAG+hpl and
-// TAG+t0) from its hello to its bye; a context that said bye is silent as it should be. A program
+// TAG+t0) from its hello to its bye; a context that said bye is silent as it should be. Datagrams
+// get lost (UDP; skt-run stopped or busy while its socket filled up): a beat stands for a lost
+// hello, and a process's beats say how many of its contexts are open and that it runs, so a context
+// silent while its process beats on ended with its bye lost; it is not a stopped rank. A program
 // that has no context left is not watched for progress: it may have hours of work after its last
 // checkpoint. Its process still beats (live) until it enters MPI_Finalize or exits, so one stopped
 // in between (or on a frozen node) is silent: with no context open, its work ended, and as with a
@@ -34,6 +37,10 @@ struct Heard {
   // hello, beat, recovered, recovered-storage, commit, bye; of the process: live, finalize, exit
   std::string kind;
   std::uint64_t epoch = 0;  // for exit, the exit code
+  // A context's: the rank of its process in MPI_COMM_WORLD (a library that does not say: `rank`).
+  int process = 0;
+  // A process's (live, finalize): how many of its contexts are open, if the library says.
+  std::optional<int> open_contexts;
 };
 std::optional<Heard> parse_heard(std::string_view line);
 
@@ -87,6 +94,10 @@ class Watchdog {
   bool ours(const Heard& h) const;
   double launcher_bound() const;
   bool every_rank_exited() const { return static_cast<int>(exits_.size()) == ranks_; }
+  // Forgets the contexts of a process that says it has none open (their byes were lost).
+  void forget_contexts_of(int process);
+  // Whether the process of a silent context still beats: the context ended, its bye lost.
+  bool process_beats(int process, double now) const;
 
   std::string job_;
   int launch_;
@@ -94,8 +105,14 @@ class Watchdog {
   double cadence_;
   double started_at_;  // the launch, or the end of a pardon
   int ranks_;
-  // When each (context, rank) last spoke; a context that said bye is gone from it.
-  std::map<std::pair<std::string, int>, double> voices_;
+  struct Voice {
+    double last;  // when it last spoke
+    int process;  // the world rank of its process
+  };
+  // Each (context, rank) open, as far as its datagrams tell; a context that said bye is gone.
+  std::map<std::pair<std::string, int>, Voice> voices_;
+  // Contexts that said bye: a beat that crossed its bye on the way does not reopen one.
+  std::set<std::pair<std::string, int>> said_bye_;
   std::set<int> started_;     // ranks heard from
   std::map<int, int> exits_;  // rank -> exit code, of the ranks that exited
   double last_exit_ = -1;

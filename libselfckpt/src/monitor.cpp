@@ -20,8 +20,6 @@
 
 namespace skt {
 
-namespace {
-
 // What a process says when it enters MPI_Finalize and when it exits; made by its first Monitor and
 // kept to the end.
 struct ProcessReport {
@@ -31,7 +29,10 @@ struct ProcessReport {
   int launch;
   pid_t pid;  // the process's: a child it forks inherits the report, and must not send it
   std::atomic<bool> beating{true};  // until the process enters MPI_Finalize or exits
+  std::atomic<int> contexts{0};     // open now: its live and finalize reports say how many
 };
+
+namespace {
 
 void send_line(int fd, const sockaddr_in& to, const std::string& line) {
   // Lost datagrams only delay what the supervisor learns; nothing here may stop the program.
@@ -48,8 +49,8 @@ void send_report(const ProcessReport& report, const char* kind, int value) noexc
   if (fd < 0) return;
   try {
     send_line(fd, report.to,
-              fmt::format("skt1 {} {} {} {} {} {}\n", report.job, report.rank, report.launch,
-                          getpid(), kind, value));
+              fmt::format("skt1 {} {} {} {} {} {} {}\n", report.job, report.rank, report.launch,
+                          getpid(), kind, value, report.contexts.load()));
   } catch (...) {
     // No memory for the line: the supervisor learns of it from the launcher instead.
   }
@@ -85,17 +86,20 @@ int report_finalize(MPI_Comm, int, void* attribute, void*) noexcept {
   return MPI_SUCCESS;
 }
 
-void arrange_process_reports(const sockaddr_in& to, const std::string& job, int rank, int launch) {
+ProcessReport* arrange_process_reports(const sockaddr_in& to, const std::string& job, int rank,
+                                       int launch) {
   static std::once_flag once;
+  static ProcessReport* report = nullptr;
   std::call_once(once, [&] {
     // Never freed: exit() reads it after every destructor of the program has run.
-    auto* report = new ProcessReport{to, job, rank, launch, getpid()};
+    report = new ProcessReport{to, job, rank, launch, getpid()};
     on_exit(report_exit, report);
     int keyval = MPI_KEYVAL_INVALID;
     SKT_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, report_finalize, &keyval, nullptr));
     SKT_MPI(MPI_Comm_set_attr(MPI_COMM_SELF, keyval, report));
     std::thread(beat_until_finalize, report).detach();
   });
+  return report;
 }
 
 }  // namespace
@@ -114,7 +118,7 @@ std::optional<MonitorAddress> parse_monitor_address(const std::string& text) {
 
 Monitor::Monitor(const MonitorAddress& address, std::string job, int rank, int launch,
                  int world_rank)
-    : job_(std::move(job)), rank_(rank), launch_(launch) {
+    : job_(std::move(job)), rank_(rank), launch_(launch), world_rank_(world_rank) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_DGRAM;
@@ -134,25 +138,28 @@ Monitor::Monitor(const MonitorAddress& address, std::string job, int rank, int l
     throw Error(SKT_ERR_CONFIG,
                 fmt::format("SKT_MONITOR: cannot open a socket: {}", std::strerror(errno)));
   }
-  arrange_process_reports(to_, job_, world_rank, launch_);
+  process_ = arrange_process_reports(to_, job_, world_rank, launch_);
+  ++process_->contexts;
   send("hello");
   thread_ = std::thread([this] { beat(); });
 }
 
 Monitor::~Monitor() {
-  send("bye");
+  // The beats end first, so that none follows the bye.
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  --process_->contexts;
+  send("bye");
   if (fd_ >= 0) close(fd_);
 }
 
 void Monitor::send(const char* kind) {
-  const std::string line =
-      fmt::format("skt1 {} {} {} {} {} {}\n", job_, rank_, launch_, getpid(), kind, epoch_.load());
+  const std::string line = fmt::format("skt1 {} {} {} {} {} {} {}\n", job_, rank_, launch_,
+                                       getpid(), kind, epoch_.load(), world_rank_);
   send_line(fd_, to_, line);
 }
 

@@ -5,15 +5,18 @@
 // from a slow job. Best effort (UDP, no replies): nothing changes for the program when nobody
 // listens.
 //
-// A datagram is one line: "skt1 <job> <rank> <launch> <pid> <kind> <epoch>", kind one of hello,
-// beat, recovered (from memory), recovered-storage (from a drained epoch), commit, bye; and once
-// per process, when it exits (exit(), or main returning), "exit" with the exit code in place of
-// the epoch and the rank in MPI_COMM_WORLD: a supervisor then knows the program ended, and how,
-// even if its launcher never says so (stopped, or frozen). Before that, once, "finalize" (epoch 0)
-// as the process enters MPI_Finalize: one that never leaves it waits on a frozen MPI daemon or
-// node, not on its own work. From the process's first context until then, "live" (epoch 0, the
-// world rank) every second from a thread of the process: a rank stopped after its last context
-// ended, before MPI_Finalize, goes silent too.
+// A datagram is one line: "skt1 <job> <rank> <launch> <pid> <kind> <epoch> <process>", kind one of
+// hello, beat, recovered (from memory), recovered-storage (from a drained epoch), commit, bye, and
+// <process> the rank of the context's process in MPI_COMM_WORLD; and once per process, when it
+// exits (exit(), or main returning), "exit" with the exit code in place of the epoch and the rank
+// in MPI_COMM_WORLD: a supervisor then knows the program ended, and how, even if its launcher never
+// says so (stopped, or frozen). Before that, once, "finalize" (epoch 0) as the process enters
+// MPI_Finalize: one that never leaves it waits on a frozen MPI daemon or node, not on its own work.
+// From the process's first context until then, "live" (epoch 0, the world rank) every second from
+// a thread of the process: a rank stopped after its last context ended, before MPI_Finalize, goes
+// silent too. The process's reports end with the number of its contexts open, so that a hello or
+// a bye lost on the way (UDP; a supervisor stopped or busy while its socket filled) costs the
+// supervisor one beat, not its knowledge of which contexts are open.
 #pragma once
 
 #include <netinet/in.h>
@@ -27,6 +30,8 @@
 #include <thread>
 
 namespace skt {
+
+struct ProcessReport;
 
 // "host:port", the host a name or an IPv4 address; nothing if it does not parse.
 struct MonitorAddress {
@@ -57,6 +62,8 @@ class Monitor {
   std::string job_;
   int rank_;
   int launch_;
+  int world_rank_;
+  ProcessReport* process_ = nullptr;  // the process's reports, which count its open contexts
   int fd_ = -1;
   sockaddr_in to_{};
   std::atomic<std::uint64_t> epoch_{0};

@@ -11,6 +11,7 @@ import errno
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -501,6 +502,37 @@ def processes_of(job, rank=None):
         if wanted <= variables:
             found.append(int(entry))
     return found
+
+
+def udp_socket_of(pid):
+    """(port, datagrams dropped) of the one UDP socket of process pid."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:["):-1])
+    with open(f"/proc/{pid}/net/udp") as f:
+        for line in f.read().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                return int(fields[1].split(":")[1], 16), int(fields[12])
+    raise RuntimeError(f"process {pid} has no UDP socket")
+
+
+def fill_udp_socket(pid):
+    """Sends junk to the UDP socket of a process that does not read it (stopped) until the kernel
+    drops what comes: whatever is sent to it next is lost. Returns the datagrams dropped so far."""
+    port, dropped = udp_socket_of(pid)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        while True:
+            for _ in range(10000):
+                s.sendto(b"not a selfckpt datagram", ("127.0.0.1", port))
+            _, now_dropped = udp_socket_of(pid)
+            if now_dropped > dropped:
+                return now_dropped
 
 
 def running(pid):

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """skt-run left alone by its operator, on virtual nodes of this host:
 
-- watchdog: a rank stopped (SIGSTOP) is found silent, a deadlock (every rank beats, none
-  checkpoints) is found by the progress bound; both runs are ended and relaunched, and the job
-  finishes right;
+- watchdog: a rank stopped (SIGSTOP) is found silent, even when skt-run lost the ranks' hellos
+  (stopped with its socket full as they started); a deadlock (every rank beats, none checkpoints)
+  is found by the progress bound; the runs are ended and relaunched, and the job finishes right;
 - resume: the same command after SIGTERM, SIGINT, or skt-run's own SIGKILL (which takes its run
   with it: no process of the job outlives it) resumes from the checkpoint; a second skt-run on a
   running job is refused and names the first; segments without skt-run's state are resumed;
@@ -46,6 +46,7 @@ from harness import result_of
 
 APP_ARGS = ["--iterations", "12", "--checkpoint-every", "3", "--bytes", "20000", "--verify-recovery"]
 NODES = ["n1", "n2", "n3", "n4"]
+BEAT_SECONDS = 1  # the library's Monitor::kBeatMilliseconds
 
 
 def status_of(d, job):
@@ -79,6 +80,59 @@ def stopped_rank(d, cluster, checks, reference):
         print(f"     SIGSTOP -> hang seen: {stopped['seen'] - stopped['at']:.2f} s (--silence 3)")
     checks.expect(stopped.get("pid") is None or not harness.running(stopped["pid"]),
                   "the stopped rank is gone (killed with its run)")
+    cluster.clean(job)
+
+
+def words_lost(d, cluster, checks, reference):
+    """skt-run stopped (Ctrl-Z) with its socket full while the ranks start (a flood here; a busy
+    skt-run of many ranks fills it too): every hello is lost. Once skt-run hears again, a rank
+    stopped is still found silent and the run relaunched. skt-run used to ignore the beats of
+    contexts whose hello it had not heard, take the job's work for ended when the rank stopped, and
+    end the run with exit 8, the job half done."""
+    job = cluster.new_job("wdeaf")
+    with tempfile.TemporaryDirectory() as tmp:
+        go = os.path.join(tmp, "go")
+        wrapper = os.path.join(tmp, "mpirun-when-told")
+        with open(wrapper, "w") as f:
+            f.write(f'#!/bin/sh\nwhile [ ! -e "{go}" ]; do sleep 0.05; done\nexec "{d.options.mpirun}" "$@"\n')
+        os.chmod(wrapper, 0o755)
+        command = d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"], extra=["--silence", "3"])
+        command[command.index("--launcher") + 1] = wrapper
+        seen = {}
+
+        def ranks_with_segments():
+            listed = cluster.shm_tool("list", "--job", job)
+            return {line.split()[3] for line in listed.splitlines() if re.match(r"^\s*\d+\s+0x", line)}
+
+        def on_line(line, _):
+            if "launched (SKT_RESTART=0)" in line:
+                os.kill(process.pid, signal.SIGSTOP)
+                seen["full"] = harness.fill_udp_socket(process.pid)
+                open(go, "w").close()
+                # A rank says hello before it makes a segment.
+                deadline = time.monotonic() + 60
+                while len(ranks_with_segments()) < len(NODES) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                seen["lost"] = harness.udp_socket_of(process.pid)[1] - seen["full"]
+                os.kill(process.pid, signal.SIGCONT)
+            elif line.startswith("PAUSED") and "stopped" not in seen:
+                # Two beats, so that skt-run has heard rank 2 since it listens again: a rank never
+                # heard from is found by the startup bound instead, minutes later.
+                time.sleep(2 * BEAT_SECONDS)
+                pids = harness.processes_of(job, rank=2)
+                if pids:
+                    seen["stopped"] = pids[0]
+                    os.kill(pids[0], signal.SIGSTOP)
+
+        process = d.start(command)
+        out = d.drive(process, on_line)
+    checks.expect(seen.get("lost", 0) >= len(NODES),
+                  f"the ranks' first words were lost ({seen.get('lost')} datagrams dropped)", out)
+    checks.expect(process.returncode == 0 and result_of(out) == reference,
+                  "their hellos lost, a rank stopped: the job finishes with the right result", out)
+    checks.expect("the run is hung: rank 2 has been silent for" in out and "reports restored epoch 2" in out,
+                  "the watchdog names the silent rank; the relaunch restores epoch 2", out)
+    checks.expect(not harness.processes_of(job), "no process of the job is left (the stopped rank too)")
     cluster.clean(job)
 
 
@@ -493,7 +547,7 @@ def main(argv):
     reference = cluster.reference(4, APP_ARGS)
     with tempfile.TemporaryDirectory() as root:
         d = harness.SktRun(options, root)
-        for case in (stopped_rank, deadlock, resume_after_signals, launch_failures, remote_environment,
+        for case in (stopped_rank, words_lost, deadlock, resume_after_signals, launch_failures, remote_environment,
                      isolation, ended_while_finishing, leftovers, killed_while_creating, stopped_launcher,
                      stopped_after_work, launcher_outliving_ranks, state_disk_full):
             case(d, cluster, checks, reference)

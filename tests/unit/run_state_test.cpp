@@ -104,9 +104,29 @@ TEST(DefaultJobTag, TheSameCommandInTheSamePlaceIsTheSameJob) {
   EXPECT_NE(tag, default_job_tag("/home/a", {"n1", "n2"}, 1, {"app", "--n4"}));
 }
 
+// As a library that does not say a context's process or a process's open contexts would.
 Heard said(const std::string& job, int rank, const std::string& kind, std::uint64_t epoch = 0,
            int launch = 0) {
-  return Heard{job, rank, launch, 1000 + rank, kind, epoch};
+  return Heard{job, rank, launch, 1000 + rank, kind, epoch, rank, std::nullopt};
+}
+
+// A process's beat, or its finalize report, as this library sends them: with its open contexts.
+Heard process_says(int rank, const std::string& kind, int open_contexts) {
+  Heard h = said("j", rank, kind);
+  h.open_contexts = open_contexts;
+  return h;
+}
+
+void each_rank_says(Watchdog& w, int ranks, const std::string& kind, double at,
+                    std::uint64_t epoch = 0) {
+  for (int r = 0; r < ranks; ++r)
+    w.heard(said("j", r, kind, epoch), at);
+}
+
+// Every rank beats each second; commits come as the test says.
+void beat_until(Watchdog& w, int ranks, double from, double to) {
+  for (double t = from; t <= to; t += 1)
+    each_rank_says(w, ranks, "beat", t);
 }
 
 TEST(Watchdog, ReadsTheLibrarysDatagrams) {
@@ -118,6 +138,16 @@ TEST(Watchdog, ReadsTheLibrarysDatagrams) {
   EXPECT_EQ(h->pid, 4242);
   EXPECT_EQ(h->kind, "commit");
   EXPECT_EQ(h->epoch, 17u);
+  EXPECT_EQ(h->process, 3);  // not said: the context's rank
+  EXPECT_FALSE(h->open_contexts.has_value());
+  const auto context = parse_heard("skt1 run-1+t0 1 0 4242 bye 0 5\n");
+  ASSERT_TRUE(context.has_value());
+  EXPECT_EQ(context->process, 5);
+  EXPECT_FALSE(context->open_contexts.has_value());
+  const auto process = parse_heard("skt1 run-1 5 0 4242 live 0 2\n");
+  ASSERT_TRUE(process.has_value());
+  EXPECT_EQ(process->process, 5);
+  EXPECT_EQ(process->open_contexts, 2);
   EXPECT_FALSE(parse_heard("skt2 j 0 0 1 beat 0").has_value());
   EXPECT_FALSE(parse_heard("skt1 j -1 0 1 beat 0").has_value());
   EXPECT_FALSE(parse_heard("skt1 j 0 0").has_value());
@@ -138,6 +168,80 @@ TEST(Watchdog, ASilentRankIsHungAndOneThatSaidByeIsNot) {
   w.heard(said("j", 0, "bye"), 11.6);
   w.heard(said("j", 1, "beat"), 11.7);  // a beat that overtook its bye
   EXPECT_FALSE(w.hung(100).has_value());
+}
+
+TEST(Watchdog, AContextWhoseByeWasLostIsNotASilentRank) {
+  // skt-run stopped (Ctrl-Z) or busy while its socket filled up: skt-hpl's TAG+t0 said bye into a
+  // full socket, and TAG+hpl goes on. skt-run used to call the run hung, end it and relaunch it.
+  WatchLimits limits;
+  limits.silence = 10;
+  Watchdog w("j", 0, 1, limits, 0, 0);
+  w.heard(said("j+hpl", 0, "hello"), 0);
+  w.heard(said("j+t0", 0, "hello"), 0);
+  for (double t = 0; t <= 100; t += 1) {
+    w.heard(said("j+hpl", 0, "beat"), t);
+    if (t <= 5) w.heard(said("j+t0", 0, "beat"), t);  // then its bye, lost
+    w.heard(process_says(0, "live", t <= 5 ? 2 : 1), t);
+  }
+  EXPECT_FALSE(w.hung(100).has_value());
+  EXPECT_TRUE(w.contexts_open());
+  // The program's last context ends, its bye lost too: its process says none is open.
+  w.heard(process_says(0, "live", 0), 101);
+  EXPECT_FALSE(w.contexts_open());
+  // Stopped now, it is silent after its work, not hung.
+  EXPECT_FALSE(w.hung(120).has_value());
+  EXPECT_TRUE(w.stuck_after_work(120).has_value());
+}
+
+TEST(Watchdog, AContextWhoseByeWasLostWaitsInMpiFinalizeUnwatched) {
+  WatchLimits limits;
+  limits.silence = 10;
+  Watchdog w("j", 0, 2, limits, 0, 0);
+  each_rank_says(w, 2, "hello", 0);
+  for (double t = 0; t <= 5; t += 1)
+    each_rank_says(w, 2, "beat", t);
+  // Rank 0's bye is lost; it enters MPI_Finalize and waits there for rank 1, still at work.
+  w.heard(process_says(0, "finalize", 0), 5.5);
+  for (double t = 6; t <= 100; t += 1)
+    w.heard(said("j", 1, "beat"), t);
+  EXPECT_FALSE(w.hung(100).has_value());
+  // A context open through MPI_Finalize is watched there.
+  Watchdog open("j", 0, 1, limits, 0, 0);
+  open.heard(said("j", 0, "hello"), 0);
+  open.heard(process_says(0, "finalize", 1), 1);
+  EXPECT_TRUE(open.hung(11.5).has_value());
+}
+
+TEST(Watchdog, ABeatStandsForALostHello) {
+  WatchLimits limits;
+  limits.silence = 10;
+  Watchdog w("j", 0, 2, limits, 0, 0);
+  w.heard(said("j", 0, "hello"), 0);  // rank 1's hello was lost
+  for (double t = 1; t <= 5; t += 1)
+    each_rank_says(w, 2, "beat", t);
+  EXPECT_TRUE(w.contexts_open());
+  for (double t = 6; t <= 20; t += 1)
+    w.heard(said("j", 0, "beat"), t);  // rank 1 stopped at 5
+  const auto why = w.hung(15.5);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("rank 1 has been silent for 10.5 s"), std::string::npos) << *why;
+}
+
+TEST(Watchdog, AProcessSilentWhileContextsAreOpenIsAHang) {
+  // Rank 1's every word of its context was lost, or its context ended while rank 0's is open:
+  // stopped, its process goes silent, and rank 0 waits for it in vain.
+  WatchLimits limits;
+  limits.silence = 10;
+  Watchdog w("j", 0, 2, limits, 0, 0);
+  w.heard(said("j", 0, "hello"), 0);
+  for (double t = 0; t <= 5; t += 1)
+    w.heard(process_says(1, "live", 0), t);
+  for (double t = 0; t <= 30; t += 1)
+    w.heard(said("j", 0, "beat"), t);
+  EXPECT_FALSE(w.hung(15).has_value());
+  const auto why = w.hung(15.5);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("rank 1 has been silent for 10.5 s"), std::string::npos) << *why;
 }
 
 TEST(Watchdog, EachContextOfARankSpeaksForItself) {
@@ -185,18 +289,6 @@ TEST(Watchdog, RanksThatNeverStartAreHungAfterTheStartupBound) {
 }
 
 // Ranks 0 to ranks - 1 of job "j" say the same thing at the same time.
-void each_rank_says(Watchdog& w, int ranks, const std::string& kind, double at,
-                    std::uint64_t epoch = 0) {
-  for (int r = 0; r < ranks; ++r)
-    w.heard(said("j", r, kind, epoch), at);
-}
-
-// Every rank beats each second; commits come as the test says.
-void beat_until(Watchdog& w, int ranks, double from, double to) {
-  for (double t = from; t <= to; t += 1)
-    each_rank_says(w, ranks, "beat", t);
-}
-
 TEST(Watchdog, NoCheckpointForThreeCadencesIsADeadlock) {
   WatchLimits limits;
   limits.progress_floor = 30;
@@ -351,7 +443,7 @@ TEST(Watchdog, AStoppedProcessWithAContextOpenIsAHangNotStuckAfterItsWork) {
   limits.silence = 10;
   Watchdog w("j", 0, 1, limits, 0, 0);
   w.heard(said("j", 0, "hello"), 0);
-  w.heard(said("j", 0, "live"), 1);
+  w.heard(process_says(0, "live", 1), 1);
   EXPECT_FALSE(w.stuck_after_work(100).has_value());
   ASSERT_TRUE(w.hung(100).has_value());
 }
