@@ -86,10 +86,12 @@ int report_finalize(MPI_Comm, int, void* attribute, void*) noexcept {
   return MPI_SUCCESS;
 }
 
-ProcessReport* arrange_process_reports(const sockaddr_in& to, const std::string& job, int rank,
-                                       int launch) {
+// Counts one more open context of the process; the first also arranges the process's reports,
+// and starts its beats once it is counted, so that none says it has no context open.
+ProcessReport* count_context(const sockaddr_in& to, const std::string& job, int rank, int launch) {
   static std::once_flag once;
   static ProcessReport* report = nullptr;
+  bool first = false;
   std::call_once(once, [&] {
     // Never freed: exit() reads it after every destructor of the program has run.
     report = new ProcessReport{to, job, rank, launch, getpid()};
@@ -97,8 +99,10 @@ ProcessReport* arrange_process_reports(const sockaddr_in& to, const std::string&
     int keyval = MPI_KEYVAL_INVALID;
     SKT_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, report_finalize, &keyval, nullptr));
     SKT_MPI(MPI_Comm_set_attr(MPI_COMM_SELF, keyval, report));
-    std::thread(beat_until_finalize, report).detach();
+    first = true;
   });
+  ++report->contexts;
+  if (first) std::thread(beat_until_finalize, report).detach();
   return report;
 }
 
@@ -138,8 +142,7 @@ Monitor::Monitor(const MonitorAddress& address, std::string job, int rank, int l
     throw Error(SKT_ERR_CONFIG,
                 fmt::format("SKT_MONITOR: cannot open a socket: {}", std::strerror(errno)));
   }
-  process_ = arrange_process_reports(to_, job_, world_rank, launch_);
-  ++process_->contexts;
+  process_ = count_context(to_, job_, world_rank, launch_);
   send("hello");
   thread_ = std::thread([this] { beat(); });
 }
