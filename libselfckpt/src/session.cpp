@@ -81,20 +81,22 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   });
   if (config_.job.empty()) {
     const std::string slurm_job = getenv_string("SLURM_JOB_ID");
-    if (!slurm_job.empty() && valid_name("slurm-" + slurm_job)) {
-      config_.job = "slurm-" + slurm_job;
-    } else {
-      // No stable name: segments cannot be found by a relaunch, so they are always removed.
-      std::array<char, kNodeBytes> tag{};
-      if (rank_ == 0) {
-        const auto text = fmt::format("tmp-{:x}-{:x}", getpid(),
-                                      static_cast<unsigned long long>(MPI_Wtime() * 1e6));
-        std::memcpy(tag.data(), text.data(), std::min(text.size(), tag.size() - 1));
-      }
-      SKT_MPI(MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, comm_.get()));
-      config_.job = tag.data();
-      ephemeral_job_ = true;
-    }
+    if (!slurm_job.empty() && valid_name("slurm-" + slurm_job)) config_.job = "slurm-" + slurm_job;
+  }
+  // No stable name: segments cannot be found by a relaunch, so they are always removed. Every rank
+  // takes part in the broadcast of rank 0's stand-in, named or not: ranks that disagree on having
+  // a name (SKT_JOB given to some only) then meet the settings check below, not a collective the
+  // others never enter.
+  std::array<char, kNodeBytes> tag{};
+  if (rank_ == 0) {
+    const auto text =
+        fmt::format("tmp-{:x}-{:x}", getpid(), static_cast<unsigned long long>(MPI_Wtime() * 1e6));
+    std::memcpy(tag.data(), text.data(), std::min(text.size(), tag.size() - 1));
+  }
+  SKT_MPI(MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, comm_.get()));
+  if (config_.job.empty()) {
+    config_.job = tag.data();
+    ephemeral_job_ = true;
   }
   log_ = std::make_unique<Logger>(config_.log_level, rank_, config_.node);
   effects_->agree([&] {
@@ -121,7 +123,9 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
     if (shared != reference) {
       throw Error(SKT_ERR_CONFIG,
                   fmt::format("configuration differs between ranks: this rank has [{}], rank 0 "
-                              "has [{}]; every rank must use the same settings",
+                              "has [{}]; every rank must use the same settings (mpirun -x "
+                              "NAME=value before the first of several programs reaches only "
+                              "that one's ranks: export NAME and give -x NAME)",
                               shared, reference));
     }
   });

@@ -172,6 +172,12 @@ def configuration_errors(cluster, checks):
                                rank_env={2: {"SKT_GROUP_SIZE": "4"}})
         checks.expect(mixed.code == 2 and "differs between ranks" in mixed.err,
                       "settings that differ between ranks are refused", mixed)
+        # As `mpirun -x SKT_JOB=... prog : prog` does: the variable reaches the first program only.
+        # Those without a name took part in a broadcast the others never entered: a hang.
+        named_once = cluster.launch(nodes, APP_ARGS, {"SKT_GROUP_SIZE": "2"}, rank_env={0: {"SKT_JOB": job}})
+        checks.expect(named_once.code == 2 and not named_once.hung and "differs between ranks" in named_once.err
+                      and "-x NAME" in named_once.err,
+                      "SKT_JOB given to one rank only is refused on every rank, naming mpirun -x", named_once)
         wide = cluster.launch(nodes, APP_ARGS, {"SKT_JOB": job, "SKT_GROUP_SIZE": "4", "SKT_SCHEME": "rs",
                                                 "SKT_PARITY": "4"})
         checks.expect(wide.code == 2 and "SKT_PARITY" in wide.err and "SKT_GROUP_SIZE) is 4" in wide.err,
