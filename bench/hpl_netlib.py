@@ -108,7 +108,11 @@ class Runner:
         args = ["--no-checkpoint"] if every == 0 else ["--checkpoint-every", str(every)]
         command = list(base)
         for r in range(ranks):  # each rank its own virtual node, so groups of 2 protect something
-            command += ["-n", "1", "env", f"SKT_NODE=v{r}", self.options.skt] + args + ["HPL.dat"]
+            # Each program its own OPENBLAS_NUM_THREADS: mpirun's -x NAME=value reaches only the
+            # first program of a colon-separated launch (its ranks bound to one core each ran with
+            # one thread all the same: OpenBLAS counts the cores it may use).
+            command += ["-n", "1", "env", f"SKT_NODE=v{r}", f"OPENBLAS_NUM_THREADS={threads}",
+                        self.options.skt] + args + ["HPL.dat"]
             if r + 1 < ranks:
                 command.append(":")
         env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2" if ranks >= 2 else "1", "SKT_LOG": "warn"}
