@@ -89,8 +89,10 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   // others never enter.
   std::array<char, kNodeBytes> tag{};
   if (rank_ == 0) {
-    const auto text =
-        fmt::format("tmp-{:x}-{:x}", getpid(), static_cast<unsigned long long>(MPI_Wtime() * 1e6));
+    // Random, not the time: MPI_Wtime counts from MPI_Init here (the tag read tmp-<pid>-0), and
+    // rank 0 of two jobs on other nodes, or in containers, may share a pid.
+    std::random_device entropy;
+    const auto text = fmt::format("tmp-{:x}-{:08x}{:08x}", getpid(), entropy(), entropy());
     std::memcpy(tag.data(), text.data(), std::min(text.size(), tag.size() - 1));
   }
   SKT_MPI(MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, comm_.get()));
