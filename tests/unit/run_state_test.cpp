@@ -129,6 +129,13 @@ void beat_until(Watchdog& w, int ranks, double from, double to) {
     each_rank_says(w, ranks, "beat", t);
 }
 
+// The watchdog calls the run hung at `now`, in words that hold `text`.
+void expect_hung_saying(const Watchdog& w, double now, const std::string& text) {
+  const auto why = w.hung(now);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find(text), std::string::npos) << *why;
+}
+
 TEST(Watchdog, ReadsTheLibrarysDatagrams) {
   const auto h = parse_heard("skt1 run-1+hpl 3 2 4242 commit 17\n");
   ASSERT_TRUE(h.has_value());
@@ -161,9 +168,7 @@ TEST(Watchdog, ASilentRankIsHungAndOneThatSaidByeIsNot) {
   w.heard(said("j", 1, "hello"), 1);
   w.heard(said("j", 0, "beat"), 9);
   EXPECT_FALSE(w.hung(10).has_value());
-  const auto why = w.hung(11.5);  // rank 1 silent since 1
-  ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("rank 1 has been silent for 10.5 s"), std::string::npos) << *why;
+  expect_hung_saying(w, 11.5, "rank 1 has been silent for 10.5 s");  // silent since 1
   w.heard(said("j", 1, "bye"), 11.6);
   w.heard(said("j", 0, "bye"), 11.6);
   w.heard(said("j", 1, "beat"), 11.7);  // a beat that overtook its bye
@@ -222,9 +227,7 @@ TEST(Watchdog, ABeatStandsForALostHello) {
   EXPECT_TRUE(w.contexts_open());
   for (double t = 6; t <= 20; t += 1)
     w.heard(said("j", 0, "beat"), t);  // rank 1 stopped at 5
-  const auto why = w.hung(15.5);
-  ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("rank 1 has been silent for 10.5 s"), std::string::npos) << *why;
+  expect_hung_saying(w, 15.5, "rank 1 has been silent for 10.5 s");
 }
 
 TEST(Watchdog, AProcessSilentWhileContextsAreOpenIsAHang) {
@@ -239,9 +242,7 @@ TEST(Watchdog, AProcessSilentWhileContextsAreOpenIsAHang) {
   for (double t = 0; t <= 30; t += 1)
     w.heard(said("j", 0, "beat"), t);
   EXPECT_FALSE(w.hung(15).has_value());
-  const auto why = w.hung(15.5);
-  ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("rank 1 has been silent for 10.5 s"), std::string::npos) << *why;
+  expect_hung_saying(w, 15.5, "rank 1 has been silent for 10.5 s");
 }
 
 TEST(Watchdog, EachContextOfARankSpeaksForItself) {
