@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -435,7 +436,8 @@ struct Outcome {
   // Why skt-run ended a run whose work had ended, every context closed, but whose ranks did not
   // leave MPI_Finalize, or one of which stopped before it.
   std::optional<std::string> stuck_after_work;
-  bool started = false;                   // some rank of the program spoke
+  bool started = false;     // some rank of the program spoke
+  int launcher_signal = 0;  // the signal that ended the launcher, when skt-run did not send it
   std::optional<std::uint64_t> restored;  // the epoch the program restored
   std::optional<double> restored_at;      // when it said so, seconds after the launch
   bool restored_from_storage = false;     // from a drained epoch, memory could not serve
@@ -612,7 +614,7 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   Passthrough stdout_copy(child.out.get(), stdout, nullptr);
   Passthrough stderr_copy(child.err.get(), stderr, &out.last_errors);
   bool out_open = true, err_open = true, killed = false;
-  std::optional<int> code;
+  std::optional<Ended> ended;
   std::optional<int> ranks_code;  // the run's exit when skt-run ended a launcher that outlived it
   double stopped_since = -1;      // since when the launcher is stopped, while it is
   double suspended_since = -1;    // since when the Slurm job is suspended, while it is
@@ -630,7 +632,7 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
     watch.pardon(now());
     return true;
   };
-  while (out_open || err_open || !code) {
+  while (out_open || err_open || !ended) {
     pollfd fds[4] = {{out_open ? child.out.get() : -1, POLLIN, 0},
                      {err_open ? child.err.get() : -1, POLLIN, 0},
                      {listener_.fd(), POLLIN, 0},
@@ -651,13 +653,13 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       char drain[16];
       [[maybe_unused]] const auto n = ::read(g_signal_pipe[0], drain, sizeof drain);
       // Passed on: the launcher ends the run its own way (and the ranks with it).
-      if (!code) ::kill(child.pid, g_signal.load());
+      if (!ended) ::kill(child.pid, g_signal.load());
     }
-    if (!code) {
-      code = reap(child.pid);
-      if (code) reaped_at = now();
+    if (!ended) {
+      ended = reap(child.pid);
+      if (ended) reaped_at = now();
     }
-    if (code) {
+    if (ended) {
       // Whatever is still in the pipes comes within moments; a rank that kept them open must not
       // keep the run alive.
       if (now() - reaped_at > 2.0) break;
@@ -735,7 +737,8 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   out.restored = watch.restored();
   out.restored_at = watch.restored_at();
   out.restored_from_storage = watch.restored_from_storage();
-  out.code = ranks_code.value_or(*code);
+  out.code = ranks_code.value_or(ended->code);
+  if (!killed && g_signal == 0) out.launcher_signal = ended->signal;
   out.started = watch.anyone_started();
   out.cadence = watch.cadence();
   return out;
@@ -843,7 +846,11 @@ int Supervisor::run() {
     }
     const Outcome out = supervise(child, restart, state_.cadence);
     state_.cadence = std::max(state_.cadence, out.cadence);
-    if (out.restored && restart != 0) {
+    if (out.restored && *out.restored == 0 && restart != 0) {
+      // Epochs count from 1: the relaunch found no checkpoint (the run before died before its
+      // first one) and started afresh.
+      log_("the program found no checkpoint and started afresh");
+    } else if (out.restored && restart != 0) {
       log_("the program reports restored epoch {}{}{}", *out.restored,
            out.restored_from_storage ? " from storage (SKT_DRAIN_DIR)" : "",
            failed_at && out.restored_at
@@ -899,15 +906,20 @@ int Supervisor::run() {
       save(code == 3 ? "unrecoverable" : "failed", fmt::format("exit {}: {}", code, why));
       return code;
     }
-    // No rank spoke and the launcher reported no process of the program ending: it never ran.
-    const bool never_ran =
-        !out.started && !out.hung && !out.dead_node && !launcher_saw_a_process_end(out.last_errors);
+    // No rank spoke and the launcher reported no process of the program ending: it never ran. A
+    // launcher killed by a signal that skt-run did not send (the OOM killer, someone's kill) did
+    // not refuse the launch, whether or not a rank spoke yet: that is a crash, relaunched.
+    const bool never_ran = !out.started && !out.hung && !out.dead_node &&
+                           out.launcher_signal == 0 && !launcher_saw_a_process_end(out.last_errors);
     failed_at = Clock::now();
     log_("run {} {} (exit {}); probing {} node(s) and {} spare(s) with {}", state_.launches,
          out.hung        ? "was ended as hung"
          : out.dead_node ? "was ended: a node died"
          : never_ran     ? "failed to launch"
-                         : "failed",
+         : out.launcher_signal != 0
+             ? fmt::format("failed: its launcher was killed by signal {} ({}), not by skt-run",
+                           out.launcher_signal, ::strsignal(out.launcher_signal))
+             : "failed",
          code, nodes_of(plan_.ranklist).size(), plan_.spares.size(), plan_.probe->name());
     auto probed = nodes_of(plan_.ranklist);
     probed.insert(probed.end(), plan_.spares.begin(), plan_.spares.end());

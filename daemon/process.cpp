@@ -160,13 +160,13 @@ Supervised launch_supervised(const std::vector<std::string>& argv, const EnvChan
   return s;
 }
 
-std::optional<int> reap(pid_t pid) {
+std::optional<Ended> reap(pid_t pid) {
   int status = 0;
   const pid_t done = ::waitpid(pid, &status, WNOHANG);
   if (done != pid) return std::nullopt;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 255;
+  if (WIFEXITED(status)) return Ended{WEXITSTATUS(status), 0};
+  if (WIFSIGNALED(status)) return Ended{128 + WTERMSIG(status), WTERMSIG(status)};
+  return Ended{255, 0};
 }
 
 bool is_stopped(pid_t pid) {

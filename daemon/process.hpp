@@ -59,8 +59,14 @@ struct Supervised {
 // when it cannot start.
 Supervised launch_supervised(const std::vector<std::string>& argv, const EnvChanges& env);
 
-// The exit code (128 + signal for a signal) if the process has ended, else nothing.
-std::optional<int> reap(pid_t pid);
+// How a process ended: its exit code (128 + the signal for a signal), and the signal, if one.
+struct Ended {
+  int code = 0;
+  int signal = 0;
+};
+
+// How the process ended, if it has, else nothing.
+std::optional<Ended> reap(pid_t pid);
 
 // Whether the process is stopped by a signal (SIGSTOP, SIGTSTP), as /proc tells.
 bool is_stopped(pid_t pid);

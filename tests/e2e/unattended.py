@@ -8,7 +8,8 @@
   with it: no process of the job outlives it) resumes from the checkpoint; a second skt-run on a
   running job is refused and names the first; segments without skt-run's state are resumed;
 - launch failures (a program missing on a node, mpirun's refusal) end with exit 7 and the
-  launcher's reason, never retried; refusals of the program that would repeat end with exit 2
+  launcher's reason, never retried, but a launcher killed by a signal before any rank started is
+  a crash, relaunched; refusals of the program that would repeat end with exit 2
   (among them checkpoints the machine's memory cannot hold, of a workspace written early, refused
   before any checkpoint page is taken);
   virtual nodes oversubscribe by themselves;
@@ -500,6 +501,41 @@ def launcher_outliving_ranks(d, cluster, checks, reference):
     checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
 
 
+def launcher_killed_starting(d, cluster, checks, reference):
+    """The launcher killed (SIGKILL: the OOM killer, an operator's kill) before any rank started:
+    not a launch failure, which would repeat, but a crash, relaunched. skt-run used to take it for
+    the launcher's refusal and stop with exit 7, the job left for a human."""
+    job = cluster.new_job("lkill")
+    with tempfile.TemporaryDirectory() as tmp:
+        go = os.path.join(tmp, "go")
+        wrapper = os.path.join(tmp, "mpirun-when-told")
+        with open(wrapper, "w") as f:
+            f.write(f'#!/bin/sh\nwhile [ ! -e "{go}" ]; do sleep 0.05; done\nexec "{d.options.mpirun}" "$@"\n')
+        os.chmod(wrapper, 0o755)
+        command = d.command(job, NODES, 0, APP_ARGS)
+        command[command.index("--launcher") + 1] = wrapper
+        killed = []
+
+        def on_line(line, _):
+            if "launched (SKT_RESTART=0)" in line:
+                launchers = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True,
+                                           text=True).stdout.split()
+                for pid in launchers:
+                    os.kill(int(pid), signal.SIGKILL)
+                    killed.append(pid)
+                open(go, "w").close()
+
+        process = d.start(command)
+        out = d.drive(process, on_line)
+    checks.expect(len(killed) == 1, f"the launcher was killed before it started mpirun ({killed})", out)
+    checks.expect("its launcher was killed by signal 9 (Killed), not by skt-run" in out
+                  and "relaunched (run 2, SKT_RESTART=1)" in out and "not a crash" not in out,
+                  "a launcher killed before any rank started: a crash, relaunched", out)
+    checks.expect(process.returncode == 0 and result_of(out) == reference,
+                  f"the job finishes with the right result (exit {process.returncode})", out)
+    checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
+
+
 def state_disk_full(d, cluster, checks, reference):
     """The disk that holds skt-run's state fills up: before the job, skt-run refuses it (exit 2, the
     file and the reason named, nothing launched); while it runs, skt-run warns and goes on, and a
@@ -549,7 +585,8 @@ def main(argv):
         d = harness.SktRun(options, root)
         for case in (stopped_rank, words_lost, deadlock, resume_after_signals, launch_failures, remote_environment,
                      isolation, ended_while_finishing, leftovers, killed_while_creating, stopped_launcher,
-                     stopped_after_work, launcher_outliving_ranks, state_disk_full):
+                     stopped_after_work, launcher_outliving_ranks, launcher_killed_starting,
+                     state_disk_full):
             case(d, cluster, checks, reference)
     return harness.report_failures(checks.failures)
 
