@@ -734,6 +734,28 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       }
     }
   }
+  for (const auto& datagram : listener_.receive_all()) {  // what came with the launcher's end
+    if (const auto h = parse_heard(datagram)) watch.heard(*h, now());
+  }
+  if (!ranks_code && !killed && g_signal == 0 && ended->code != 0) {
+    // A launcher that failed after its ranks' work ended (killed, or interrupted: Open MPI's
+    // mpirun then exits 1, ending ranks still in MPI_Finalize) did not fail the program, and a
+    // relaunch would do the work again. If every rank reported its exit, their codes are the
+    // run's; if some were ended in MPI_Finalize, the run's exit is unknown.
+    ranks_code = watch.exit_code();
+    if (ranks_code) {
+      log_(
+          "the launcher ended with exit {}, after every rank reported its exit: the run's exit "
+          "is the ranks', {}",
+          ended->code, *ranks_code);
+    } else if (watch.work_ended()) {
+      out.stuck_after_work = fmt::format(
+          "the launcher ended with exit {} once every rank had entered MPI_Finalize, every "
+          "selfckpt context closed: ranks were ended there, their exit codes unknown",
+          ended->code);
+      log_("{}", *out.stuck_after_work);
+    }
+  }
   out.restored = watch.restored();
   out.restored_at = watch.restored_at();
   out.restored_from_storage = watch.restored_from_storage();
@@ -878,8 +900,8 @@ int Supervisor::run() {
       // the work again; and whether the program succeeded is its exit code, which nobody saw.
       log_(
           "run {}: the program's work ended (every context closed), but its ranks did not leave "
-          "the program, so its exit code is unknown: see its output; not relaunching (the work "
-          "would be done again from the start); {}",
+          "the program by themselves, so its exit code is unknown: see its output; not "
+          "relaunching (the work would be done again from the start); {}",
           state_.launches, kept_hint(false));
       save("failed", "stuck after its work: " + *out.stuck_after_work);
       return kExitStuckAfterWork;
@@ -907,19 +929,28 @@ int Supervisor::run() {
       return code;
     }
     // No rank spoke and the launcher reported no process of the program ending: it never ran. A
-    // launcher killed by a signal that skt-run did not send (the OOM killer, someone's kill) did
-    // not refuse the launch, whether or not a rank spoke yet: that is a crash, relaunched.
-    const bool never_ran = !out.started && !out.hung && !out.dead_node &&
-                           out.launcher_signal == 0 && !launcher_saw_a_process_end(out.last_errors);
+    // launcher that refused the launch says why (Open MPI frames its reason in rules), and would
+    // refuse again. One killed by a signal that skt-run did not send (the OOM killer, someone's
+    // kill), or ending without a word (Open MPI's mpirun exits 1, silent, when SIGTERM or SIGINT
+    // reaches it before its ranks start) refused nothing: that is a crash, relaunched.
+    const bool never_ran =
+        !out.started && !out.hung && !out.dead_node && !launcher_saw_a_process_end(out.last_errors);
+    const std::string reason = launcher_reason(out.last_errors);
+    const bool refused = never_ran && out.launcher_signal == 0 && !reason.empty();
     failed_at = Clock::now();
-    log_("run {} {} (exit {}); probing {} node(s) and {} spare(s) with {}", state_.launches,
-         out.hung        ? "was ended as hung"
-         : out.dead_node ? "was ended: a node died"
-         : never_ran     ? "failed to launch"
-         : out.launcher_signal != 0
-             ? fmt::format("failed: its launcher was killed by signal {} ({}), not by skt-run",
-                           out.launcher_signal, ::strsignal(out.launcher_signal))
-             : "failed",
+    const auto how = [&]() -> std::string {
+      if (out.hung) return "was ended as hung";
+      if (out.dead_node) return "was ended: a node died";
+      if (refused) return "failed to launch";
+      const std::string before = never_ran ? " before any rank started" : "";
+      if (out.launcher_signal != 0) {
+        return fmt::format("failed{}: its launcher was killed by signal {} ({}), not by skt-run",
+                           before, out.launcher_signal, ::strsignal(out.launcher_signal));
+      }
+      if (never_ran) return "failed before any rank started, the launcher silent (interrupted?)";
+      return "failed";
+    };
+    log_("run {} {} (exit {}); probing {} node(s) and {} spare(s) with {}", state_.launches, how(),
          code, nodes_of(plan_.ranklist).size(), plan_.spares.size(), plan_.probe->name());
     auto probed = nodes_of(plan_.ranklist);
     probed.insert(probed.end(), plan_.spares.begin(), plan_.spares.end());
@@ -932,14 +963,13 @@ int Supervisor::run() {
     } catch (const std::exception& e) {
       log_("probe failed: {}; relaunching on the same nodes", e.what());
     }
-    if (never_ran && dead.empty()) {
+    if (refused && dead.empty()) {
       // A launch failure (the launcher's refusal, a host it cannot reach, a program missing on a
       // node) would fail again: not a crash to retry. A dead node is replaced like any other.
-      const std::string reason = launcher_reason(out.last_errors);
       log_(
           "the launcher failed before the program started, and every node is alive; not "
-          "relaunching (a launch failure is not a crash){}",
-          reason.empty() ? std::string() : "; it said:" + reason);
+          "relaunching (a launch failure is not a crash); it said:{}",
+          reason);
       --state_.launches;
       save(state_.launches > 0 ? "failed" : "new",
            "the launcher failed before the program started");
@@ -1003,9 +1033,11 @@ int run(int argc, char** argv) {
       "Exit codes: 0 success (the job's segments removed); 2 bad usage or configuration, here or\n"
       "in the program (its limits and resources too: not retried); 3 the program found its\n"
       "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares; 6\n"
-      "--max-restarts reached; 7 the launcher failed before the program started (not retried); 8\n"
-      "its work ended, but its ranks did not leave the program (stuck in or stopped before\n"
-      "MPI_Finalize; its own code unknown; not retried); 128+N stopped by signal N. Every exit\n"
+      "--max-restarts reached; 7 the launcher refused the launch, saying why (not retried; one\n"
+      "killed or silent is relaunched); 8 its work ended, but its ranks did not leave the\n"
+      "program by themselves (stuck in or stopped before MPI_Finalize, or ended in it by a\n"
+      "failing launcher; its own code unknown; not retried); 128+N stopped by signal N. Every "
+      "exit\n"
       "says what is left of the job and how to remove it.");
   Options o;
   app.add_option("--nodes", o.nodes, "nodes, comma separated (n1,n2,...)");

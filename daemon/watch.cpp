@@ -108,15 +108,21 @@ std::optional<double> Watchdog::progress_bound() const {
   return std::max(limits_.progress_floor, limits_.progress_factor * cadence_);
 }
 
-std::optional<std::string> Watchdog::stuck_in_finalize(double now) const {
-  int entered = 0, stuck = -1;
+bool Watchdog::every_rank_finalizing_or_exited() const {
   for (int rank = 0; rank < ranks_; ++rank) {
-    const bool exited = exits_.count(rank) != 0;
-    if (finalizing_.count(rank) != 0 || exited) ++entered;
-    if (!exited && finalizing_.count(rank) != 0 && stuck < 0) stuck = rank;
+    if (finalizing_.count(rank) == 0 && exits_.count(rank) == 0) return false;
+  }
+  return true;
+}
+
+std::optional<std::string> Watchdog::stuck_in_finalize(double now) const {
+  int stuck = -1;
+  for (int rank = 0; rank < ranks_ && stuck < 0; ++rank) {
+    if (exits_.count(rank) == 0 && finalizing_.count(rank) != 0) stuck = rank;
   }
   const double since = std::max(last_finalize_, last_exit_);
-  if (entered < ranks_ || stuck < 0 || now - since <= launcher_bound()) return std::nullopt;
+  if (!every_rank_finalizing_or_exited() || stuck < 0 || now - since <= launcher_bound())
+    return std::nullopt;
   return fmt::format(
       "every rank reached MPI_Finalize {:.1f} s ago, but rank {} has not left it within {:.1f} s "
       "(a frozen MPI daemon or node?): its exit code is unknown",

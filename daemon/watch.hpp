@@ -79,6 +79,10 @@ class Watchdog {
   std::optional<std::string> stuck_after_work(double now) const;
   // Whether some context of a rank has not said bye (or its process has not exited).
   bool contexts_open() const noexcept { return !voices_.empty(); }
+  // Whether the program's work ended: no context open, and every rank entered MPI_Finalize or
+  // exited. A launcher that fails then ends ranks whose work was done: a relaunch would do it
+  // again.
+  bool work_ended() const { return !contexts_open() && every_rank_finalizing_or_exited(); }
 
   bool anyone_started() const noexcept { return !started_.empty(); }
   // The epoch the ranks restored, and when the first said so.
@@ -94,6 +98,7 @@ class Watchdog {
   bool ours(const Heard& h) const;
   double launcher_bound() const;
   bool every_rank_exited() const { return static_cast<int>(exits_.size()) == ranks_; }
+  bool every_rank_finalizing_or_exited() const;
   // Forgets the contexts of a process that says it has none open (their byes were lost).
   void forget_contexts_of(int process);
   // Whether the process of a silent context still beats: the context ended, its bye lost.

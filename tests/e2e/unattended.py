@@ -8,8 +8,8 @@
   with it: no process of the job outlives it) resumes from the checkpoint; a second skt-run on a
   running job is refused and names the first; segments without skt-run's state are resumed;
 - launch failures (a program missing on a node, mpirun's refusal) end with exit 7 and the
-  launcher's reason, never retried, but a launcher killed by a signal before any rank started is
-  a crash, relaunched; refusals of the program that would repeat end with exit 2
+  launcher's reason, never retried, but a launcher killed, or silent, before any rank started is
+  a crash, relaunched, and one failing after every rank exited takes the ranks' exit codes; refusals of the program that would repeat end with exit 2
   (among them checkpoints the machine's memory cannot hold, of a workspace written early, refused
   before any checkpoint page is taken);
   virtual nodes oversubscribe by themselves;
@@ -501,39 +501,65 @@ def launcher_outliving_ranks(d, cluster, checks, reference):
     checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
 
 
-def launcher_killed_starting(d, cluster, checks, reference):
-    """The launcher killed (SIGKILL: the OOM killer, an operator's kill) before any rank started:
-    not a launch failure, which would repeat, but a crash, relaunched. skt-run used to take it for
-    the launcher's refusal and stop with exit 7, the job left for a human."""
-    job = cluster.new_job("lkill")
+def launcher_ended_from_outside(d, cluster, checks, reference):
+    """The launcher ends from outside, not by refusing the launch. Killed (SIGKILL: the OOM killer,
+    an operator's kill) or interrupted without a word (Open MPI's mpirun exits 1, silent, on SIGTERM
+    before its ranks start) before any rank started: a crash, relaunched; skt-run used to take it
+    for a refusal and stop with exit 7, the job left for a human. Failing after every rank exited:
+    the ranks' exit codes are the run's; skt-run used to relaunch it and do the work again."""
     with tempfile.TemporaryDirectory() as tmp:
         go = os.path.join(tmp, "go")
-        wrapper = os.path.join(tmp, "mpirun-when-told")
-        with open(wrapper, "w") as f:
-            f.write(f'#!/bin/sh\nwhile [ ! -e "{go}" ]; do sleep 0.05; done\nexec "{d.options.mpirun}" "$@"\n')
-        os.chmod(wrapper, 0o755)
-        command = d.command(job, NODES, 0, APP_ARGS)
-        command[command.index("--launcher") + 1] = wrapper
-        killed = []
 
-        def on_line(line, _):
-            if "launched (SKT_RESTART=0)" in line:
-                launchers = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True,
-                                           text=True).stdout.split()
+        def run(name, wrapper_lines, on_launch):
+            job = cluster.new_job(name)
+            wrapper = os.path.join(tmp, name)
+            with open(wrapper, "w") as f:
+                f.write("#!/bin/sh\n" + "\n".join(wrapper_lines) + "\n")
+            os.chmod(wrapper, 0o755)
+            command = d.command(job, NODES, 0, APP_ARGS)
+            command[command.index("--launcher") + 1] = wrapper
+
+            def on_line(line, _):
+                if "launched (SKT_RESTART=0)" in line:
+                    on_launch(subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True,
+                                             text=True).stdout.split())
+                    open(go, "w").close()
+
+            if os.path.exists(go):
+                os.unlink(go)
+            process = d.start(command)
+            out = d.drive(process, on_line)
+            checks.expect(process.returncode == 0 and result_of(out) == reference,
+                          f"{name}: the job finishes with the right result (exit {process.returncode})", out)
+            checks.expect(cluster.segment_count(job) == 0, f"{name}: no segment of the job is left")
+            return out
+
+        wait_for_go = f'while [ ! -e "{go}" ]; do sleep 0.05; done'
+        signalled = []
+
+        def send(sig):
+            def to(launchers):
                 for pid in launchers:
-                    os.kill(int(pid), signal.SIGKILL)
-                    killed.append(pid)
-                open(go, "w").close()
+                    os.kill(int(pid), sig)
+                    signalled.append(pid)
+            return to
 
-        process = d.start(command)
-        out = d.drive(process, on_line)
-    checks.expect(len(killed) == 1, f"the launcher was killed before it started mpirun ({killed})", out)
-    checks.expect("its launcher was killed by signal 9 (Killed), not by skt-run" in out
-                  and "relaunched (run 2, SKT_RESTART=1)" in out and "not a crash" not in out,
-                  "a launcher killed before any rank started: a crash, relaunched", out)
-    checks.expect(process.returncode == 0 and result_of(out) == reference,
-                  f"the job finishes with the right result (exit {process.returncode})", out)
-    checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
+        out = run("lkill", [wait_for_go, f'exec "{d.options.mpirun}" "$@"'], send(signal.SIGKILL))
+        checks.expect("its launcher was killed by signal 9 (Killed), not by skt-run" in out
+                      and "relaunched (run 2, SKT_RESTART=1)" in out and "not a crash" not in out,
+                      "a launcher killed before any rank started: a crash, relaunched", out)
+        out = run("lterm", ["trap 'exit 1' TERM", wait_for_go, f'exec "{d.options.mpirun}" "$@"'],
+                  send(signal.SIGTERM))
+        checks.expect("failed before any rank started, the launcher silent (interrupted?) (exit 1)" in out
+                      and "relaunched (run 2, SKT_RESTART=1)" in out and "not a crash" not in out,
+                      "a launcher ended silently before any rank started: a crash, relaunched", out)
+        checks.expect(len(signalled) == 2, f"each launcher was signalled before it started mpirun ({signalled})")
+        out = run("lfail", [f'"{d.options.mpirun}" "$@"', 'echo "mpirun-then-fail: mpirun exited $?" >&2',
+                            "exit 1"], lambda _: None)
+        checks.expect("mpirun-then-fail: mpirun exited 0" in out
+                      and "the launcher ended with exit 1, after every rank reported its exit: the run's "
+                          "exit is the ranks', 0" in out and "relaunched" not in out,
+                      "a launcher failing after every rank exited 0: the job succeeded, not run again", out)
 
 
 def state_disk_full(d, cluster, checks, reference):
@@ -585,7 +611,7 @@ def main(argv):
         d = harness.SktRun(options, root)
         for case in (stopped_rank, words_lost, deadlock, resume_after_signals, launch_failures, remote_environment,
                      isolation, ended_while_finishing, leftovers, killed_while_creating, stopped_launcher,
-                     stopped_after_work, launcher_outliving_ranks, launcher_killed_starting,
+                     stopped_after_work, launcher_outliving_ranks, launcher_ended_from_outside,
                      state_disk_full):
             case(d, cluster, checks, reference)
     return harness.report_failures(checks.failures)

@@ -405,6 +405,28 @@ TEST(Watchdog, ARankStuckInMpiFinalizeOnceEveryRankReachedItIsHung) {
   EXPECT_TRUE(w.launcher_overdue(2000).has_value());
 }
 
+TEST(Watchdog, TheWorkEndedOnceEveryRankReachedMpiFinalizeWithNoContextOpen) {
+  // What a launcher that fails then ends is work done: mpirun interrupted (SIGTERM) exits 1 and
+  // ends ranks still in MPI_Finalize. skt-run used to relaunch such a run and do the work again.
+  Watchdog w("j", 0, 3, WatchLimits{}, 0, 0);
+  each_rank_says(w, 3, "hello", 0);
+  w.heard(said("j", 0, "bye"), 5);
+  w.heard(said("j", 1, "bye"), 5);
+  w.heard(said("j", 0, "finalize"), 6);
+  w.heard(said("j", 1, "exit", 0), 6);
+  EXPECT_FALSE(w.work_ended());  // rank 2 is at work
+  w.heard(said("j", 2, "bye"), 7);
+  EXPECT_FALSE(w.work_ended());  // and has not entered MPI_Finalize
+  w.heard(said("j", 2, "finalize"), 8);
+  EXPECT_TRUE(w.work_ended());
+  EXPECT_FALSE(w.exit_code().has_value());  // two ranks never said how they exited
+  // In MPI_Finalize with a context open (never closed), its work may not have ended.
+  Watchdog open("j", 0, 1, WatchLimits{}, 0, 0);
+  open.heard(said("j", 0, "hello"), 0);
+  open.heard(process_says(0, "finalize", 1), 1);
+  EXPECT_FALSE(open.work_ended());
+}
+
 TEST(Watchdog, ARankStoppedAfterItsLastContextBeforeMpiFinalizeIsStuckAfterItsWork) {
   // Its process beats (live) from a thread until MPI_Finalize: one that writes its results for
   // hours goes on beating; one stopped there (or on a frozen node) does not. skt-run used to wait
