@@ -744,10 +744,12 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
     // run's; if some were ended in MPI_Finalize, the run's exit is unknown.
     ranks_code = watch.exit_code();
     if (ranks_code) {
-      log_(
-          "the launcher ended with exit {}, after every rank reported its exit: the run's exit "
-          "is the ranks', {}",
-          ended->code, *ranks_code);
+      if (*ranks_code != ended->code) {
+        log_(
+            "the launcher ended with exit {}, after every rank reported its exit: the run's exit "
+            "is the ranks', {}",
+            ended->code, *ranks_code);
+      }
     } else if (watch.work_ended()) {
       out.stuck_after_work = fmt::format(
           "the launcher ended with exit {} once every rank had entered MPI_Finalize, every "
