@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,6 +25,7 @@
 #include "daemon/probe.hpp"
 #include "daemon/process.hpp"
 #include "daemon/ranklist.hpp"
+#include "daemon/state.hpp"
 #include "libselfckpt/src/config.hpp"
 #include "libselfckpt/src/scrub.hpp"
 #include "libselfckpt/src/segment.hpp"
@@ -256,6 +258,9 @@ int main(int argc, char** argv) {
                job, node);
     return 1;
   }
+  // An skt-run given --state-dir reads its registry there, not in the default place: said below.
+  const bool unread_default = registry.empty() && std::getenv("SKT_RUN_REGISTRY") == nullptr &&
+                              !std::filesystem::exists(skt::run::default_state_dir(job) + "/state");
   if (registry.empty()) registry = skt::run::default_registry(job);
   // Marked dead first: a daemon that sees the run fail must find the node dead.
   skt::run::mark_dead(registry, node);
@@ -267,5 +272,11 @@ int main(int argc, char** argv) {
              cleaned.out.substr(last == std::string::npos ? 0 : last + 1));
   fmt::print("node {} marked dead in {} (skt-run --revive {} --job {} undoes it)\n", node, registry,
              node, job);
+  if (unread_default) {
+    fmt::print(stderr,
+               "skt-inject: no skt-run keeps job {}'s state in {}: one given --state-dir DIR "
+               "reads DIR/registry (give --registry DIR/registry), else it relaunches on {}\n",
+               job, skt::run::default_state_dir(job), node);
+  }
   return cleaned.code != 0 || (code != 0 && !segments) ? 1 : 0;
 }
