@@ -433,8 +433,9 @@ struct Outcome {
   int code = 0;
   std::optional<std::string> hung;       // why skt-run ended it as hung
   std::optional<std::string> dead_node;  // a node a probe found dead while it ran
-  // Why skt-run ended a run whose work had ended, every context closed, but whose ranks did not
-  // leave MPI_Finalize, or one of which stopped before it.
+  // Why a run whose work had ended, every context closed, did not end by itself: skt-run ended it
+  // because its ranks did not leave MPI_Finalize, or one stopped before it; or its launcher ended
+  // with ranks still in MPI_Finalize.
   std::optional<std::string> stuck_after_work;
   bool started = false;     // some rank of the program spoke
   int launcher_signal = 0;  // the signal that ended the launcher, when skt-run did not send it
@@ -1037,10 +1038,9 @@ int run(int argc, char** argv) {
       "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares; 6\n"
       "--max-restarts reached; 7 the launcher refused the launch, saying why (not retried; one\n"
       "killed or silent is relaunched); 8 its work ended, but its ranks did not leave the\n"
-      "program by themselves (stuck in or stopped before MPI_Finalize, or ended in it by a\n"
-      "failing launcher; its own code unknown; not retried); 128+N stopped by signal N. Every "
-      "exit\n"
-      "says what is left of the job and how to remove it.");
+      "program by themselves (stuck in or stopped before MPI_Finalize, or ended in it: killed,\n"
+      "or by a failing launcher; its own code unknown; not retried); 128+N stopped by signal N.\n"
+      "Every exit says what is left of the job and how to remove it.");
   Options o;
   app.add_option("--nodes", o.nodes, "nodes, comma separated (n1,n2,...)");
   app.add_option("--hostfile", o.hostfile, "a file of node names, one per line")
