@@ -9,9 +9,10 @@
   running job is refused and names the first; segments without skt-run's state are resumed;
 - launch failures (a program missing on a node, mpirun's refusal) end with exit 7 and the
   launcher's reason, never retried, but a launcher killed, or silent, before any rank started is
-  a crash, relaunched, and one failing after every rank exited takes the ranks' exit codes; refusals of the program that would repeat end with exit 2
-  (among them checkpoints the machine's memory cannot hold, of a workspace written early, refused
-  before any checkpoint page is taken);
+  a crash, relaunched, and one failing after every rank exited takes the ranks' exit codes;
+  refusals of the program that would repeat end with exit 2 (among them checkpoints the
+  machine's memory cannot hold, of a workspace written early, refused before any checkpoint page
+  is taken);
   virtual nodes oversubscribe by themselves;
 - remote launches: through a stand-in for ssh that starts each node with an empty environment,
   every SKT_* variable still reaches the ranks (a crash on launch 0 is relaunched and restored);
