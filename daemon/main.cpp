@@ -738,7 +738,10 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   for (const auto& datagram : listener_.receive_all()) {  // what came with the launcher's end
     if (const auto h = parse_heard(datagram)) watch.heard(*h, now());
   }
-  if (!ranks_code && !killed && g_signal == 0 && ended->code != 0) {
+  // skt-run ended it (a hang, a dead node, an overdue launcher, which set ranks_code) or passed
+  // the operator's signal on.
+  const bool ended_by_us = killed || g_signal != 0;
+  if (!ended_by_us && ended->code != 0) {
     // A launcher that failed after its ranks' work ended (killed, or interrupted: Open MPI's
     // mpirun then exits 1, ending ranks still in MPI_Finalize) did not fail the program, and a
     // relaunch would do the work again. If every rank reported its exit, their codes are the
@@ -763,7 +766,7 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   out.restored_at = watch.restored_at();
   out.restored_from_storage = watch.restored_from_storage();
   out.code = ranks_code.value_or(ended->code);
-  if (!killed && g_signal == 0) out.launcher_signal = ended->signal;
+  if (!ended_by_us) out.launcher_signal = ended->signal;
   out.started = watch.anyone_started();
   out.cadence = watch.cadence();
   return out;

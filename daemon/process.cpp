@@ -114,14 +114,22 @@ Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool ca
   return child;
 }
 
+namespace {
+
+Ended ended_of(int status) {
+  if (WIFEXITED(status)) return Ended{WEXITSTATUS(status), 0};
+  if (WIFSIGNALED(status)) return Ended{128 + WTERMSIG(status), WTERMSIG(status)};
+  return Ended{255, 0};
+}
+
+}  // namespace
+
 int wait_exit(pid_t pid) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw std::system_error(errno, std::generic_category(), "waitpid");
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 255;
+  return ended_of(status).code;
 }
 
 Supervised launch_supervised(const std::vector<std::string>& argv, const EnvChanges& env) {
@@ -164,9 +172,7 @@ std::optional<Ended> reap(pid_t pid) {
   int status = 0;
   const pid_t done = ::waitpid(pid, &status, WNOHANG);
   if (done != pid) return std::nullopt;
-  if (WIFEXITED(status)) return Ended{WEXITSTATUS(status), 0};
-  if (WIFSIGNALED(status)) return Ended{128 + WTERMSIG(status), WTERMSIG(status)};
-  return Ended{255, 0};
+  return ended_of(status);
 }
 
 bool is_stopped(pid_t pid) {

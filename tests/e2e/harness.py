@@ -434,6 +434,16 @@ class SktRun:
                 *app_args]
 
     @staticmethod
+    def wrap_launcher(command, path, *lines):
+        """Makes `command` launch through a shell script of `lines` written at `path` (the real
+        mpirun is the script's to call), as a site's wrapper or a misbehaving launcher would."""
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n" + "".join(line + "\n" for line in lines))
+        os.chmod(path, 0o755)
+        command[command.index("--launcher") + 1] = path
+        return command
+
+    @staticmethod
     def start(command, env=None):
         return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=daemon_env(SKT_GROUP_SIZE="2", **(env or {})),

@@ -51,6 +51,11 @@ NODES = ["n1", "n2", "n3", "n4"]
 BEAT_SECONDS = 1  # the library's Monitor::kBeatMilliseconds
 
 
+def wait_for(path):
+    """A line of shell that waits until `path` exists: a launcher held until the test says go."""
+    return f'while [ ! -e "{path}" ]; do sleep 0.05; done'
+
+
 def status_of(d, job):
     with open(os.path.join(d.state_dir(job), "state")) as f:
         return dict(line.split(" ", 1) for line in f.read().splitlines() if " " in line)
@@ -94,12 +99,9 @@ def words_lost(d, cluster, checks, reference):
     job = cluster.new_job("wdeaf")
     with tempfile.TemporaryDirectory() as tmp:
         go = os.path.join(tmp, "go")
-        wrapper = os.path.join(tmp, "mpirun-when-told")
-        with open(wrapper, "w") as f:
-            f.write(f'#!/bin/sh\nwhile [ ! -e "{go}" ]; do sleep 0.05; done\nexec "{d.options.mpirun}" "$@"\n')
-        os.chmod(wrapper, 0o755)
-        command = d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"], extra=["--silence", "3"])
-        command[command.index("--launcher") + 1] = wrapper
+        command = d.wrap_launcher(
+            d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"], extra=["--silence", "3"]),
+            os.path.join(tmp, "mpirun-when-told"), wait_for(go), f'exec "{d.options.mpirun}" "$@"')
         seen = {}
 
         def ranks_with_segments():
@@ -482,14 +484,10 @@ def launcher_outliving_ranks(d, cluster, checks, reference):
     library reports as each process exits, are the run's; the job is not run again."""
     job = cluster.new_job("wlhang")
     with tempfile.TemporaryDirectory() as tmp:
-        wrapper = os.path.join(tmp, "mpirun-then-hang")
-        with open(wrapper, "w") as f:
-            f.write(f'#!/bin/sh\n"{d.options.mpirun}" "$@"\n'
-                    'echo "mpirun-then-hang: mpirun exited $?; hanging" >&2\n'
-                    'exec sleep 100000\n')
-        os.chmod(wrapper, 0o755)
-        command = d.command(job, NODES, 0, APP_ARGS, extra=["--progress-floor", "2"])
-        command[command.index("--launcher") + 1] = wrapper
+        command = d.wrap_launcher(
+            d.command(job, NODES, 0, APP_ARGS, extra=["--progress-floor", "2"]),
+            os.path.join(tmp, "mpirun-then-hang"), f'"{d.options.mpirun}" "$@"',
+            'echo "mpirun-then-hang: mpirun exited $?; hanging" >&2', "exec sleep 100000")
         code, out = d.run(command)
     checks.expect("mpirun-then-hang: mpirun exited 0; hanging" in out, "the wrapper hung after mpirun", out)
     checks.expect(code == 0 and result_of(out) == reference and "run 1 succeeded" in out
@@ -513,12 +511,8 @@ def launcher_ended_from_outside(d, cluster, checks, reference):
 
         def run(name, wrapper_lines, on_launch):
             job = cluster.new_job(name)
-            wrapper = os.path.join(tmp, name)
-            with open(wrapper, "w") as f:
-                f.write("#!/bin/sh\n" + "\n".join(wrapper_lines) + "\n")
-            os.chmod(wrapper, 0o755)
-            command = d.command(job, NODES, 0, APP_ARGS)
-            command[command.index("--launcher") + 1] = wrapper
+            command = d.wrap_launcher(d.command(job, NODES, 0, APP_ARGS), os.path.join(tmp, name),
+                                      *wrapper_lines)
 
             def on_line(line, _):
                 if "launched (SKT_RESTART=0)" in line:
@@ -535,7 +529,7 @@ def launcher_ended_from_outside(d, cluster, checks, reference):
             checks.expect(cluster.segment_count(job) == 0, f"{name}: no segment of the job is left")
             return out
 
-        wait_for_go = f'while [ ! -e "{go}" ]; do sleep 0.05; done'
+        wait_for_go = wait_for(go)
         signalled = []
 
         def send(sig):
