@@ -50,11 +50,12 @@ GroupPlan plan_groups(const std::vector<std::string>& domain_of_rank, int group_
     throw Error(
         SKT_ERR_CONFIG,
         fmt::format(
-            "cannot form groups of {} ranks on distinct nodes: node '{}' holds {} of the {} "
-            "ranks but there are only {} groups, so two of its ranks would share a group. "
+            "cannot place the {} ranks in groups on distinct nodes: node '{}' holds {} of them, "
+            "but groups of up to {} ranks make {} group{}, so two of its ranks would share one. "
             "Use more nodes or a smaller group size (SKT_GROUP_SIZE); to test on one host, "
             "give each rank its own SKT_NODE; SKT_GROUP_SIZE=1 runs without protection",
-            group_size, name, widest, n, groups));
+            n, name, widest, group_size, groups == 1 ? "only one" : fmt::format("only {}", groups),
+            groups == 1 ? "" : "s"));
   }
   const int smallest = n / groups;
   if (smallest < min_members) {

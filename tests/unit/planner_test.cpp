@@ -75,6 +75,15 @@ TEST(Planner, ImpossibleRequestNamesTheFix) {
     EXPECT_NE(m.find("SKT_NODE"), std::string::npos) << m;
     EXPECT_NE(m.find("SKT_GROUP_SIZE=1"), std::string::npos) << m;
   }
+  try {
+    plan_groups({"vm", "vm"}, 4, 2);  // mpirun -n 2 on one host, the default group size
+    FAIL() << "two ranks of one node cannot share a group";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("node 'vm' holds 2 of them, but groups of up to 4 ranks make only one group,"),
+              std::string::npos)
+        << m;
+  }
   EXPECT_THROW(plan_groups({"a", "b", "c", "a", "a"}, 3, 2), Error);  // 'a' has 3 > 2 groups
   EXPECT_THROW(plan_groups({"a"}, 4, 2), Error);                      // one rank cannot protect
 }
