@@ -3,7 +3,8 @@
 through skt-inject at points the test program announces (--pause), replaced by spares, and the job
 finishes with the result of a run without failure; out of spares ends with a clear message and
 exit code 5; a kill during a checkpoint and during a recovery; the program's exit codes; probes of
-the user's, of ping and of a failing Slurm; bad usage said in words.
+the user's, of ping and of a failing Slurm; bad usage said in words; skt-inject's warning when
+no skt-run reads the registry it marks.
 
 skt-run runs here as an operator runs it: nothing in its environment makes mpirun oversubscribe
 (harness.daemon_env)."""
@@ -57,7 +58,29 @@ def out_of_spares(d, cluster, checks):
                   and f"skt-shm clean --job {job} removes them" in out,
                   f"the survivors' checkpoints are kept, and the message counts them ({kept}) and says "
                   "how to resume or remove them", out)
+    unread_registry_warning(d, job, checks)
     cluster.clean(job)
+
+
+def unread_registry_warning(d, job, checks):
+    """skt-inject node without --registry marks the node in the default state directory, which an
+    skt-run given --state-dir never reads: said, unless an skt-run keeps the job's state there."""
+    with tempfile.TemporaryDirectory() as home:
+        def inject(node):
+            return subprocess.run([d.options.inject, "node", node, "--job", job], capture_output=True,
+                                  text=True, env=dict(os.environ, XDG_STATE_HOME=home))
+        unread = inject("n1")
+        checks.expect(unread.returncode == 0 and
+                      f"no skt-run keeps job {job}'s state in {home}/skt-run/{job}" in unread.stderr and
+                      "give --registry DIR/registry" in unread.stderr,
+                      "skt-inject node without --registry, no skt-run state in the default place: "
+                      "the node is marked, and the warning says where an skt-run reads", unread.stderr)
+        with open(os.path.join(home, "skt-run", job, "state"), "w") as f:
+            f.write(f"job {job}\n")
+        read = inject("n4")
+        checks.expect(read.returncode == 0 and "no skt-run keeps" not in read.stderr and
+                      "marked dead in " + os.path.join(home, "skt-run", job, "registry") in read.stdout,
+                      "the same where an skt-run keeps the job's state: no warning", read.stdout + read.stderr)
 
 
 def kill_during_checkpoint_and_recovery(d, cluster, checks, reference):
