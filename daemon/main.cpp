@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -104,6 +105,7 @@ struct Options {
   double progress_floor = WatchLimits{}.progress_floor;
   std::optional<double> hang_timeout;
   double probe_interval = 5;
+  double probe_timeout = 10;
   bool dry_run = false;
   bool fresh_if_unrecoverable = false;
   std::vector<std::string> command;
@@ -183,6 +185,10 @@ void validate(const Options& o) {
     if (!(value >= 0)) {
       throw std::invalid_argument(fmt::format("{} {}: a duration cannot be negative", name, value));
     }
+  }
+  if (!(o.probe_timeout > 0)) {
+    throw std::invalid_argument(
+        fmt::format("--probe-timeout {}: give a positive number of seconds", o.probe_timeout));
   }
   if (o.hang_timeout && !(*o.hang_timeout > 0)) {
     throw std::invalid_argument(
@@ -268,7 +274,7 @@ Plan plan_from(Options& o, Log& log) {
                                                  : plan.local ? "local"
                                                               : "ping")
                                               : o.probe;
-  plan.probe = make_probe(probe, o.registry);
+  plan.probe = make_probe(probe, o.registry, o.probe_timeout);
   if (const char* id = std::getenv("SLURM_JOB_ID"); in_slurm && id != nullptr) plan.slurm_job = id;
   return plan;
 }
@@ -621,6 +627,9 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   double suspended_since = -1;    // since when the Slurm job is suspended, while it is
   double next_resume_check = 0;
   double next_probe = o_.probe_interval;
+  // The probe in flight while the run is up: it runs beside this loop, which goes on copying the
+  // output and watching the ranks however long a node takes to answer (up to --probe-timeout).
+  std::future<Probed> probing;
   double reaped_at = 0;
   // Before a run is ended for what its ranks did not say: a suspended Slurm job stopped them.
   const auto suspended_on_purpose = [&](const std::string& why) {
@@ -720,12 +729,18 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       killed = true;
       continue;
     }
-    if (o_.probe_interval > 0 && now() >= next_probe) {
+    if (o_.probe_interval > 0 && !probing.valid() && now() >= next_probe) {
+      probing = std::async(std::launch::async,
+                           [probe = plan_.probe.get(), nodes = nodes_of(plan_.ranklist)] {
+                             return probe->dead(nodes);
+                           });
+    }
+    if (probing.valid() && probing.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       next_probe = now() + o_.probe_interval;
       try {
-        const auto dead = plan_.probe->dead(nodes_of(plan_.ranklist));
-        if (!dead.empty()) {
-          out.dead_node = fmt::format("{}", fmt::join(dead, ","));
+        const Probed probed = probing.get();
+        if (!probed.dead.empty()) {
+          out.dead_node = probed.describe();
           log_("probe: node {} dead while the run is up; ending it", *out.dead_node);
           end_run(child);
           killed = true;
@@ -962,10 +977,11 @@ int Supervisor::run() {
     probed.insert(probed.end(), plan_.spares.begin(), plan_.spares.end());
     std::set<std::string> dead;
     try {
-      dead = plan_.probe->dead(probed);
+      const Probed found = plan_.probe->dead(probed);
+      dead = found.dead;
       log_("probed in {:.3f} s: {}", seconds_since(*failed_at),
            dead.empty() ? std::string("every node is alive (a process crash or a hang)")
-                        : fmt::format("dead: {}", fmt::join(dead, ",")));
+                        : "dead: " + found.describe());
     } catch (const std::exception& e) {
       log_("probe failed: {}; relaunching on the same nodes", e.what());
     }
@@ -1031,7 +1047,7 @@ int run(int argc, char** argv) {
       "within the same bound (a frozen MPI daemon or node) end the run: relaunched if a context\n"
       "is still open, else exit 8 (the work ended; a relaunch would do it again). So does a rank\n"
       "silent for --silence seconds after its last context ended, before MPI_Finalize.\n"
-      "The nodes are probed every --probe-interval seconds while it runs.\n"
+      "The nodes are probed every --probe-interval seconds while it runs, beside the watchdog.\n"
       "What skt-run knows of a job lives in its state directory (--state-dir; default\n"
       "${XDG_STATE_HOME:-~/.local/state}/skt-run/<job>): the same command resumes a job that was\n"
       "stopped (a signal, --max-restarts, out of spares, skt-run's own death) from its\n"
@@ -1085,6 +1101,10 @@ int run(int argc, char** argv) {
                  "and the time a launcher may outlive every rank's exit");
   app.add_option("--probe-interval", o.probe_interval,
                  "seconds between probes of the nodes while a run is up (default 5; 0: never)");
+  app.add_option("--probe-timeout", o.probe_timeout,
+                 "seconds a probe program may take for a node before the node counts as dead "
+                 "(it is killed then; the nodes are probed side by side)")
+      ->capture_default_str();
   app.add_option("--monitor-host", o.monitor_host,
                  "the address ranks report to (default: this host's name, 127.0.0.1 for virtual "
                  "nodes)");

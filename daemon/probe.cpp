@@ -1,6 +1,7 @@
 #include "daemon/probe.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,34 +19,52 @@ namespace {
 
 class SlurmProbe : public Probe {
  public:
-  std::set<std::string> dead(const std::vector<std::string>& nodes) override {
-    const auto result = capture({"scontrol", "show", "node", "-o"});
+  explicit SlurmProbe(double timeout) : timeout_(timeout) {}
+  Probed dead(const std::vector<std::string>& nodes) override {
+    const auto result = capture_each({{"scontrol", "show", "node", "-o"}}, timeout_).front();
+    if (result.timed_out) {
+      throw std::runtime_error(
+          fmt::format("scontrol show node did not answer within {} s (--probe-timeout)", timeout_));
+    }
     if (result.code != 0) {
       throw std::runtime_error(fmt::format("scontrol show node failed (exit {})", result.code));
     }
     const auto states = parse_slurm_states(result.out);
-    std::set<std::string> out;
+    Probed out;
     for (const auto& node : nodes) {
       const auto it = states.find(node);
       // A node Slurm no longer knows is as good as dead.
-      if (it == states.end() || slurm_state_is_dead(it->second)) out.insert(node);
+      if (it == states.end() || slurm_state_is_dead(it->second)) out.dead.insert(node);
     }
     return out;
   }
   std::string name() const override { return "slurm"; }
+
+ private:
+  double timeout_;
 };
 
-// Any program that answers for one node with its exit code (0: healthy).
+// Any program that answers for one node with its exit code (0: healthy), asked of every node at
+// once. A node it does not answer for within the timeout is dead, as one that does not answer a
+// ping.
 class CommandProbe : public Probe {
  public:
-  CommandProbe(std::vector<std::string> prefix, std::string name)
-      : prefix_(std::move(prefix)), name_(std::move(name)) {}
-  std::set<std::string> dead(const std::vector<std::string>& nodes) override {
-    std::set<std::string> out;
+  CommandProbe(std::vector<std::string> prefix, std::string name, double timeout)
+      : prefix_(std::move(prefix)), name_(std::move(name)), timeout_(timeout) {}
+  Probed dead(const std::vector<std::string>& nodes) override {
+    std::vector<std::vector<std::string>> commands;
     for (const auto& node : nodes) {
-      auto argv = prefix_;
-      argv.push_back(node);
-      if (capture(argv).code != 0) out.insert(node);
+      commands.push_back(prefix_);
+      commands.back().push_back(node);
+    }
+    const auto answers = capture_each(commands, timeout_);
+    Probed out;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (answers[i].code != 0) out.dead.insert(nodes[i]);
+      if (answers[i].timed_out) {
+        out.why[nodes[i]] =
+            fmt::format("its probe did not answer within {} s, --probe-timeout", timeout_);
+      }
     }
     return out;
   }
@@ -54,16 +73,17 @@ class CommandProbe : public Probe {
  private:
   std::vector<std::string> prefix_;
   std::string name_;
+  double timeout_;
 };
 
 class LocalProbe : public Probe {
  public:
   explicit LocalProbe(std::string registry) : registry_(std::move(registry)) {}
-  std::set<std::string> dead(const std::vector<std::string>& nodes) override {
-    std::set<std::string> out;
+  Probed dead(const std::vector<std::string>& nodes) override {
+    Probed out;
     for (const auto& node : nodes) {
       if (std::filesystem::exists(std::filesystem::path(registry_) / (node + ".dead")))
-        out.insert(node);
+        out.dead.insert(node);
     }
     return out;
   }
@@ -75,15 +95,25 @@ class LocalProbe : public Probe {
 
 }  // namespace
 
-std::unique_ptr<Probe> make_probe(const std::string& spec, const std::string& registry) {
-  if (spec == "slurm") return std::make_unique<SlurmProbe>();
+std::string Probed::describe() const {
+  std::vector<std::string> named;
+  for (const auto& node : dead) {
+    const auto it = why.find(node);
+    named.push_back(it == why.end() ? node : fmt::format("{} ({})", node, it->second));
+  }
+  return fmt::format("{}", fmt::join(named, ","));
+}
+
+std::unique_ptr<Probe> make_probe(const std::string& spec, const std::string& registry,
+                                  double timeout) {
+  if (spec == "slurm") return std::make_unique<SlurmProbe>(timeout);
   if (spec == "local") return std::make_unique<LocalProbe>(registry);
   if (spec == "ping") {
     if (find_program("ping").empty()) {
       throw std::invalid_argument("--probe ping: 'ping' is not installed (Debian: iputils-ping)");
     }
     return std::make_unique<CommandProbe>(std::vector<std::string>{"ping", "-c", "1", "-W", "1"},
-                                          "ping");
+                                          "ping", timeout);
   }
   if (spec.rfind("cmd:", 0) == 0 && spec.size() > 4) {
     const std::string program = spec.substr(4);
@@ -91,7 +121,7 @@ std::unique_ptr<Probe> make_probe(const std::string& spec, const std::string& re
       throw std::invalid_argument("--probe " + spec + ": '" + program +
                                   "' is not an executable program");
     }
-    return std::make_unique<CommandProbe>(std::vector<std::string>{program}, spec);
+    return std::make_unique<CommandProbe>(std::vector<std::string>{program}, spec, timeout);
   }
   throw std::invalid_argument("--probe '" + spec + "': expected slurm, ping, local or cmd:PROGRAM");
 }

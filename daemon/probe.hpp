@@ -10,15 +10,27 @@
 
 namespace skt::run {
 
+// What a probe found: the dead nodes, and why for those it has more to say of than that.
+struct Probed {
+  std::set<std::string> dead;
+  std::map<std::string, std::string> why;  // node -> reason, for some of the dead
+  // "n2 (its probe did not answer within 10 s),n4"
+  std::string describe() const;
+};
+
 class Probe {
  public:
   virtual ~Probe() = default;
-  virtual std::set<std::string> dead(const std::vector<std::string>& nodes) = 0;
+  // Bounded in time (see make_probe); safe to call from another thread than skt-run's loop.
+  virtual Probed dead(const std::vector<std::string>& nodes) = 0;
   virtual std::string name() const = 0;
 };
 
-// `spec`: slurm, ping, local, or cmd:PROGRAM. `registry` is the local probe's directory.
-std::unique_ptr<Probe> make_probe(const std::string& spec, const std::string& registry);
+// `spec`: slurm, ping, local, or cmd:PROGRAM. `registry` is the local probe's directory. A probe
+// program still running `timeout` seconds after it started is killed: its node counts as dead
+// (scontrol's silence fails the probe).
+std::unique_ptr<Probe> make_probe(const std::string& spec, const std::string& registry,
+                                  double timeout);
 
 // `scontrol show node -o` output: node name → its state words (IDLE, DOWN, DRAIN, ...).
 std::map<std::string, std::set<std::string>> parse_slurm_states(const std::string& text);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -9,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -87,7 +90,34 @@ std::string find_program(const std::string& name) {
   return "";
 }
 
-Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool capture_output) {
+namespace {
+
+// Starts `program` in a process group of its own that dies with skt-run (a parent-death signal,
+// which posix_spawn cannot ask for; it also comes when the thread that started it ends), its
+// standard output (and error) on the given descriptors, or skt-run's where -1.
+pid_t fork_exec(const std::string& program, char* const* argv, char* const* envp, int out_fd,
+                int err_fd) {
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
+  if (pid == 0) {
+    // Only async-signal-safe calls from here on.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the supervisor died already
+    if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
+    if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
+    ::execve(program.c_str(), argv, envp);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here, so that it holds before either side goes on
+  return pid;
+}
+
+}  // namespace
+
+Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool capture_output,
+            bool own_group) {
   const std::string program = find_program(argv.at(0));
   if (program.empty()) {
     throw std::system_error(ENOENT, std::generic_category(),
@@ -107,6 +137,10 @@ Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool ca
     child.out = Fd(fds[0]);
     write_end = Fd(fds[1]);
     posix_spawn_file_actions_adddup2(&setup.actions, write_end.get(), STDOUT_FILENO);
+  }
+  if (own_group) {
+    child.pid = fork_exec(program, arg_pointers.data(), env_pointers.data(), write_end.get(), -1);
+    return child;
   }
   const int rc = posix_spawn(&child.pid, program.c_str(), &setup.actions, &setup.attributes,
                              arg_pointers.data(), env_pointers.data());
@@ -147,22 +181,9 @@ Supervised launch_supervised(const std::vector<std::string>& argv, const EnvChan
   Fd out_read(out[0]), out_write(out[1]);
   if (::pipe2(err, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
   Fd err_read(err[0]), err_write(err[1]);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
-  if (pid == 0) {
-    // Only async-signal-safe calls from here on.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the supervisor died already
-    ::dup2(out_write.get(), STDOUT_FILENO);
-    ::dup2(err_write.get(), STDERR_FILENO);
-    ::execve(program.c_str(), arg_pointers.data(), env_pointers.data());
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // also here, so that it holds before either side goes on
   Supervised s;
-  s.pid = pid;
+  s.pid = fork_exec(program, arg_pointers.data(), env_pointers.data(), out_write.get(),
+                    err_write.get());
   s.out = std::move(out_read);
   s.err = std::move(err_read);
   return s;
@@ -233,6 +254,96 @@ Captured capture(const std::vector<std::string>& argv, const EnvChanges& env) {
   }
   result.code = wait_exit(child.pid);
   return result;
+}
+
+namespace {
+
+// Reads what the pipe holds without waiting; closes it at its end. Returns whether it read
+// anything.
+bool read_ready(Fd& pipe, std::string& into) {
+  if (pipe.get() < 0) return false;
+  pollfd p{pipe.get(), POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0 || (p.revents & (POLLIN | POLLHUP | POLLERR)) == 0) return false;
+  char buffer[65536];
+  const ssize_t n = ::read(pipe.get(), buffer, sizeof buffer);
+  if (n > 0) {
+    into.append(buffer, static_cast<std::size_t>(n));
+    return true;
+  }
+  if (n == 0 || errno != EINTR) pipe = Fd();
+  return false;
+}
+
+}  // namespace
+
+std::vector<Captured> capture_each(const std::vector<std::vector<std::string>>& commands,
+                                   double timeout) {
+  // Few enough to stay well inside the limits on open files and processes; a probe of up to this
+  // many nodes takes one timeout at most.
+  constexpr std::size_t kAtOnce = 64;
+  using Clock = std::chrono::steady_clock;
+  struct Running {
+    std::size_t index;
+    Child child;
+    Clock::time_point deadline;
+  };
+  std::vector<Captured> results(commands.size());
+  std::vector<Running> running;
+  // An error unwinding past them (a program that cannot start) leaves none of them behind.
+  struct KillLeft {
+    std::vector<Running>& running;
+    ~KillLeft() {
+      for (const auto& r : running) {
+        ::kill(-r.child.pid, SIGKILL);
+        reap(r.child.pid);
+      }
+    }
+  } kill_left{running};
+  std::size_t next = 0;
+  const auto limit =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
+  while (next < commands.size() || !running.empty()) {
+    while (next < commands.size() && running.size() < kAtOnce) {
+      running.push_back({next, spawn(commands[next], {}, true, true), Clock::now() + limit});
+      ++next;
+    }
+    std::vector<pollfd> fds;
+    Clock::time_point nearest = Clock::time_point::max();
+    for (const auto& r : running) {
+      if (r.child.out.get() >= 0) fds.push_back({r.child.out.get(), POLLIN, 0});
+      nearest = std::min(nearest, r.deadline);
+    }
+    // Exits are looked for every few milliseconds: one may come while a process the command
+    // started holds its pipe open.
+    const auto wait = std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(20),
+        std::chrono::duration_cast<std::chrono::milliseconds>(nearest - Clock::now()) +
+            std::chrono::milliseconds(1));
+    if (::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(0, wait.count()))) < 0 &&
+        errno != EINTR) {
+      throw std::system_error(errno, std::generic_category(), "poll");
+    }
+    for (auto& r : running)
+      read_ready(r.child.out, results[r.index].out);
+    const auto now = Clock::now();
+    std::erase_if(running, [&](Running& r) {
+      if (const auto ended = reap(r.child.pid)) {
+        // Its output is in the pipe by now; a process it left behind may hold the pipe open.
+        while (read_ready(r.child.out, results[r.index].out)) {
+        }
+        results[r.index].code = ended->code;
+        return true;
+      }
+      if (now < r.deadline) return false;
+      ::kill(-r.child.pid, SIGKILL);
+      results[r.index].timed_out = true;
+      results[r.index].code = 128 + SIGKILL;
+      for (int tries = 0; tries < 100 && !reap(r.child.pid); ++tries)
+        ::usleep(1000);
+      return true;
+    });
+  }
+  return results;
 }
 
 }  // namespace skt::run

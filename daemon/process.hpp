@@ -41,7 +41,10 @@ struct Child {
 
 // Starts argv[0] (searched in PATH) with the changes to the environment. Throws std::system_error
 // when it cannot start (a missing program included: the message names it).
-Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool capture_output);
+// `own_group`: in a process group of its own, which a kill can end whole, and which dies with
+// skt-run.
+Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool capture_output,
+            bool own_group = false);
 
 // Waits for the child; returns its exit code, or 128 + the signal that ended it.
 int wait_exit(pid_t pid);
@@ -88,10 +91,18 @@ class Listener {
 struct Captured {
   int code = 0;
   std::string out;
+  bool timed_out = false;  // still running at its deadline: killed, with its process group
 };
 
 // Runs argv to completion and returns its exit code and standard output.
 Captured capture(const std::vector<std::string>& argv, const EnvChanges& env = {});
+
+// Runs the commands side by side (a bounded number at a time), each in a process group of its
+// own, and returns each one's exit code and standard output, in order. A command still running
+// `timeout` seconds after it started is killed with its process group and marked timed out; one
+// that cannot be reaped then (stuck in the kernel) is left behind, so that the call stays bounded.
+std::vector<Captured> capture_each(const std::vector<std::vector<std::string>>& commands,
+                                   double timeout);
 
 // The path of a program: `name` itself if it contains '/', else its first match in PATH; empty if
 // none is executable.

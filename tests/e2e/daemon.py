@@ -4,7 +4,8 @@ through skt-inject at points the test program announces (--pause), replaced by s
 finishes with the result of a run without failure; out of spares ends with a clear message and
 exit code 5; a kill during a checkpoint and during a recovery; the program's exit codes; probes of
 the user's, of ping and of a failing Slurm; bad usage said in words; skt-inject's warning when
-no skt-run reads the registry it marks.
+no skt-run reads the registry it marks; a probe program that hangs is ended at --probe-timeout
+(its node dead), and the watchdog keeps watching while it runs.
 
 skt-run runs here as an operator runs it: nothing in its environment makes mpirun oversubscribe
 (harness.daemon_env)."""
@@ -141,6 +142,57 @@ def probes_and_exit_codes(d, cluster, checks, reference):
         checks.expect(code == expected and words in out and relaunches == (1 if expected == 6 else 0),
                       f"a program ending with {program[-1]!r}: exit {expected}, '{words}', "
                       f"{relaunches} relaunch(es)", out)
+
+
+def hanging_probe(d, cluster, checks, reference):
+    """A probe program that does not answer for a node (ssh to a frozen node, a hung mount):
+    skt-run neither waits for it for good nor goes blind while it waits."""
+    job = cluster.new_job("dhang")
+    os.makedirs(d.state_dir(job))
+    probe = os.path.join(d.state_dir(job), "probe")
+    hanging = os.path.join(d.state_dir(job), "hanging")
+    with open(probe, "w") as f:
+        f.write(f"#!/bin/sh\n[ \"$1\" = n2 ] && [ -e '{hanging}' ] && exec sleep 1001.5\nexit 0\n")
+    os.chmod(probe, 0o755)
+    open(hanging, "w").close()
+    code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4", "n5"], 1, APP_ARGS + ["--pause", "0:6"],
+                                extra=["--probe", f"cmd:{probe}", "--probe-interval", "1",
+                                       "--probe-timeout", "2"]))
+    checks.expect(code == 0 and result_of(out) == reference and
+                  "n2 (its probe did not answer within 2 s, --probe-timeout)" in out and
+                  "replacing node n2 by spare n5" in out,
+                  "a node whose probe does not answer within --probe-timeout counts as dead, said so: "
+                  "replaced, right result", out)
+    left = subprocess.run(["pgrep", "-f", "sleep 1001.5"], capture_output=True, text=True).stdout.split()
+    checks.expect(not left, "the probe that did not answer was killed, and what it started", left)
+    cluster.clean(job)
+
+    # A probe hanging for a minute while a rank stops: the watchdog still finds the silence, and
+    # the probe answers once the hang is seen.
+    job = cluster.new_job("dhang2")
+    os.makedirs(d.state_dir(job))
+    probe = os.path.join(d.state_dir(job), "probe")
+    with open(probe, "w") as f:
+        f.write(f"#!/bin/sh\n[ \"$1\" = n2 ] && while [ -e '{hanging}' ]; do sleep 0.05; done\nexit 0\n")
+    os.chmod(probe, 0o755)
+    open(hanging, "w").close()
+
+    def on_line(line, _):
+        if line.startswith("PAUSED"):
+            for pid in harness.processes_of(job, rank=2)[:1]:
+                os.kill(pid, signal.SIGSTOP)
+        elif "the run is hung" in line and os.path.exists(hanging):
+            os.remove(hanging)
+
+    process = d.start(d.command(job, ["n1", "n2", "n3", "n4"], 0, APP_ARGS + ["--pause", "0:6"],
+                                extra=["--probe", f"cmd:{probe}", "--probe-interval", "1",
+                                       "--probe-timeout", "60", "--silence", "2"]))
+    out = d.drive(process, on_line)
+    checks.expect(process.returncode == 0 and result_of(out) == reference and
+                  "the run is hung: rank 2 has been silent for" in out,
+                  "a stopped rank found by the watchdog while a probe hangs; relaunched, right result",
+                  out)
+    cluster.clean(job)
 
 
 def fresh_if_unrecoverable(d, cluster, checks, reference):
@@ -307,6 +359,7 @@ def bad_input(d, checks):
         (["--nodes", "n1", "--job", "x" * 49, "--", app], 2, "a job tag is 1 to 48"),
         (["--nodes", "n1", "--job", "a+b", "--", app], 2, "a job tag is 1 to 48"),
         (["--nodes", "n1", "--silence", "-3", "--", app], 2, "a duration cannot be negative"),
+        (["--nodes", "n1", "--probe-timeout", "0", "--", app], 2, "give a positive number of seconds"),
         (["--nodes", "n1", "--launch", "ssh", "--", app], 2, "expected auto, local or hosts"),
         (["--nodes", "n1"], 2, "no program"),
     ]:
@@ -346,6 +399,7 @@ def main(argv):
         out_of_spares(d, cluster, checks)
         kill_during_checkpoint_and_recovery(d, cluster, checks, reference)
         probes_and_exit_codes(d, cluster, checks, reference)
+        hanging_probe(d, cluster, checks, reference)
         fresh_if_unrecoverable(d, cluster, checks, reference)
         storage_beyond_tolerance(d, cluster, checks, reference)
         node_local_drains_fresh(d, cluster, checks, reference)

@@ -1,0 +1,60 @@
+// skt-run's programs run side by side with a deadline (its node probes): each one's output and
+// exit code, in order, and a program that overstays killed with everything it started.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "daemon/process.hpp"
+
+namespace skt::run {
+namespace {
+
+// Whether `pid` has exited: gone, or a zombie waiting for its new parent to reap it.
+bool exited(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+TEST(CaptureEach, GivesEveryCommandsOutputAndExitCodeInOrder) {
+  const auto results = capture_each(
+      {{"sh", "-c", "echo one"}, {"sh", "-c", "echo two; exit 3"}, {"sh", "-c", "kill -TERM $$"}},
+      60);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].out, "one\n");
+  EXPECT_EQ(results[0].code, 0);
+  EXPECT_EQ(results[1].out, "two\n");
+  EXPECT_EQ(results[1].code, 3);
+  EXPECT_EQ(results[2].code, 128 + SIGTERM);
+  for (const auto& r : results)
+    EXPECT_FALSE(r.timed_out);
+}
+
+TEST(CaptureEach, KillsACommandPastItsDeadlineWithWhatItStarted) {
+  // The command starts a process of its own that holds the pipe, as ssh or a hung mount would.
+  const auto results =
+      capture_each({{"sh", "-c", "sleep 1000 & echo $!; wait"}, {"sh", "-c", "echo quick"}}, 0.3);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_TRUE(results[0].timed_out);
+  EXPECT_EQ(results[0].code, 128 + SIGKILL);
+  EXPECT_EQ(results[1].out, "quick\n");
+  EXPECT_FALSE(results[1].timed_out);
+  const pid_t started = std::stoi(results[0].out);
+  // Killed with its group; its new parent reaps it at its own pace.
+  for (int tries = 0; tries < 200 && !exited(started); ++tries)
+    ::usleep(5000);
+  EXPECT_TRUE(exited(started)) << "pid " << started;
+}
+
+TEST(CaptureEach, ReportsAMissingProgram) {
+  EXPECT_THROW(capture_each({{"/nonexistent/probe", "n1"}}, 1), std::system_error);
+}
+
+}  // namespace
+}  // namespace skt::run
