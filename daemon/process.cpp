@@ -127,7 +127,6 @@ Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool ca
   std::vector<std::string> environment = merged_environment(env);
   auto arg_pointers = pointers(args);
   auto env_pointers = pointers(environment);
-  SpawnSetup setup;
   Child child;
   Fd write_end;
   if (capture_output) {
@@ -136,12 +135,14 @@ Child spawn(const std::vector<std::string>& argv, const EnvChanges& env, bool ca
       throw std::system_error(errno, std::generic_category(), "pipe");
     child.out = Fd(fds[0]);
     write_end = Fd(fds[1]);
-    posix_spawn_file_actions_adddup2(&setup.actions, write_end.get(), STDOUT_FILENO);
   }
   if (own_group) {
     child.pid = fork_exec(program, arg_pointers.data(), env_pointers.data(), write_end.get(), -1);
     return child;
   }
+  SpawnSetup setup;
+  if (capture_output)
+    posix_spawn_file_actions_adddup2(&setup.actions, write_end.get(), STDOUT_FILENO);
   const int rc = posix_spawn(&child.pid, program.c_str(), &setup.actions, &setup.attributes,
                              arg_pointers.data(), env_pointers.data());
   if (rc != 0) throw std::system_error(rc, std::generic_category(), "cannot run '" + program + "'");
@@ -196,14 +197,18 @@ std::optional<Ended> reap(pid_t pid) {
   return ended_of(status);
 }
 
-bool is_stopped(pid_t pid) {
+char process_state(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
-  if (!std::getline(stat, line)) return false;
+  if (!std::getline(stat, line)) return '\0';
   // "pid (comm) state ...": the command may hold spaces and parentheses; the state follows the
   // last one.
   const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T';
+  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '\0';
+}
+
+bool is_stopped(pid_t pid) {
+  return process_state(pid) == 'T';
 }
 
 Listener::Listener() {

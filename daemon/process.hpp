@@ -71,7 +71,9 @@ struct Ended {
 // How the process ended, if it has, else nothing.
 std::optional<Ended> reap(pid_t pid);
 
-// Whether the process is stopped by a signal (SIGSTOP, SIGTSTP), as /proc tells.
+// The process's state letter as /proc tells it (R, S, D, T, Z, ...); '\0' when it is gone.
+char process_state(pid_t pid);
+// Whether the process is stopped by a signal (SIGSTOP, SIGTSTP).
 bool is_stopped(pid_t pid);
 
 // A UDP socket bound to a port of its own on every interface, for the ranks' reports.

@@ -4,8 +4,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "daemon/process.hpp"
@@ -15,11 +13,8 @@ namespace {
 
 // Whether `pid` has exited: gone, or a zombie waiting for its new parent to reap it.
 bool exited(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+  const char state = process_state(pid);
+  return state == '\0' || state == 'Z';
 }
 
 TEST(CaptureEach, GivesEveryCommandsOutputAndExitCodeInOrder) {
