@@ -109,10 +109,8 @@ def probes_and_exit_codes(d, cluster, checks, reference):
     # A probe program of the user's: a node is dead when the registry says so.
     job = cluster.new_job("dcmd")
     os.makedirs(d.registry(job))
-    probe = os.path.join(d.state_dir(job), "probe")
-    with open(probe, "w") as f:
-        f.write(f"#!/bin/sh\ntest ! -e '{d.registry(job)}'/\"$1\".dead\n")
-    os.chmod(probe, 0o755)
+    probe = harness.write_script(os.path.join(d.state_dir(job), "probe"),
+                                 f"test ! -e '{d.registry(job)}'/\"$1\".dead")
     code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4", "n5"], 1, APP_ARGS + ["--pause", "0:6"],
                                 extra=["--probe", f"cmd:{probe}"]),
                       on_pause=lambda k: d.kill_node(job, "n4"))
@@ -149,11 +147,9 @@ def hanging_probe(d, cluster, checks, reference):
     skt-run neither waits for it for good nor goes blind while it waits."""
     job = cluster.new_job("dhang")
     os.makedirs(d.state_dir(job))
-    probe = os.path.join(d.state_dir(job), "probe")
     hanging = os.path.join(d.state_dir(job), "hanging")
-    with open(probe, "w") as f:
-        f.write(f"#!/bin/sh\n[ \"$1\" = n2 ] && [ -e '{hanging}' ] && exec sleep 1001.5\nexit 0\n")
-    os.chmod(probe, 0o755)
+    probe = harness.write_script(os.path.join(d.state_dir(job), "probe"),
+                                 f"[ \"$1\" = n2 ] && [ -e '{hanging}' ] && exec sleep 1001.5", "exit 0")
     open(hanging, "w").close()
     code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4", "n5"], 1, APP_ARGS + ["--pause", "0:6"],
                                 extra=["--probe", f"cmd:{probe}", "--probe-interval", "1",
@@ -171,10 +167,8 @@ def hanging_probe(d, cluster, checks, reference):
     # the probe answers once the hang is seen.
     job = cluster.new_job("dhang2")
     os.makedirs(d.state_dir(job))
-    probe = os.path.join(d.state_dir(job), "probe")
-    with open(probe, "w") as f:
-        f.write(f"#!/bin/sh\n[ \"$1\" = n2 ] && while [ -e '{hanging}' ]; do sleep 0.05; done\nexit 0\n")
-    os.chmod(probe, 0o755)
+    probe = harness.write_script(os.path.join(d.state_dir(job), "probe"),
+                                 f"[ \"$1\" = n2 ] && while [ -e '{hanging}' ]; do sleep 0.05; done", "exit 0")
     open(hanging, "w").close()
 
     def on_line(line, _):
@@ -202,14 +196,11 @@ def fresh_if_unrecoverable(d, cluster, checks, reference):
     # on the same nodes, and finishes.
     job = cluster.new_job("dfresh")
     os.makedirs(d.registry(job))
-    probe = os.path.join(d.state_dir(job), "probe")
-    with open(probe, "w") as f:
-        f.write(f"""#!/bin/sh
-test -e '{d.registry(job)}'/"$1".dead && exit 1
-case "$1" in n2|n4) '{d.options.inject}' node "$1" --job {job} --registry '{d.registry(job)}' >/dev/null; exit 1;; esac
-exit 0
-""")
-    os.chmod(probe, 0o755)
+    probe = harness.write_script(
+        os.path.join(d.state_dir(job), "probe"),
+        f"""test -e '{d.registry(job)}'/"$1".dead && exit 1""",
+        f"""case "$1" in n2|n4) '{d.options.inject}' node "$1" --job {job} --registry '{d.registry(job)}' >/dev/null; exit 1;; esac""",
+        "exit 0")
     code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4", "n5", "n6"], 2, APP_ARGS,
                                 extra=["--probe", f"cmd:{probe}", "--fresh-if-unrecoverable"]),
                       env={"SKT_FAULT": "stage:1:2:0"})
@@ -286,15 +277,12 @@ def node_local_drains_fresh(d, cluster, checks, reference):
     job = cluster.new_job("dlocal")
     drains = os.path.join(d.root, job + "-{node}")
     os.makedirs(d.registry(job))
-    probe = os.path.join(d.state_dir(job), "probe")
-    with open(probe, "w") as f:
-        f.write(f"""#!/bin/sh
-test -e '{d.registry(job)}'/"$1".dead && exit 1
-case "$1" in n2|n4) '{d.options.inject}' node "$1" --job {job} --registry '{d.registry(job)}' >/dev/null
-  rm -rf '{drains.replace("{node}", "")}'"$1"; exit 1;; esac
-exit 0
-""")
-    os.chmod(probe, 0o755)
+    probe = harness.write_script(
+        os.path.join(d.state_dir(job), "probe"),
+        f"""test -e '{d.registry(job)}'/"$1".dead && exit 1""",
+        f"""case "$1" in n2|n4) '{d.options.inject}' node "$1" --job {job} --registry '{d.registry(job)}' >/dev/null""",
+        f"""  rm -rf '{drains.replace("{node}", "")}'"$1"; exit 1;; esac""",
+        "exit 0")
     code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4", "n5", "n6"], 2, APP_ARGS,
                                 extra=["--probe", f"cmd:{probe}", "--fresh-if-unrecoverable"]),
                       env={"SKT_FAULT": "stage:1:2:0", "SKT_DRAIN_DIR": drains,

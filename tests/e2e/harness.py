@@ -437,9 +437,7 @@ class SktRun:
     def wrap_launcher(command, path, *lines):
         """Makes `command` launch through a shell script of `lines` written at `path` (the real
         mpirun is the script's to call), as a site's wrapper or a misbehaving launcher would."""
-        with open(path, "w") as f:
-            f.write("#!/bin/sh\n" + "".join(line + "\n" for line in lines))
-        os.chmod(path, 0o755)
+        write_script(path, *lines)
         command[command.index("--launcher") + 1] = path
         return command
 
@@ -493,6 +491,14 @@ class SktRun:
 def result_of(output):
     m = re.search(r"^RESULT (\w+)", output, re.M)
     return m.group(1) if m else None
+
+
+def write_script(path, *lines):
+    """An executable shell script of `lines` at `path` (a probe, a launcher wrapper); returns path."""
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + "".join(line + "\n" for line in lines))
+    os.chmod(path, 0o755)
+    return path
 
 
 def processes_of(job, rank=None):
