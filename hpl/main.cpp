@@ -250,6 +250,13 @@ std::vector<bool> skipped_tests(const std::vector<Test>& tests, int size, Report
   return skipped;
 }
 
+// The job's own tag once its parts (TAG+hpl, TAG+t<i>) have contexts: what to name when the library
+// names a part.
+std::string& job_tag_of_parts() {
+  static std::string tag;
+  return tag;
+}
+
 // Rank 0's tag, on every rank: where the environment differs between ranks (an mpirun -x that
 // reached only some of them), the ranks still agree, and the library then compares the rest.
 std::string base_job_tag(MPI_Comm world) {
@@ -430,6 +437,7 @@ int run(int argc, char** argv) {
   const std::string base = base_job_tag(MPI_COMM_WORLD);
   const char* restart_env = std::getenv("SKT_RESTART");
   const std::string restart = restart_env != nullptr ? restart_env : "";
+  job_tag_of_parts() = base;
   setenv("SKT_JOB", (base + "+hpl").c_str(), 1);
   skt::Context progress(MPI_COMM_WORLD);
   auto records = progress.alloc<TestRecord>("tests", tests.size());
@@ -520,6 +528,14 @@ int main(int argc, char** argv) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     fmt::print(stderr, "skt-hpl rank {}: {}\n", rank, e.what());
+    const std::string& job = skt::hpl::job_tag_of_parts();
+    if (rank == 0 && e.code() == SKT_ERR_UNRECOVERABLE && !job.empty()) {
+      // The library names the part whose context failed; starting afresh needs every part gone.
+      fmt::print(stderr,
+                 "skt-hpl: job {} keeps its tests' progress and matrices as {}+hpl and {}+t<i>: "
+                 "skt-shm clean --job {} removes them all\n",
+                 job, job, job, job);
+    }
     std::fflush(stderr);
     // Collective errors stop every rank with this code; a local one ends the job through mpirun.
     std::exit(e.exit_code());

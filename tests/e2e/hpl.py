@@ -6,8 +6,9 @@ that is not, with look-ahead depths 1, 2 and 3. The relaunch must restore a chec
 its panel, report the restore, and end PASSED with the very same residual as a run without faults
 and without checkpoints (a restore is bit-exact, and a checkpoint changes no bit of the arithmetic:
 the panels in flight are applied in the pieces the iterations after it would have used). And
-netlib's own HPL.dat (864 tests on 4 ranks) runs whole, killed in the middle and relaunched: every test PASSED, as with netlib's xhpl. With
-drains to storage, a loss beyond what a group tolerates resumes from the drained epoch. A relaunch
+netlib's own HPL.dat (864 tests on 4 ranks) runs whole, killed in the middle and relaunched: every test PASSED, as with netlib's xhpl. A loss
+beyond what a group tolerates is refused (exit 3), naming the command that removes every part of
+the job; with drains to storage, it resumes from the drained epoch. A relaunch
 with HPL.dat edited (another process mapping, where every local matrix keeps its size; a finished
 test changed) is refused. An N whose checkpoints the machine's memory cannot hold is refused before
 any page is taken, and the corrected N then runs under the same job."""
@@ -397,39 +398,67 @@ def limited_by_segment_limits(cluster, tmp, failures):
            "the limit raised, the job relaunched runs and passes", raised, failures)
 
 
-def beyond_tolerance_from_storage(cluster, dat, reference, tmp, failures):
-    """Both members of one XOR group lost with their nodes in the middle of panel 10, with a drain
-    to storage at every checkpoint: memory cannot serve, storage can. The ranks are held at panel
-    10 (SKT_HPL_PAUSE) until the drained epochs are complete (the test's epoch 2, panel 8, and the
-    run's own context), then killed; the relaunch resumes from epoch 2 and passes with the residual
-    of the run without faults."""
+def paused_then_lost(cluster, job, args, env, manifests=()):
+    """Runs the job until every rank waits at panel 10 (SKT_HPL_PAUSE) and the drained epochs'
+    `manifests` exist, kills it, and destroys the memory of both members of one XOR group (ranks 1
+    and 3). Returns the nodes to relaunch on and whether the manifests appeared."""
+    nodes = [f"n{r}" for r in range(4)]
+    process, _ = cluster.start(nodes, args, dict(env, SKT_RESTART="0", SKT_HPL_PAUSE="10"))
+    timer = threading.Timer(cluster.timeout, lambda: os.killpg(process.pid, signal.SIGKILL))
+    timer.start()
+    try:
+        for line in process.stdout:
+            if line.startswith("SKT_HPL_PAUSE"):
+                break
+        deadline = time.monotonic() + cluster.timeout
+        while not all(map(os.path.exists, manifests)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        drained = all(map(os.path.exists, manifests))
+    finally:
+        timer.cancel()
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+    cluster.wait_detached(job + "+t0")
+    for r in (1, 3):
+        cluster.lose_node(job, nodes[r])
+        nodes[r] += "x"
+    return nodes, drained
+
+
+def beyond_tolerance(cluster, dat, reference, tmp, failures):
+    """Both members of one XOR group lost with their nodes in the middle of panel 10. Without
+    drains: refused with exit 3, and the command skt-hpl names removes every part of the job (the
+    library names only the part whose context failed). With a drain to storage at every checkpoint:
+    memory cannot serve, storage can; the ranks are held at panel 10 until the drained epochs are
+    complete (the test's epoch 2, panel 8, and the run's own context), and the relaunch resumes from
+    epoch 2 and passes with the residual of the run without faults."""
+    args = ["--checkpoint-every", str(EVERY), dat]
+    job = cluster.new_job("hpllost")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    try:
+        nodes, _ = paused_then_lost(cluster, job, args, env)
+        refused = cluster.launch(nodes, args, dict(env, SKT_RESTART="1"))
+        kept = cluster.segment_count(job)
+        advice = f"skt-shm clean --job {job} removes them all"
+        if advice in refused.err:
+            cluster.shm_tool("clean", "--job", job)
+        left = cluster.segment_count(job)
+    finally:
+        cluster.clean(job)
+    ok = refused.code == 3 and advice in refused.err and kept > 0 and left == 0
+    print(f"{'ok  ' if ok else 'FAIL'} one XOR group's two nodes lost, no drains: refused with exit 3; "
+          f"the command skt-hpl names removes all {kept} segments of the job's parts", flush=True)
+    if not ok:
+        failures.append(f"beyond tolerance without drains ({kept} segments kept, {left} left after the "
+                        f"named command): relaunch {refused.describe()}")
+
     job = cluster.new_job("hpldrain")
     drains = os.path.join(tmp, "drains")
-    nodes = [f"n{r}" for r in range(4)]
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_DRAIN_DIR": drains, "SKT_DRAIN_EVERY": "1"}
-    args = ["--checkpoint-every", str(EVERY), dat]
     manifests = [os.path.join(drains, f"{job}+t0", "epoch-000000000002", "MANIFEST"),
                  os.path.join(drains, f"{job}+hpl", "epoch-000000000001", "MANIFEST")]
     try:
-        process, _ = cluster.start(nodes, args, dict(env, SKT_RESTART="0", SKT_HPL_PAUSE="10"))
-        timer = threading.Timer(cluster.timeout, lambda: os.killpg(process.pid, signal.SIGKILL))
-        timer.start()
-        try:
-            for line in process.stdout:
-                if line.startswith("SKT_HPL_PAUSE"):
-                    break
-            deadline = time.monotonic() + cluster.timeout
-            while not all(map(os.path.exists, manifests)) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            drained = all(map(os.path.exists, manifests))
-        finally:
-            timer.cancel()
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-        cluster.wait_detached(job + "+t0")
-        for r in (1, 3):
-            cluster.lose_node(job, nodes[r])
-            nodes[r] += "x"
+        nodes, drained = paused_then_lost(cluster, job, args, env, manifests)
         final = cluster.launch(nodes, args, dict(env, SKT_RESTART="1"))
     finally:
         cluster.clean(job)
@@ -551,7 +580,7 @@ def main(argv):
                 return 1
             print(f"{scheme} m={parity} G={group_size} grid {p}x{q}, N={n} NB={NB} depth {depth}: {reference}")
             if config is CONFIGS[0]:
-                beyond_tolerance_from_storage(cluster, dat, reference, tmp, failures)
+                beyond_tolerance(cluster, dat, reference, tmp, failures)
             for step in steps if not options.quick else steps[-2:]:
                 cells = []
                 for mode in ("crash", "node"):
