@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Random failures under skt-run, as a cluster deals them out: SKT-HPL (N = 4608, 2x2, a checkpoint
-every 8 of 48 panels) runs under skt-run on virtual nodes n1-n4 with spares n5-n7, and each trial
-strikes one to three times at random moments of the run, its relaunches and recoveries included,
+every 8 of 48 panels) runs under skt-run on virtual nodes, in each trial one rank per node on n1-n4
+with spares n5-n7, or two ranks per node on n1-n2 with spares n3-n4 (a node lost takes a rank of
+each group), and each trial strikes one to three times at random moments of the run, its relaunches and recoveries included,
 with a failure drawn from: a rank killed (its memory stays), a node lost (its processes and its
 memory), a rank stopped (SIGSTOP: only silence), mpirun killed or sent SIGTERM, skt-run itself
 killed or sent SIGTERM (then started again with the same command, as an operator resumes it), a
@@ -32,9 +33,9 @@ import time
 
 import harness
 
-NODES = ["n1", "n2", "n3", "n4"]
-SPARES = ["n5", "n6", "n7"]
-RANKS = len(NODES)
+RANKS = 4
+# (nodes, spares, ranks per node)
+LAYOUTS = [(["n1", "n2", "n3", "n4"], ["n5", "n6", "n7"], 1), (["n1", "n2"], ["n3", "n4"], 2)]
 RESIDUAL = re.compile(r"^\|\|Ax-b\|\|\S*=\s*(\S+)\s+\.+\s+(PASSED|FAILED)", re.M)
 KINDS = ["kill-rank", "lose-node", "stop-rank", "kill-mpirun", "term-mpirun", "kill-skt-run",
          "term-skt-run", "flip-B", "flip-C"]
@@ -65,16 +66,18 @@ def children_named(pid, names):
 class Trial:
     """One skt-run job struck by `faults`, (seconds after the start, kind, random draw) each."""
 
-    def __init__(self, options, root, name, faults, rng):
+    def __init__(self, options, root, name, faults, rng, layout):
         self.options = options
         self.job = harness.Cluster.new_job(name)
         self.faults = faults
         self.rng = rng
+        self.nodes, spares, per_node = layout
         self.d = harness.SktRun(options, root)
         self.command = self.d.command(
-            self.job, NODES + SPARES, len(SPARES), [options.hpldat],
+            self.job, self.nodes + spares, len(spares), [options.hpldat],
             # --startup: a rank stopped before its first word is waited for that long.
-            extra=["--silence", "3", "--startup", "30", "--probe-interval", "1", "--max-restarts", "20"],
+            extra=["--ranks-per-node", str(per_node), "--silence", "3", "--startup", "30",
+                   "--probe-interval", "1", "--max-restarts", "20"],
             program=[options.app, "--checkpoint-every", "8", "--progress", "0"])
         self.output = []
         self.done = []  # what each fault did, for the report
@@ -111,7 +114,7 @@ class Trial:
             return kind if launchers else f"{kind}: no launcher up"
         if kind == "lose-node":
             node = self.rng.choice(self.d.ranklist(self.job)) if os.path.exists(
-                os.path.join(self.d.state_dir(self.job), "ranklist")) else self.rng.choice(NODES)
+                os.path.join(self.d.state_dir(self.job), "ranklist")) else self.rng.choice(self.nodes)
             done = subprocess.run([self.options.inject, "node", node, "--job", self.job, "--registry",
                                    self.d.registry(self.job)], capture_output=True, text=True)
             return f"lose-node {node}" + ("" if done.returncode == 0 else f": {done.stderr.strip()}")
@@ -201,7 +204,7 @@ def main(argv):
 
     failures = []
     with tempfile.TemporaryDirectory() as root:
-        clean = Trial(options, root, "chaos-ref", [], random.Random(0))
+        clean = Trial(options, root, "chaos-ref", [], random.Random(0), LAYOUTS[0])
         began = time.monotonic()
         code = clean.run()
         length = time.monotonic() - began
@@ -220,7 +223,8 @@ def main(argv):
             # the verification), and so in whatever relaunches and recoveries earlier strikes caused.
             faults = sorted((round(rng.uniform(0.2, length), 1), rng.choice(KINDS))
                             for _ in range(rng.randint(1, 3)))
-            trial = Trial(options, root, f"chaos{t}", faults, rng)
+            layout = rng.choice(LAYOUTS)
+            trial = Trial(options, root, f"chaos{t}", faults, rng, layout)
             began = time.monotonic()
             code = trial.run()
             verdict = judge(trial, code, reference)
@@ -228,7 +232,7 @@ def main(argv):
                 "passed" if code == 0 else f"ended (exit {code})")
             tally[outcome] = tally.get(outcome, 0) + 1
             relaunches = trial.text().count("relaunch")
-            print(f"trial {t}: {outcome} after {time.monotonic() - began:.1f} s; "
+            print(f"trial {t} ({len(layout[0])} nodes): {outcome} after {time.monotonic() - began:.1f} s; "
                   f"{'; '.join(trial.done)}; skt-run said 'relaunch' {relaunches} times", flush=True)
             if options.logs and outcome != "passed":
                 os.makedirs(options.logs, exist_ok=True)
