@@ -2,17 +2,17 @@
 """Random failures under skt-run, as a cluster deals them out: SKT-HPL (N = 4608, 2x2, a checkpoint
 every 8 of 48 panels) runs under skt-run on virtual nodes, in each trial one rank per node on n1-n4
 with spares n5-n7, or two ranks per node on n1-n2 with spares n3-n4 (a node lost takes a rank of
-each group), and each trial strikes one to three times at random moments of the run, its relaunches and recoveries included,
-with a failure drawn from: a rank killed (its memory stays), a node lost (its processes and its
-memory), a rank stopped (SIGSTOP: only silence), mpirun killed or sent SIGTERM, skt-run itself
-killed or sent SIGTERM (then started again with the same command, as an operator resumes it), a
-bit flipped in a rank's committed copy B or checksum C.
+each group). Each trial strikes one to three times at random moments of the run, its relaunches
+and recoveries included, with a failure drawn from: a rank killed (its memory stays), a node lost
+(its processes and its memory), a rank stopped (SIGSTOP: only silence), mpirun killed or sent
+SIGTERM, skt-run itself killed or sent SIGTERM (then started again with the same command, as an
+operator resumes it), a bit flipped in a rank's committed copy B or checksum C.
 
 Every residual a run prints must be the one of the run without failure, and every trial must end
 with skt-run's exit 0, its segments gone and no process of the job left; or, only where two of its
 failures destroyed memory (a node, a flipped bit) and so may have struck one group twice between
-two checkpoints, with the unrecoverable code 3; or, where a failure struck a process once the
-work was done (its ranks in MPI_Finalize), with code 8, as skt-run documents. Anything else
+two checkpoints (or during a rebuild), with the unrecoverable code 3; or, where a failure struck a
+process once the work was done (its ranks in MPI_Finalize), with code 8, as skt-run documents. Anything else
 (another residual, a failed check, another exit code, a trial that does not end) is reported with
 the trial's seed, its failures and skt-run's output.
 
@@ -45,6 +45,18 @@ ENDS_A_PROCESS = {"kill-rank", "lose-node", "stop-rank", "kill-mpirun", "term-mp
 FLIP_BYTES = int(4608 * 4608 * 8 / RANKS * 0.9)
 
 
+def signal_each(pids, sig):
+    """Sends `sig` to each of `pids` that still exists; returns how many it reached."""
+    reached = 0
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            reached += 1
+        except ProcessLookupError:
+            pass
+    return reached
+
+
 def children_named(pid, names):
     """Pids of the children of process `pid` whose command is one of `names`."""
     found = []
@@ -64,7 +76,8 @@ def children_named(pid, names):
 
 
 class Trial:
-    """One skt-run job struck by `faults`, (seconds after the start, kind, random draw) each."""
+    """One skt-run job struck by `faults`, (seconds after the start, kind) each; `rng` draws the
+    rank, node, byte and bit struck."""
 
     def __init__(self, options, root, name, faults, rng, layout):
         self.options = options
@@ -109,9 +122,8 @@ class Trial:
             return kind
         if kind in ("kill-mpirun", "term-mpirun"):
             launchers = children_named(self.process.pid, ("mpirun", "orterun", "prterun"))
-            for pid in launchers:
-                os.kill(pid, signal.SIGKILL if kind == "kill-mpirun" else signal.SIGTERM)
-            return kind if launchers else f"{kind}: no launcher up"
+            sig = signal.SIGKILL if kind == "kill-mpirun" else signal.SIGTERM
+            return kind if signal_each(launchers, sig) else f"{kind}: no launcher up"
         if kind == "lose-node":
             node = self.rng.choice(self.d.ranklist(self.job)) if os.path.exists(
                 os.path.join(self.d.state_dir(self.job), "ranklist")) else self.rng.choice(self.nodes)
@@ -124,17 +136,15 @@ class Trial:
                                   capture_output=True, text=True)
             return f"kill-rank {rank}" + ("" if done.returncode == 0 else f": {done.stderr.strip()}")
         if kind == "stop-rank":
-            pids = harness.processes_of(self.job, rank)
-            for pid in pids:
-                os.kill(pid, signal.SIGSTOP)
-            return f"stop-rank {rank}" + ("" if pids else ": no process")
+            stopped = signal_each(harness.processes_of(self.job, rank), signal.SIGSTOP)
+            return f"stop-rank {rank}" + ("" if stopped else ": no process")
         area = kind[-1]
         offset = self.rng.randrange(FLIP_BYTES)
         done = subprocess.run([self.options.inject, "flip", "--job", self.job + "+t0", "--rank", str(rank),
                                "--area", area, "--byte", str(offset), "--bit", str(self.rng.randrange(8))],
                               capture_output=True, text=True)
         return f"flip {area} rank {rank} byte {offset}" + (
-            "" if done.returncode == 0 else f": {done.stderr.strip().splitlines()[-1:]}")
+            "" if done.returncode == 0 else f": {done.stderr.strip().splitlines()[-1]}")
 
     def run(self):
         start = time.monotonic()
@@ -231,9 +241,9 @@ def main(argv):
             outcome = "FAILED" if verdict is not None else (
                 "passed" if code == 0 else f"ended (exit {code})")
             tally[outcome] = tally.get(outcome, 0) + 1
-            relaunches = trial.text().count("relaunch")
+            relaunches = len(re.findall(r"\] relaunched \(run", trial.text()))
             print(f"trial {t} ({len(layout[0])} nodes): {outcome} after {time.monotonic() - began:.1f} s; "
-                  f"{'; '.join(trial.done)}; skt-run said 'relaunch' {relaunches} times", flush=True)
+                  f"{'; '.join(trial.done)}; {relaunches} relaunches", flush=True)
             if options.logs and outcome != "passed":
                 os.makedirs(options.logs, exist_ok=True)
                 with open(os.path.join(options.logs, f"trial-{options.seed}-{t}.log"), "w") as f:
