@@ -210,6 +210,8 @@ def main(argv):
     options = parser.parse_args(argv)
     if options.trials < 1:
         parser.error("--trials: give at least 1")
+    if not os.path.isfile(options.hpldat):
+        parser.error(f"--hpldat {options.hpldat}: no such file (hpl/HPL.dat in the source tree)")
     options.hpldat = os.path.abspath(options.hpldat)
 
     failures = []
