@@ -57,22 +57,11 @@ def signal_each(pids, sig):
     return reached
 
 
-def children_named(pid, names):
-    """Pids of the children of process `pid` whose command is one of `names`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == pid and comm in names:
-            found.append(int(entry))
-    return found
+def launchers_of(pid):
+    """Pids of skt-run `pid`'s launcher (its child mpirun), as pgrep lists them."""
+    listed = subprocess.run(["pgrep", "-P", str(pid), "-x", "mpirun|orterun|prterun"],
+                            capture_output=True, text=True).stdout
+    return [int(p) for p in listed.split()]
 
 
 class Trial:
@@ -121,9 +110,8 @@ class Trial:
             self.restart(signal.SIGKILL if kind == "kill-skt-run" else signal.SIGTERM)
             return kind
         if kind in ("kill-mpirun", "term-mpirun"):
-            launchers = children_named(self.process.pid, ("mpirun", "orterun", "prterun"))
             sig = signal.SIGKILL if kind == "kill-mpirun" else signal.SIGTERM
-            return kind if signal_each(launchers, sig) else f"{kind}: no launcher up"
+            return kind if signal_each(launchers_of(self.process.pid), sig) else f"{kind}: no launcher up"
         if kind == "lose-node":
             node = self.rng.choice(self.d.ranklist(self.job)) if os.path.exists(
                 os.path.join(self.d.state_dir(self.job), "ranklist")) else self.rng.choice(self.nodes)
