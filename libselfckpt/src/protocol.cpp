@@ -142,8 +142,9 @@ void Protocol::enter(Phase next) {
 }
 
 bool Protocol::encodes_incrementally() const noexcept {
-  return mode_ == Mode::self && !full_encode_needed_ && store_.codec != nullptr &&
-         store_.codec->exact();
+  // A group of one keeps no checksum: only its copy B and the digests change, block by block.
+  return mode_ == Mode::self && !full_encode_needed_ &&
+         (store_.codec == nullptr || store_.codec->exact());
 }
 
 void Protocol::checkpoint(std::uint64_t next, const std::vector<std::uint64_t>* changed) {

@@ -340,15 +340,18 @@ TEST_P(Incremental, GivesTheSameCopyAndChecksumsAsFull) {
     EXPECT_EQ(checkpoint_digest(full_job, rank), checkpoint_digest(found_job, rank))
         << describe(shape) << ": found changes, round " << round << " rank " << rank;
     const skt_stats f = full.ctx.stats(), d = dirty.ctx.stats(), c = found.ctx.stats();
-    EXPECT_LT(d.last_sent_bytes, f.last_sent_bytes / 2) << "the incremental encoding sent too much";
+    if (shape.group_size > 1) {
+      EXPECT_LT(d.last_sent_bytes, f.last_sent_bytes / 2)
+          << "the incremental encoding sent too much";
+    }
     EXPECT_EQ(c.last_sent_bytes, d.last_sent_bytes) << "finding changes found other blocks";
     EXPECT_EQ(c.last_changed_bytes, d.last_changed_bytes);
     EXPECT_EQ(f.last_changed_bytes, f.workspace_bytes) << "SKT_FIND_CHANGES=0 is a full checkpoint";
     EXPECT_LT(c.last_changed_bytes, f.workspace_bytes / 4);
     // The checksum areas alternate, so the first incremental checkpoint after a full one also
     // carries over into D every checksum block it does not rewrite; later ones only what the
-    // previous one rewrote.
-    if (round > 2) {
+    // previous one rewrote. A group of one has no checksum to carry.
+    if (round > 2 || shape.group_size == 1) {
       EXPECT_LT(d.last_flushed_bytes, f.last_flushed_bytes / 2)
           << "the incremental flush copied too much";
     }
@@ -356,11 +359,12 @@ TEST_P(Incremental, GivesTheSameCopyAndChecksumsAsFull) {
   std::vector<double> expected(dirty.a.begin(), dirty.a.end());
   full.ctx.finalize(true);
   found.ctx.finalize(true);
-  // A node loss after incremental checkpoints rebuilds the last state.
+  // A node loss after incremental checkpoints rebuilds the last state (in groups of one, which
+  // tolerate no loss of memory, a crash restores it).
   for (std::size_t i = 0; i < 100; ++i)
     dirty.a[i] = -1;
   dirty.ctx.finalize(false);
-  if (rank == 1) {
+  if (rank == 1 && shape.group_size > 1) {
     destroy_memory(dirty_job, rank);
     use_node("spare1");
   }
@@ -374,8 +378,8 @@ TEST_P(Incremental, GivesTheSameCopyAndChecksumsAsFull) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, Incremental,
-                         ::testing::Values(Shape{"xor", 4, 1}, Shape{"rs", 4, 2},
-                                           Shape{"rs", 8, 3}));
+                         ::testing::Values(Shape{"xor", 4, 1}, Shape{"rs", 4, 2}, Shape{"rs", 8, 3},
+                                           Shape{"xor", 1, 1}));
 
 TEST(Policy, NeedCheckpointFollowsTheIntervalAndNeedsAnMtbf) {
   const int rank = world_rank();
