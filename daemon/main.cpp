@@ -626,6 +626,7 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   double stopped_since = -1;      // since when the launcher is stopped, while it is
   double suspended_since = -1;    // since when the Slurm job is suspended, while it is
   double next_resume_check = 0;
+  bool slurm_silent = false;  // Slurm did not say, the last time it was asked, whether it resumed
   double next_probe = o_.probe_interval;
   // The probe in flight while the run is up: it runs beside this loop, which goes on copying the
   // output and watching the ranks however long a node takes to answer (up to --probe-timeout).
@@ -633,7 +634,15 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   double reaped_at = 0;
   // Before a run is ended for what its ranks did not say: a suspended Slurm job stopped them.
   const auto suspended_on_purpose = [&](const std::string& why) {
-    if (plan_.slurm_job.empty() || !slurm_job_suspended(plan_.slurm_job)) return false;
+    if (plan_.slurm_job.empty()) return false;
+    const auto answer = slurm_job_suspended(plan_.slurm_job, o_.probe_timeout);
+    if (!answer.suspended) {
+      log_("Slurm did not say whether job {} is suspended ({}): the silence counts as a hang",
+           plan_.slurm_job, answer.trouble);
+      return false;
+    }
+    if (!*answer.suspended) return false;
+    slurm_silent = false;
     log_(
         "{}, but Slurm job {} is suspended (scontrol suspend, or preemption): its ranks are "
         "stopped on purpose; waiting for it to resume",
@@ -691,12 +700,26 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       watch.pardon(now());
       if (now() >= next_resume_check) {
         next_resume_check = now() + 1.0;  // Slurm asked once a second, not at every poll
-        if (!slurm_job_suspended(plan_.slurm_job)) {
+        const auto answer = slurm_job_suspended(plan_.slurm_job, o_.probe_timeout);
+        if (!answer.suspended) {
+          // A controller restarting or frozen says nothing of the job: it stays suspended until
+          // Slurm says otherwise (its ranks, if they run again, are pardoned meanwhile).
+          if (!slurm_silent) {
+            log_(
+                "Slurm did not say whether job {} is still suspended ({}); it stays suspended for "
+                "skt-run until Slurm says otherwise",
+                plan_.slurm_job, answer.trouble);
+          }
+          slurm_silent = true;
+        } else if (!*answer.suspended) {
           log_(
               "Slurm job {} resumed, {:.1f} s after skt-run found it suspended; watching its ranks "
               "again",
               plan_.slurm_job, now() - suspended_since);
           suspended_since = -1;
+        } else if (slurm_silent) {
+          log_("Slurm answers again: job {} is still suspended", plan_.slurm_job);
+          slurm_silent = false;
         }
       }
     }
@@ -1103,7 +1126,8 @@ int run(int argc, char** argv) {
                  "seconds between probes of the nodes while a run is up (default 5; 0: never)");
   app.add_option("--probe-timeout", o.probe_timeout,
                  "seconds a probe program may take for a node before the node counts as dead "
-                 "(it is killed then; the nodes are probed side by side)")
+                 "(it is killed then; the nodes are probed side by side), and squeue to say "
+                 "whether a silent Slurm job is suspended")
       ->capture_default_str();
   app.add_option("--monitor-host", o.monitor_host,
                  "the address ranks report to (default: this host's name, 127.0.0.1 for virtual "

@@ -126,11 +126,18 @@ std::unique_ptr<Probe> make_probe(const std::string& spec, const std::string& re
   throw std::invalid_argument("--probe '" + spec + "': expected slurm, ping, local or cmd:PROGRAM");
 }
 
-bool slurm_job_suspended(const std::string& id) {
-  const auto result = capture({"squeue", "--noheader", "--jobs", id, "--format", "%T"});
+SuspendedAnswer slurm_job_suspended(const std::string& id, double timeout) {
+  const auto result =
+      capture_each({{"squeue", "--noheader", "--jobs", id, "--format", "%T"}}, timeout).front();
+  if (result.timed_out) {
+    return {std::nullopt,
+            fmt::format("squeue did not answer within {} s, --probe-timeout", timeout)};
+  }
+  if (result.code != 0) return {std::nullopt, fmt::format("squeue failed, exit {}", result.code)};
   std::stringstream words(result.out);
   std::string state;
-  return result.code == 0 && words >> state && state == "SUSPENDED";
+  words >> state;
+  return {state == "SUSPENDED", {}};
 }
 
 std::map<std::string, std::set<std::string>> parse_slurm_states(const std::string& text) {

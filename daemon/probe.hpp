@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,8 +40,13 @@ std::map<std::string, std::set<std::string>> parse_slurm_states(const std::strin
 bool slurm_state_is_dead(const std::set<std::string>& state);
 
 // Whether Slurm job `id` is suspended (scontrol suspend, or preemption by suspension): its
-// processes are stopped on purpose, for as long as it takes. False when Slurm cannot say.
-bool slurm_job_suspended(const std::string& id);
+// processes are stopped on purpose, for as long as it takes. Slurm may not say (its controller
+// restarting or frozen): then `suspended` is empty and `trouble` says why. Bounded by `timeout`.
+struct SuspendedAnswer {
+  std::optional<bool> suspended;
+  std::string trouble;
+};
+SuspendedAnswer slurm_job_suspended(const std::string& id, double timeout);
 
 // The local registry of a job: a directory where a file NODE.dead marks a virtual node as dead.
 // Its default is the job's state directory's "registry" (SKT_RUN_REGISTRY overrides it).

@@ -13,11 +13,13 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
   contexts and then wait in MPI_Finalize for good. The daemon ends the run and says so (exit 8),
   rather than wait forever or do the finished work again.
 - The job suspended in Slurm (scontrol suspend, as an operator or a preempting job does): every rank
-  stops and goes silent, on purpose. The daemon waits for the resume instead of relaunching.
+  stops and goes silent, on purpose. The daemon waits for the resume instead of relaunching, even
+  while the controller itself is frozen (SIGSTOP) and cannot say whether the job is suspended.
 - With no spare left, a clear failure (exit 5)."""
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -121,18 +123,38 @@ def main(argv):
                    "the daemon names the ranks stuck in MPI_Finalize and does not do the work again", out)
 
             allocation = []
+            with open(os.path.join(state, "cluster", "slurmctld.pid")) as f:
+                controller = int(f.read())
 
-            def resume_when_waited_on(line):
-                # The resume comes once skt-run has seen the silence (either way it takes it).
+            def thaw_and_resume():
+                if allocation:
+                    os.kill(controller, signal.SIGCONT)
+                    subprocess.run(["scontrol", "resume", allocation[0]], env=env, capture_output=True)
+                    allocation.clear()
+
+            # Should skt-run never say that Slurm is silent, the controller thaws all the same.
+            thaw_anyway = threading.Timer(60, thaw_and_resume)
+
+            def freeze_then_resume(line):
+                # Once skt-run has seen the silence (either way it takes it), the controller is
+                # frozen; once skt-run says that Slurm no longer answers, it thaws and resumes the job.
                 granted = re.match(r"salloc: Granted job allocation (\d+)", line)
                 if granted:
                     allocation.append(granted.group(1))
-                if allocation and ("is suspended" in line or "the run is hung" in line):
-                    subprocess.run(["scontrol", "resume", allocation[0]], env=env, capture_output=True)
+                if allocation and "is suspended (scontrol suspend" in line:
+                    os.kill(controller, signal.SIGSTOP)
+                    thaw_anyway.start()
+                elif "the run is hung" in line or "Slurm did not say whether job" in line:
+                    thaw_and_resume()
 
-            code, out = daemon(4, "slurm-e2e-suspend", [], None, 0, extra=["--silence", "3"],
-                               app_extra=["--crash-at", "5", "--crash-rank", "0", "--suspend-job"],
-                               on_line=resume_when_waited_on)
+            try:
+                code, out = daemon(4, "slurm-e2e-suspend", [], None, 0,
+                                   extra=["--silence", "3", "--probe-timeout", "2"],
+                                   app_extra=["--crash-at", "5", "--crash-rank", "0", "--suspend-job"],
+                                   on_line=freeze_then_resume)
+            finally:
+                thaw_anyway.cancel()
+                os.kill(controller, signal.SIGCONT)
             expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None,
                    f"a job suspended in Slurm and resumed: exit 0, right result (got {code})", out)
             expect(re.search(r"has been silent for \d+\.\d s \(stopped, or its node frozen\), but Slurm job "
@@ -141,6 +163,10 @@ def main(argv):
                                  r"watching its ranks again", out)
                    and "relaunched" not in out,
                    "the daemon waited for the resume, and did not relaunch the suspended job", out)
+            expect(re.search(r"Slurm did not say whether job \d+ is still suspended \(squeue did not answer "
+                             r"within 2 s, --probe-timeout\); it stays suspended for skt-run", out),
+                   "with the controller frozen, squeue's silence was bounded by --probe-timeout and "
+                   "not taken for a resume", out)
 
             victims = ["n2", "n4"]
             code, out = daemon(6, "slurm-e2e-a", ["0:6", "1:9"], lambda k: kill(victims[k]), 2,
