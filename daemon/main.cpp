@@ -626,7 +626,7 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   double stopped_since = -1;      // since when the launcher is stopped, while it is
   double suspended_since = -1;    // since when the Slurm job is suspended, while it is
   double next_resume_check = 0;
-  bool slurm_silent = false;  // Slurm did not say, the last time it was asked, whether it resumed
+  bool slurm_silent = false;  // Slurm did not answer the last question whether it resumed
   double next_probe = o_.probe_interval;
   // The probe in flight while the run is up: it runs beside this loop, which goes on copying the
   // output and watching the ranks however long a node takes to answer (up to --probe-timeout).
@@ -642,7 +642,6 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       return false;
     }
     if (!*answer.suspended) return false;
-    slurm_silent = false;
     log_(
         "{}, but Slurm job {} is suspended (scontrol suspend, or preemption): its ranks are "
         "stopped on purpose; waiting for it to resume",
@@ -710,7 +709,6 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
                 "skt-run until Slurm says otherwise",
                 plan_.slurm_job, answer.trouble);
           }
-          slurm_silent = true;
         } else if (!*answer.suspended) {
           log_(
               "Slurm job {} resumed, {:.1f} s after skt-run found it suspended; watching its ranks "
@@ -719,8 +717,8 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
           suspended_since = -1;
         } else if (slurm_silent) {
           log_("Slurm answers again: job {} is still suspended", plan_.slurm_job);
-          slurm_silent = false;
         }
+        slurm_silent = !answer.suspended;
       }
     }
     if (const auto why = watch.stuck_after_work(now())) {
