@@ -831,15 +831,39 @@ int Supervisor::run() {
           dir_.path());
       return kExitUsage;
     }
-    plan_.ranklist = loaded->ranklist;
-    plan_.spares = loaded->spares;
     // "running" with the lock free: the skt-run that wrote it died (its run died with it).
     log_("resuming job {} after {} launch{} ({}): ranks on {}, spares: {}", o_.job,
          loaded->launches, loaded->launches == 1 ? "" : "es",
          loaded->status == "running" ? "the skt-run of the last one died: " + loaded->note
                                      : loaded->note,
-         fmt::join(nodes_of(plan_.ranklist), ","),
-         plan_.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan_.spares, ",")));
+         fmt::join(nodes_of(loaded->ranklist), ","),
+         loaded->spares.empty() ? "none" : fmt::format("{}", fmt::join(loaded->spares, ",")));
+    // The job resumes on the nodes this command gives, which need not be the last launch's: Slurm
+    // runs a requeued job on whatever nodes are free, and an operator may edit --nodes.
+    std::vector<std::string> given = nodes_of(plan_.ranklist);
+    given.insert(given.end(), plan_.spares.begin(), plan_.spares.end());
+    const std::string where = !o_.nodes.empty()      ? "--nodes"
+                              : !o_.hostfile.empty() ? o_.hostfile
+                                                     : "the Slurm allocation";
+    try {
+      const Replacement r = resume_on_nodes(loaded->ranklist, given);
+      for (const auto& [from, to] : r.replaced) {
+        log_(
+            "node {} of the last launch is not in {}: its ranks move to {}, and their memory there "
+            "counts as lost, as after a node loss{}",
+            from, where, to,
+            plan_.local
+                ? ""
+                : fmt::format(" (segments it kept stay on it: skt-shm clean --job {} there)",
+                              o_.job));
+      }
+      plan_.ranklist = r.ranklist;
+      plan_.spares = r.spares_left;
+    } catch (const OutOfSpares& e) {
+      log_("cannot resume job {} on the nodes of {} ({}): {}; give as many nodes as it ran on",
+           o_.job, where, fmt::join(given, ","), e.what());
+      return kExitOutOfSpares;
+    }
   } else {
     if (loaded && loaded->status == "unrecoverable") {
       log_(
@@ -1072,14 +1096,17 @@ int run(int argc, char** argv) {
       "What skt-run knows of a job lives in its state directory (--state-dir; default\n"
       "${XDG_STATE_HOME:-~/.local/state}/skt-run/<job>): the same command resumes a job that was\n"
       "stopped (a signal, --max-restarts, out of spares, skt-run's own death) from its\n"
-      "checkpoint. One skt-run at a time drives a job; a second one is refused.\n"
+      "checkpoint, on the nodes it gives now (a requeued Slurm job's new allocation): a rank\n"
+      "whose node is no longer given moves to an unused one, as after a node loss. One skt-run\n"
+      "at a time drives a job; a second one is refused.\n"
       "Exit codes: 0 success (the job's segments removed); 2 bad usage or configuration, here or\n"
       "in the program (its limits and resources too: not retried); 3 the program found its\n"
-      "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares; 6\n"
-      "--max-restarts reached; 7 the launcher refused the launch, saying why (not retried; one\n"
-      "killed or silent is relaunched); 8 its work ended, but its ranks did not leave the\n"
-      "program by themselves (stuck in or stopped before MPI_Finalize, or ended in it: killed,\n"
-      "or by a failing launcher; its own code unknown; not retried); 128+N stopped by signal N.\n"
+      "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares (or too\n"
+      "few nodes to resume on); 6 --max-restarts reached; 7 the launcher refused the launch,\n"
+      "saying why (not retried; one killed or silent is relaunched); 8 its work ended, but its\n"
+      "ranks did not leave the program by themselves (stuck in or stopped before MPI_Finalize,\n"
+      "or ended in it: killed, or by a failing launcher; its own code unknown; not retried);\n"
+      "128+N stopped by signal N.\n"
       "Every exit says what is left of the job and how to remove it.");
   Options o;
   app.add_option("--nodes", o.nodes, "nodes, comma separated (n1,n2,...)");

@@ -86,6 +86,25 @@ Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
   return r;
 }
 
+Replacement resume_on_nodes(const std::vector<std::string>& ranklist,
+                            const std::vector<std::string>& nodes) {
+  std::set<std::string> gone;
+  for (const auto& node : nodes_of(ranklist)) {
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) gone.insert(node);
+  }
+  std::vector<std::string> unused;
+  for (const auto& node : nodes) {
+    if (std::find(ranklist.begin(), ranklist.end(), node) == ranklist.end()) unused.push_back(node);
+  }
+  if (gone.size() > unused.size()) {
+    throw OutOfSpares(fmt::format(
+        "{} node{} of the last launch ({}) {} not given now, and {} other node{} {}", gone.size(),
+        gone.size() == 1 ? "" : "s", fmt::join(gone, ", "), gone.size() == 1 ? "is" : "are",
+        unused.size(), unused.size() == 1 ? "" : "s", unused.size() == 1 ? "is" : "are"));
+  }
+  return replace_dead_nodes(ranklist, gone, unused);
+}
+
 std::vector<std::string> nodes_of(const std::vector<std::string>& ranklist) {
   std::vector<std::string> out;
   for (const auto& n : ranklist) {

@@ -38,6 +38,14 @@ Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
                                const std::set<std::string>& dead,
                                const std::vector<std::string>& spares);
 
+// A resumed job's layout on the nodes it is given now, `nodes` in order (a requeued Slurm job's
+// new allocation, an edited --nodes): a rank keeps its node while it is given (its segments are
+// there); the ranks of a node no longer given move together to a given node the layout does not
+// use, taken in order, as after a node loss. The given nodes left over are the spares. Throws
+// OutOfSpares when too few nodes are given.
+Replacement resume_on_nodes(const std::vector<std::string>& ranklist,
+                            const std::vector<std::string>& nodes);
+
 // The distinct nodes of a ranklist, in order of first rank.
 std::vector<std::string> nodes_of(const std::vector<std::string>& ranklist);
 

@@ -19,11 +19,13 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import harness
 
@@ -96,6 +98,53 @@ def main(argv):
             timer.cancel()
             return process.returncode, "".join(lines)
 
+        def requeued_elsewhere():
+            """A batch job requeued (scontrol requeue; a preemption or a failed node with --requeue
+            does the same) after its second checkpoint comes back under the same job id, so the
+            same state, on the nodes Slurm picks, here n2..n6 (n1 excluded): skt-run must resume
+            it there, not launch on the nodes it had."""
+            output = os.path.join(state, "requeue.out")
+            script = os.path.join(state, "requeue.sh")
+            with open(script, "w") as f:
+                f.write("#!/bin/sh\n" + " ".join(shlex.quote(w) for w in [
+                    options.run, "--spares", "1", "--state-dir", os.path.join(state, "requeue"),
+                    "--shm-tool", options.shm, "--launcher", options.mpirun, "--",
+                    options.app, *APP_ARGS, "--pause", "0:6"]) + "\necho \"skt-run exit $?\"\n")
+            os.chmod(script, 0o755)
+            submitted = subprocess.run(["sbatch", "--parsable", "-N", "5", "-w", "n[1-5]", "--no-kill",
+                                        "--requeue", "--open-mode=append", "-o", output, script],
+                                       env=dict(env, SKT_GROUP_SIZE="2"), capture_output=True, text=True,
+                                       check=True)
+            job = submitted.stdout.strip().split(";")[0]
+
+            def read():
+                return open(output).read() if os.path.exists(output) else ""
+
+            def wait(what, done):
+                deadline = time.monotonic() + options.timeout
+                while not done():
+                    if time.monotonic() > deadline:
+                        subprocess.run(["scancel", job], env=env, capture_output=True)
+                        raise RuntimeError(f"requeued job: timed out waiting for {what}:\n{read()}")
+                    time.sleep(0.2)
+
+            def squeue(field):
+                return subprocess.run(["squeue", "-h", "-j", job, "-o", field], env=env,
+                                      capture_output=True, text=True).stdout.strip()
+
+            wait("its first launch to pause", lambda: "PAUSED" in read())
+            scontrol = lambda *words: subprocess.run(["scontrol", *words], env=env, capture_output=True)
+            scontrol("requeuehold", job)
+            wait("the requeue", lambda: squeue("%T") == "PENDING")
+            scontrol("update", f"JobId={job}", "ReqNodeList=", "ExcNodeList=n1")
+            scontrol("release", job)
+            scontrol("update", f"JobId={job}", "StartTime=now")  # else Slurm delays a requeue
+            wait("the requeued job to end", lambda: squeue("%i") == "")
+            out = read()
+            # The first skt-run and its shell die with the requeue: the exit is the second one's.
+            ended = re.findall(r"^skt-run exit (\d+)$", out, re.M)
+            return (int(ended[-1]) if ended and "resuming job" in out else -1), out
+
         try:
             code, out = daemon(5, "slurm-e2e-probe", ["0:6"], lambda k: drain("n3"), 1,
                                extra=["--probe-interval", "1"])
@@ -167,6 +216,15 @@ def main(argv):
                              r"within 2 s, --probe-timeout\); it stays suspended for skt-run", out),
                    "with the controller frozen, squeue's silence was bounded by --probe-timeout and "
                    "not taken for a resume", out)
+
+            code, out = requeued_elsewhere()
+            expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None,
+                   f"a job requeued onto other nodes: exit 0, right result (got {code})", out)
+            expect("node n1 of the last launch is not in the Slurm allocation: its ranks move to n5" in out
+                   and re.search(r"the program reports restored epoch 2\b", out)
+                   and "failed to launch" not in out,
+                   "the requeued job resumed on its new allocation: n1's rank moved to a new node, the "
+                   "others kept theirs and their segments, and the checkpoint was restored", out)
 
             victims = ["n2", "n4"]
             code, out = daemon(6, "slurm-e2e-a", ["0:6", "1:9"], lambda k: kill(victims[k]), 2,

@@ -74,6 +74,39 @@ TEST(Replace, OutOfSparesSaysHowMany) {
   }
 }
 
+TEST(Resume, TheSameNodesChangeNothing) {
+  const auto r = resume_on_nodes({"n1", "n1", "n2", "n2"}, {"n1", "n2", "n3"});
+  EXPECT_EQ(r.ranklist, (Names{"n1", "n1", "n2", "n2"}));
+  EXPECT_TRUE(r.replaced.empty());
+  EXPECT_EQ(r.spares_left, (Names{"n3"}));
+}
+
+TEST(Resume, RanksOfANodeNoLongerGivenMoveTogetherToAnUnusedOne) {
+  // A requeued job's new allocation n2..n5: n1 left it, n2 and n3 stayed (and hold their
+  // segments), n4 and n5 are new. The given order decides which new node takes n1's ranks.
+  const auto r = resume_on_nodes({"n1", "n1", "n2", "n2", "n3", "n3"}, {"n5", "n2", "n3", "n4"});
+  EXPECT_EQ(r.ranklist, (Names{"n5", "n5", "n2", "n2", "n3", "n3"}));
+  ASSERT_EQ(r.replaced.size(), 1u);
+  EXPECT_EQ(r.replaced[0], (std::pair<std::string, std::string>{"n1", "n5"}));
+  EXPECT_EQ(r.spares_left, (Names{"n4"}));
+}
+
+TEST(Resume, EveryNodeNewMovesEveryRankInRankOrder) {
+  const auto r = resume_on_nodes({"a", "b", "a"}, {"c", "d"});
+  EXPECT_EQ(r.ranklist, (Names{"c", "d", "c"}));
+  EXPECT_TRUE(r.spares_left.empty());
+}
+
+TEST(Resume, TooFewNodesSaysWhich) {
+  try {
+    resume_on_nodes({"n1", "n2", "n3"}, {"n2", "n4"});
+    FAIL();
+  } catch (const OutOfSpares& e) {
+    EXPECT_STREQ(e.what(),
+                 "2 nodes of the last launch (n1, n3) are not given now, and 1 other node is");
+  }
+}
+
 TEST(SeqHostList, EntryRIsTheNodeOfRankR) {
   // After a replacement a node's ranks need not be contiguous: rank 3 is back on a.
   EXPECT_EQ(seq_host_list({"a", "a", "b", "a"}), "a,a,b,a");
