@@ -310,6 +310,56 @@ std::vector<std::string> launcher_prefix(const Options& o,
   return argv;
 }
 
+// Open MPI's shared-memory transport keeps a 4 MiB file per rank in its backing directory
+// (/dev/shm: memory), which only a launcher that ends by itself removes. skt-run ends a failed run
+// with SIGKILL, so on virtual nodes, where that directory is this host's, every such run left its
+// ranks' files behind. Each launch there gets a directory of its own under it instead, removed
+// with what it holds once the launch has ended (ranks still mapping a file keep it until they
+// end); one that a killed skt-run left is removed by the next one.
+class TransportDir {
+ public:
+  TransportDir() = default;
+  explicit TransportDir(int launch) {
+    const char* set = std::getenv(kVariable);
+    const std::filesystem::path base = set != nullptr && *set != '\0' ? set : "/dev/shm";
+    std::error_code ec;
+    if (!std::filesystem::is_directory(base, ec)) return;
+    remove_orphans(base);
+    path_ = base / fmt::format("{}{}.{}", kPrefix, ::getpid(), launch);
+    if (!std::filesystem::create_directory(path_, ec) && ec) path_.clear();
+  }
+  ~TransportDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  TransportDir(const TransportDir&) = delete;
+  TransportDir& operator=(const TransportDir&) = delete;
+
+  // The variable that gives the ranks' transport this directory; none without one.
+  EnvChanges environment() const {
+    if (path_.empty()) return {};
+    return {{kVariable, path_.string()}};
+  }
+
+ private:
+  static constexpr const char* kVariable = "OMPI_MCA_btl_vader_backing_directory";
+  static constexpr std::string_view kPrefix = "skt-run.";
+
+  // The directories of skt-runs that no longer exist.
+  static void remove_orphans(const std::filesystem::path& base) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(kPrefix, 0) != 0) continue;
+      const long pid = std::strtol(name.c_str() + kPrefix.size(), nullptr, 10);
+      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        std::filesystem::remove_all(entry.path(), ec);
+    }
+  }
+
+  std::filesystem::path path_;
+};
+
 std::vector<std::string> launch_command(const Options& o, const Plan& plan) {
   std::vector<std::string> argv = launcher_prefix(o, plan.local ? nullptr : &plan.ranklist);
   for (const auto& name : forwarded_variables())
@@ -915,11 +965,15 @@ int Supervisor::run() {
     save("running", fmt::format("launch {} under skt-run pid {}", state_.launches, ::getpid()));
     launching_ = true;
     const auto launched = Clock::now();
+    const TransportDir transport = plan_.local ? TransportDir(state_.launches) : TransportDir();
+    EnvChanges environment{{"SKT_JOB", o_.job},
+                           {"SKT_RESTART", std::to_string(restart)},
+                           {"SKT_MONITOR", monitor_address()}};
+    for (const auto& variable : transport.environment())
+      environment.push_back(variable);
     Supervised child;
     try {
-      child = launch_supervised(argv_run, {{"SKT_JOB", o_.job},
-                                           {"SKT_RESTART", std::to_string(restart)},
-                                           {"SKT_MONITOR", monitor_address()}});
+      child = launch_supervised(argv_run, environment);
     } catch (const std::exception& e) {
       log_("cannot launch: {}", e.what());
       --state_.launches;

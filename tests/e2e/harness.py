@@ -5,11 +5,13 @@ is lost by removing its segments (its memory) with skt-shm and relaunching its r
 node name, as a spare would take them.
 """
 
+import atexit
 import ctypes
 import dataclasses
 import errno
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +26,23 @@ MPI_ENV = {
     "OMPI_MCA_rmaps_base_oversubscribe": "1",
     "OPENBLAS_NUM_THREADS": "1",
 }
+
+# Open MPI's shared-memory transport keeps a 4 MiB file per rank in /dev/shm, which a launcher
+# killed with SIGKILL (as tests kill some) leaves behind: the launches of a test process use
+# directories of their own, removed when it exits; one for the test's own launches, one for
+# skt-run's, which must leave nothing in it.
+TRANSPORT_VARIABLE = "OMPI_MCA_btl_vader_backing_directory"
+_transport = {}
+
+
+def transport_directory(user="test"):
+    """The directory the launches of `user` ("test" or "skt-run") in this process keep Open MPI's
+    shared-memory files in."""
+    if user not in _transport:
+        _transport[user] = tempfile.mkdtemp(prefix=f"skt-e2e-{user}-",
+                                            dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        atexit.register(shutil.rmtree, _transport[user], True)
+    return _transport[user]
 
 
 def daemon_env(**extra):
@@ -82,6 +101,7 @@ class Cluster:
         command.pop()
         full_env = dict(os.environ)
         full_env.update(MPI_ENV)
+        full_env[TRANSPORT_VARIABLE] = transport_directory()
         full_env.update(env or {})
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, env=full_env, start_new_session=True)
@@ -444,7 +464,8 @@ class SktRun:
     @staticmethod
     def start(command, env=None):
         return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=daemon_env(SKT_GROUP_SIZE="2", **(env or {})),
+                                env=daemon_env(SKT_GROUP_SIZE="2", **{TRANSPORT_VARIABLE: transport_directory("skt-run")},
+                                               **(env or {})),
                                 start_new_session=True)
 
     def drive(self, process, on_line=None, timeout=None):

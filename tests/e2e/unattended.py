@@ -609,6 +609,9 @@ def main(argv):
                      stopped_after_work, launcher_outliving_ranks, launcher_ended_from_outside,
                      state_disk_full):
             case(d, cluster, checks, reference)
+        left = os.listdir(harness.transport_directory("skt-run"))
+        checks.expect(not left, "every launch's Open MPI shared-memory files were removed, those of the runs "
+                      f"skt-run ended with SIGKILL too (left: {' '.join(left) or 'none'})")
     return harness.report_failures(checks.failures)
 
 
