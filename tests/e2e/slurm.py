@@ -15,6 +15,9 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
 - The job suspended in Slurm (scontrol suspend, as an operator or a preempting job does): every rank
   stops and goes silent, on purpose. The daemon waits for the resume instead of relaunching, even
   while the controller itself is frozen (SIGSTOP) and cannot say whether the job is suspended.
+- A batch job requeued after its second checkpoint (same job id, so the same skt-run state) comes
+  back on other nodes: skt-run resumes it there, moving the ranks of the node it lost, and the
+  checkpoint is restored.
 - With no spare left, a clear failure (exit 5)."""
 
 import os
