@@ -360,6 +360,40 @@ class TransportDir {
   std::filesystem::path path_;
 };
 
+// Whether a job with this state resumes from its checkpoint (else it starts afresh).
+bool resumes(const std::optional<JobState>& loaded) {
+  return loaded && loaded->launches > 0 && !loaded->ranklist.empty() &&
+         (loaded->status == "running" || loaded->status == "stopped" || loaded->status == "failed");
+}
+
+// A resumed job's layout: its last one on the nodes this command gives, which need not be the
+// last launch's (Slurm runs a requeued job on whatever nodes are free, and an operator may edit
+// --nodes); each move is logged. Throws OutOfSpares, saying so, when too few nodes are given.
+void resume_plan(const JobState& loaded, const Options& o, Plan& plan, Log& log) {
+  std::vector<std::string> given = nodes_of(plan.ranklist);
+  given.insert(given.end(), plan.spares.begin(), plan.spares.end());
+  const std::string where = !o.nodes.empty()      ? "--nodes"
+                            : !o.hostfile.empty() ? o.hostfile
+                                                  : "the Slurm allocation";
+  Replacement r;
+  try {
+    r = resume_on_nodes(loaded.ranklist, given);
+  } catch (const OutOfSpares& e) {
+    throw OutOfSpares(fmt::format("cannot resume job {} on the nodes of {} ({}): {}", o.job, where,
+                                  fmt::join(given, ","), e.what()));
+  }
+  for (const auto& [from, to] : r.replaced) {
+    log("node {} of the last launch is not in {}: its ranks move to {}, and their memory there "
+        "counts as lost, as after a node loss{}",
+        from, where, to,
+        plan.local
+            ? ""
+            : fmt::format(" (segments it kept stay on it: skt-shm clean --job {} there)", o.job));
+  }
+  plan.ranklist = r.ranklist;
+  plan.spares = r.spares_left;
+}
+
 std::vector<std::string> launch_command(const Options& o, const Plan& plan) {
   std::vector<std::string> argv = launcher_prefix(o, plan.local ? nullptr : &plan.ranklist);
   for (const auto& name : forwarded_variables())
@@ -862,9 +896,7 @@ int Supervisor::run() {
   const auto loaded = dir_.load();
   state_ = loaded.value_or(JobState{});
   state_.job = o_.job;
-  const bool resumable =
-      loaded && loaded->launches > 0 && !loaded->ranklist.empty() &&
-      (loaded->status == "running" || loaded->status == "stopped" || loaded->status == "failed");
+  const bool resuming = resumes(loaded);
   if (loaded && loaded->status == "unrecoverable" && !o_.fresh_if_unrecoverable) {
     log_(
         "the last run of job {} found its checkpoint unrecoverable ({}); start it afresh: the "
@@ -872,7 +904,7 @@ int Supervisor::run() {
         o_.job, loaded->note, o_.job);
     return 3;
   }
-  if (resumable) {
+  if (resuming) {
     if (loaded->ranklist.size() != plan_.ranklist.size()) {
       log_(
           "job {} ran {} ranks ({}), this command gives {}: resume it with as many ranks, or "
@@ -888,30 +920,10 @@ int Supervisor::run() {
                                      : loaded->note,
          fmt::join(nodes_of(loaded->ranklist), ","),
          loaded->spares.empty() ? "none" : fmt::format("{}", fmt::join(loaded->spares, ",")));
-    // The job resumes on the nodes this command gives, which need not be the last launch's: Slurm
-    // runs a requeued job on whatever nodes are free, and an operator may edit --nodes.
-    std::vector<std::string> given = nodes_of(plan_.ranklist);
-    given.insert(given.end(), plan_.spares.begin(), plan_.spares.end());
-    const std::string where = !o_.nodes.empty()      ? "--nodes"
-                              : !o_.hostfile.empty() ? o_.hostfile
-                                                     : "the Slurm allocation";
     try {
-      const Replacement r = resume_on_nodes(loaded->ranklist, given);
-      for (const auto& [from, to] : r.replaced) {
-        log_(
-            "node {} of the last launch is not in {}: its ranks move to {}, and their memory there "
-            "counts as lost, as after a node loss{}",
-            from, where, to,
-            plan_.local
-                ? ""
-                : fmt::format(" (segments it kept stay on it: skt-shm clean --job {} there)",
-                              o_.job));
-      }
-      plan_.ranklist = r.ranklist;
-      plan_.spares = r.spares_left;
+      resume_plan(*loaded, o_, plan_, log_);
     } catch (const OutOfSpares& e) {
-      log_("cannot resume job {} on the nodes of {} ({}): {}; give as many nodes as it ran on",
-           o_.job, where, fmt::join(given, ","), e.what());
+      log_("{}; give as many nodes as it ran on", e.what());
       return kExitOutOfSpares;
     }
   } else {
@@ -925,7 +937,7 @@ int Supervisor::run() {
     state_ = JobState{};
     state_.job = o_.job;
   }
-  bool fresh = !resumable;
+  bool fresh = !resuming;
   if (fresh && plan_.local) {
     // Segments without skt-run's state: the job ran without it (mpirun by hand), or its state
     // directory is lost. The program decides whether they are a checkpoint it can resume.
@@ -1218,7 +1230,8 @@ int run(int argc, char** argv) {
   app.add_option("--revive", o.revive,
                  "mark this virtual node alive again in the job's registry (after skt-inject), "
                  "and exit");
-  app.add_flag("--dry-run", o.dry_run, "print the launch command, and exit");
+  app.add_flag("--dry-run", o.dry_run,
+               "print the launch command (for a job with a state, the resume's), and exit");
   app.add_flag("--fresh-if-unrecoverable", o.fresh_if_unrecoverable,
                "when the program finds its checkpoint unrecoverable (exit 3: neither memory nor "
                "storage could serve), remove the job's segments (and its drained epochs in "
@@ -1262,8 +1275,25 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   if (o.dry_run) {
+    // The launch the command would make now: a job with a state resumes on its last layout.
+    const auto loaded = read_state(o.state_dir);
+    std::string how = "starts afresh";
+    if (loaded && loaded->status == "unrecoverable" && !o.fresh_if_unrecoverable) {
+      how = "would stop: its checkpoint was found unrecoverable";
+    } else if (resumes(loaded) && loaded->ranklist.size() != plan.ranklist.size()) {
+      how = fmt::format("would be refused: it ran {} ranks", loaded->ranklist.size());
+    } else if (resumes(loaded)) {
+      try {
+        resume_plan(*loaded, o, plan, log);
+      } catch (const OutOfSpares& e) {
+        fmt::print(stderr, "skt-run: {}\n", e.what());
+        return kExitOutOfSpares;
+      }
+      how = fmt::format("resumes after {} launch{}", loaded->launches,
+                        loaded->launches == 1 ? "" : "es");
+    }
     fmt::print("{}\n", shell_quoted(launch_command(o, plan)));
-    fmt::print("# job {}, {} ranks on {}, spares: {}, probe {}, state in {}\n", o.job,
+    fmt::print("# job {} ({}), {} ranks on {}, spares: {}, probe {}, state in {}\n", o.job, how,
                plan.ranklist.size(), fmt::join(nodes_of(plan.ranklist), ","),
                plan.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan.spares, ",")),
                plan.probe->name(), o.state_dir);

@@ -140,12 +140,16 @@ StateDir::~StateDir() {
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
 }
 
-std::optional<JobState> StateDir::load() const {
-  std::ifstream in(file("state"));
+std::optional<JobState> read_state(const std::string& directory) {
+  std::ifstream in(directory + "/state");
   if (!in) return std::nullopt;
   std::stringstream text;
   text << in.rdbuf();
   return parse_state(text.str());
+}
+
+std::optional<JobState> StateDir::load() const {
+  return read_state(path_);
 }
 
 void write_whole(const std::string& path, const std::string& text) {

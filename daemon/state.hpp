@@ -29,6 +29,10 @@ std::string format_state(const JobState& state);
 // Nothing if the text is not a state (unknown key, bad number, no job).
 std::optional<JobState> parse_state(const std::string& text);
 
+// The state in a job's state directory; nothing if there is none, or it is not a state. Reads
+// without the lock: what a running skt-run last wrote, whole (write_whole).
+std::optional<JobState> read_state(const std::string& directory);
+
 // The words of a text, split at white space.
 std::vector<std::string> split_words(const std::string& text);
 

@@ -368,6 +368,28 @@ def bad_input(d, checks):
                       and "--oversubscribe" in done.stdout and not os.path.exists(state + "/dry"),
                       "--dry-run prints the launch line (oversubscribed virtual nodes, spares left out) and "
                       "creates nothing", done.stdout + done.stderr)
+        # A job with a state resumes: the launch shown is the resume's, on the nodes given now.
+        os.makedirs(state + "/dry2")
+        saved = ("job dry2\nstatus stopped\nlaunches 1\nranklist n1 n1 n2 n2\nspares n3\ncadence 0.000\n"
+                 "note stopped by signal 15\n")
+        with open(state + "/dry2/state", "w") as f:
+            f.write(saved)
+        done = subprocess.run([d.options.run, "--nodes", "n2,n3,n4", "--spares", "1", "--ranks-per-node", "2", "--job",
+                               "dry2", "--state-dir", state + "/dry2", "--dry-run", "--", app],
+                              capture_output=True, text=True)
+        with open(state + "/dry2/state") as f:
+            unchanged = f.read() == saved
+        checks.expect(done.returncode == 0 and "-n 2 env SKT_NODE=n3" in done.stdout and "SKT_NODE=n1" not in done.stdout
+                      and "(resumes after 1 launch), 4 ranks on n3,n2, spares: n4" in done.stdout
+                      and "node n1 of the last launch is not in --nodes: its ranks move to n3" in done.stderr
+                      and unchanged,
+                      "--dry-run of a stopped job shows its resume: the ranks of n1, no longer given, on n3; "
+                      "the state untouched", done.stdout + done.stderr)
+        done = subprocess.run([d.options.run, "--nodes", "n2", "--ranks-per-node", "4", "--job", "dry2",
+                               "--state-dir", state + "/dry2", "--dry-run", "--", app], capture_output=True, text=True)
+        checks.expect(done.returncode == 5 and "cannot resume job dry2 on the nodes of --nodes (n2): 1 node of the "
+                      "last launch (n1) is not given now, and 0 other nodes are" in done.stderr,
+                      "a resume on too few nodes: exit 5, naming the node no longer given", done.stdout + done.stderr)
         done = subprocess.run([d.options.run, "--hostfile", "/dev/null", "--job", "dry", "--dry-run", "--", app],
                               capture_output=True, text=True)
         checks.expect(done.returncode == 2 and "no node" in done.stderr.lower(),
