@@ -315,17 +315,14 @@ std::vector<std::string> launcher_prefix(const Options& o,
 // with SIGKILL, so on virtual nodes, where that directory is this host's, every such run left its
 // ranks' files behind. Each launch there gets a directory of its own under it instead, removed
 // with what it holds once the launch has ended (ranks still mapping a file keep it until they
-// end); one that a killed skt-run left is removed by the next one.
+// end); those that a killed skt-run left are removed by the next one (remove_orphans).
 class TransportDir {
  public:
   TransportDir() = default;
   explicit TransportDir(int launch) {
-    const char* set = std::getenv(kVariable);
-    const std::filesystem::path base = set != nullptr && *set != '\0' ? set : "/dev/shm";
     std::error_code ec;
-    if (!std::filesystem::is_directory(base, ec)) return;
-    remove_orphans(base);
-    path_ = base / fmt::format("{}{}.{}", kPrefix, ::getpid(), launch);
+    if (!std::filesystem::is_directory(base(), ec)) return;
+    path_ = base() / fmt::format("{}{}.{}", kPrefix, ::getpid(), launch);
     if (!std::filesystem::create_directory(path_, ec) && ec) path_.clear();
   }
   ~TransportDir() {
@@ -341,20 +338,26 @@ class TransportDir {
     return {{kVariable, path_.string()}};
   }
 
- private:
-  static constexpr const char* kVariable = "OMPI_MCA_btl_vader_backing_directory";
-  static constexpr std::string_view kPrefix = "skt-run.";
-
-  // The directories of skt-runs that no longer exist.
-  static void remove_orphans(const std::filesystem::path& base) {
+  // Removes the directories of skt-runs that no longer exist.
+  static void remove_orphans() {
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
+    for (const auto& entry : std::filesystem::directory_iterator(base(), ec)) {
       const std::string name = entry.path().filename().string();
       if (name.rfind(kPrefix, 0) != 0) continue;
       const long pid = std::strtol(name.c_str() + kPrefix.size(), nullptr, 10);
       if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
         std::filesystem::remove_all(entry.path(), ec);
     }
+  }
+
+ private:
+  static constexpr const char* kVariable = "OMPI_MCA_btl_vader_backing_directory";
+  static constexpr std::string_view kPrefix = "skt-run.";
+
+  // Open MPI's backing directory: the variable's, else its default.
+  static std::filesystem::path base() {
+    const char* set = std::getenv(kVariable);
+    return set != nullptr && *set != '\0' ? set : "/dev/shm";
   }
 
   std::filesystem::path path_;
@@ -965,6 +968,7 @@ int Supervisor::run() {
        plan_.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan_.spares, ",")),
        plan_.probe->name(), plan_.local ? "local (virtual nodes)" : "hosts", dir_.path());
 
+  if (plan_.local) TransportDir::remove_orphans();
   std::optional<Clock::time_point> failed_at;
   for (int attempt = 0;; ++attempt) {
     record([&] { write_ranklist(dir_.file("ranklist"), plan_.ranklist); });

@@ -88,13 +88,15 @@ Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
 
 Replacement resume_on_nodes(const std::vector<std::string>& ranklist,
                             const std::vector<std::string>& nodes) {
+  const std::set<std::string> given(nodes.begin(), nodes.end());
+  const std::set<std::string> used(ranklist.begin(), ranklist.end());
   std::set<std::string> gone;
-  for (const auto& node : nodes_of(ranklist)) {
-    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) gone.insert(node);
+  for (const auto& node : used) {
+    if (given.count(node) == 0) gone.insert(node);
   }
   std::vector<std::string> unused;
   for (const auto& node : nodes) {
-    if (std::find(ranklist.begin(), ranklist.end(), node) == ranklist.end()) unused.push_back(node);
+    if (used.count(node) == 0) unused.push_back(node);
   }
   if (gone.size() > unused.size()) {
     throw OutOfSpares(fmt::format(
