@@ -108,7 +108,9 @@ struct Options {
   double probe_timeout = 10;
   bool dry_run = false;
   bool fresh_if_unrecoverable = false;
+  bool new_command = false;
   std::vector<std::string> command;
+  std::string directory;  // where skt-run was started (plan_from)
 };
 
 std::string read_file(const std::string& path) {
@@ -211,6 +213,7 @@ struct Plan {
 };
 
 Plan plan_from(Options& o, Log& log) {
+  o.directory = std::filesystem::current_path().string();
   const char* slurm_nodes = std::getenv("SLURM_JOB_NODELIST");
   const bool in_slurm = slurm_nodes != nullptr && *slurm_nodes != '\0';
   std::vector<std::string> all;
@@ -262,8 +265,7 @@ Plan plan_from(Options& o, Log& log) {
   if (o.job.empty()) {
     const char* id = std::getenv("SLURM_JOB_ID");
     o.job = id != nullptr ? std::string("slurm-") + id
-                          : default_job_tag(std::filesystem::current_path().string(), all,
-                                            o.ranks_per_node, o.command);
+                          : default_job_tag(o.directory, all, o.ranks_per_node, o.command);
   }
   if (o.state_dir.empty()) o.state_dir = default_state_dir(o.job);
   if (o.registry.empty()) {
@@ -395,6 +397,14 @@ void resume_plan(const JobState& loaded, const Options& o, Plan& plan, Log& log)
   }
   plan.ranklist = r.ranklist;
   plan.spares = r.spares_left;
+}
+
+// What differs between the last launch of a job and this command (command_changed).
+std::string command_change(const JobState& last, const Options& o) {
+  const bool moved = last.directory != o.directory;
+  return fmt::format("job {} last ran `{}`{}, this command is `{}`{}", o.job,
+                     shell_quoted(last.command), moved ? " in " + last.directory : "",
+                     shell_quoted(o.command), moved ? " in " + o.directory : "");
 }
 
 std::vector<std::string> launch_command(const Options& o, const Plan& plan) {
@@ -916,6 +926,20 @@ int Supervisor::run() {
           dir_.path());
       return kExitUsage;
     }
+    if (command_changed(*loaded, o_.directory, o_.command)) {
+      if (!o_.new_command) {
+        log_(
+            "{}: its checkpoint is of the computation that command made, and restored into "
+            "another one it gives a wrong result. Resume it with that command; or start this one "
+            "as another job (another --job; or remove this one: skt-shm clean --job {}, then its "
+            "state: rm -r {}); or, where the change leaves the computation as it was (an output "
+            "file, a progress option), resume it with --new-command",
+            command_change(*loaded, o_), o_.job, dir_.path());
+        return kExitUsage;
+      }
+      log_("{}: resuming its checkpoint with this command (--new-command)",
+           command_change(*loaded, o_));
+    }
     // "running" with the lock free: the skt-run that wrote it died (its run died with it).
     log_("resuming job {} after {} launch{} ({}): ranks on {}, spares: {}", o_.job,
          loaded->launches, loaded->launches == 1 ? "" : "es",
@@ -940,6 +964,8 @@ int Supervisor::run() {
     state_ = JobState{};
     state_.job = o_.job;
   }
+  state_.directory = o_.directory;
+  state_.command = o_.command;
   bool fresh = !resuming;
   if (fresh && plan_.local) {
     // Segments without skt-run's state: the job ran without it (mpirun by hand), or its state
@@ -1167,8 +1193,10 @@ int run(int argc, char** argv) {
       "${XDG_STATE_HOME:-~/.local/state}/skt-run/<job>): the same command resumes a job that was\n"
       "stopped (a signal, --max-restarts, out of spares, skt-run's own death) from its\n"
       "checkpoint, on the nodes it gives now (a requeued Slurm job's new allocation): a rank\n"
-      "whose node is no longer given moves to an unused one, as after a node loss. One skt-run\n"
-      "at a time drives a job; a second one is refused.\n"
+      "whose node is no longer given moves to an unused one, as after a node loss. Another\n"
+      "command, or the same from another directory, is refused (exit 2; --new-command resumes\n"
+      "with it): the checkpoint is of the computation the last launch made. One skt-run at a\n"
+      "time drives a job; a second one is refused.\n"
       "Exit codes: 0 success (the job's segments removed); 2 bad usage or configuration, here or\n"
       "in the program (its limits and resources too: not retried); 3 the program found its\n"
       "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares (or too\n"
@@ -1240,6 +1268,10 @@ int run(int argc, char** argv) {
                "when the program finds its checkpoint unrecoverable (exit 3: neither memory nor "
                "storage could serve), remove the job's segments (and its drained epochs in "
                "$SKT_DRAIN_DIR) and start it afresh instead of stopping");
+  app.add_flag("--new-command", o.new_command,
+               "resume a job whose last launch ran another command, or in another directory "
+               "(refused without it: its checkpoint would be restored into another computation); "
+               "for changes that leave the computation as it was");
   app.add_option("command", o.command, "the program and its arguments, after --")->expected(-1);
   try {
     app.parse(argc, argv);
@@ -1286,6 +1318,9 @@ int run(int argc, char** argv) {
       how = "would stop: its checkpoint was found unrecoverable";
     } else if (resumes(loaded) && loaded->ranklist.size() != plan.ranklist.size()) {
       how = fmt::format("would be refused: it ran {} ranks", loaded->ranklist.size());
+    } else if (resumes(loaded) && command_changed(*loaded, o.directory, o.command) &&
+               !o.new_command) {
+      how = fmt::format("would be refused: {}", command_change(*loaded, o));
     } else if (resumes(loaded)) {
       try {
         resume_plan(*loaded, o, plan, log);

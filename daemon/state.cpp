@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -44,11 +45,56 @@ std::string default_job_tag(const std::string& directory, const std::vector<std:
   return fmt::format("run-{:012x}", hash >> 16);
 }
 
+namespace {
+
+// A value that may hold any byte but must stay on its line: '%' and line ends as %XX.
+std::string escape_line(const std::string& value) {
+  std::string out;
+  for (const char c : value) {
+    if (c == '%' || c == '\n' || c == '\r') {
+      out += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> unescape_line(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size() || !std::isxdigit(static_cast<unsigned char>(text[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      return std::nullopt;
+    }
+    out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16));
+    i += 2;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string format_state(const JobState& s) {
-  return fmt::format(
+  std::string text = fmt::format(
       "job {}\nstatus {}\nlaunches {}\nranklist {}\nspares {}\ncadence {:.3f}\nnote {}\n", s.job,
       s.status, s.launches, fmt::join(s.ranklist, " "), fmt::join(s.spares, " "), s.cadence,
       s.note);
+  if (!s.directory.empty()) text += fmt::format("directory {}\n", escape_line(s.directory));
+  // One line per word: a word may hold spaces, or be empty.
+  for (const auto& word : s.command)
+    text += fmt::format("argument {}\n", escape_line(word));
+  return text;
+}
+
+bool command_changed(const JobState& last, const std::string& directory,
+                     const std::vector<std::string>& command) {
+  if (last.command.empty()) return false;
+  return last.command != command || last.directory != directory;
 }
 
 std::optional<JobState> parse_state(const std::string& text) {
@@ -77,6 +123,11 @@ std::optional<JobState> parse_state(const std::string& text) {
         s.cadence = std::stod(value);
       } else if (key == "note") {
         s.note = value;
+      } else if (key == "directory" || key == "argument") {
+        const auto text = unescape_line(value);
+        if (!text) return std::nullopt;
+        if (key == "directory") s.directory = *text;
+        if (key == "argument") s.command.push_back(*text);
       } else {
         return std::nullopt;
       }

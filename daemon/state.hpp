@@ -20,6 +20,10 @@ struct JobState {
   std::vector<std::string> spares;
   double cadence = 0;  // the longest time seen between two checkpoints, seconds
   std::string note;    // how the last run ended, in words
+  // What the last launch ran, and where: its checkpoint is of that computation. Empty in a state
+  // written by a skt-run that did not keep them.
+  std::string directory;
+  std::vector<std::string> command;
 
   bool operator==(const JobState&) const = default;
 };
@@ -28,6 +32,12 @@ struct JobState {
 std::string format_state(const JobState& state);
 // Nothing if the text is not a state (unknown key, bad number, no job).
 std::optional<JobState> parse_state(const std::string& text);
+
+// Whether `command`, run in `directory`, is another computation than the last launch of the job
+// (other arguments, or relative paths read elsewhere), whose checkpoint it would restore. A state
+// that kept no command (an older skt-run's) is taken at its word: not changed.
+bool command_changed(const JobState& last, const std::string& directory,
+                     const std::vector<std::string>& command);
 
 // The state in a job's state directory; nothing if there is none, or it is not a state. Reads
 // without the lock: what a running skt-run last wrote, whole (write_whole).

@@ -29,6 +29,9 @@
   runs it again to the same result;
 - leftovers: a relaunch with more ranks than the checkpoint is refused and removes what it
   created; a resume with another number of nodes is refused before anything is launched;
+- another command: the same --job given to another computation of the same sizes is refused
+  before anything is launched (its checkpoint is of the first one), and --dry-run says so;
+  --new-command resumes with a change that leaves the computation alone;
 - killed while creating: a rank killed while the pages of its new checkpoint segment are mapped
   (seconds for a large segment; where the OOM killer strikes) leaves a segment that skt-shm lists
   as the job's (the header comes first: one without it was listed by no tool and held its memory
@@ -401,8 +404,37 @@ def leftovers(d, cluster, checks, reference):
     code, out = d.run(d.command(job, NODES + ["n5", "n6"], 0, APP_ARGS))
     checks.expect(code == 2 and "ran 4 ranks" in out and "launched" not in out,
                   "a resume with 6 nodes of a 4-rank job: refused before launching", out)
-    code, out = d.run(d.command(job, NODES, 0, APP_ARGS))
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"]))
     checks.expect(code == 0 and result_of(out) == reference, "the right command then resumes it", out)
+    cluster.clean(job)
+
+
+def another_command(d, cluster, checks, reference):
+    """The same --job given to another computation of the same sizes (another seed): resuming the
+    first one's checkpoint into it would end with a wrong result and exit 0."""
+    job = cluster.new_job("recmd")
+    first = d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"])
+    process = d.start(first)
+
+    def stop(line, _):
+        if line.startswith("PAUSED"):
+            os.kill(process.pid, signal.SIGTERM)
+
+    d.drive(process, stop)
+    other = d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6", "--seed", "7"])
+    dry = subprocess.run(other[:1] + ["--dry-run"] + other[1:], capture_output=True, text=True,
+                         env=harness.daemon_env(SKT_GROUP_SIZE="2"))
+    checks.expect(dry.returncode == 0 and "would be refused: job " in dry.stdout and "--seed 7" in dry.stdout,
+                  "--dry-run of a resume with another command says it would be refused", dry.stdout)
+    code, out = d.run(other)
+    checks.expect(code == 2 and "--seed 7" in out and "--new-command" in out and "launched" not in out,
+                  f"a resume with another command (--seed 7): refused before launching (exit {code}), naming "
+                  "both commands", out)
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS, extra=["--new-command"]))
+    checks.expect(code == 0 and result_of(out) == reference and "reports restored epoch 2" in out
+                  and "(--new-command)" in out,
+                  "--new-command resumes with a change that leaves the computation alone (no --pause): "
+                  "restored epoch 2, right result", out)
     cluster.clean(job)
 
 
@@ -605,7 +637,8 @@ def main(argv):
     with tempfile.TemporaryDirectory() as root:
         d = harness.SktRun(options, root)
         for case in (stopped_rank, words_lost, deadlock, resume_after_signals, launch_failures, remote_environment,
-                     isolation, ended_while_finishing, leftovers, killed_while_creating, stopped_launcher,
+                     isolation, ended_while_finishing, leftovers, another_command, killed_while_creating,
+                     stopped_launcher,
                      stopped_after_work, launcher_outliving_ranks, launcher_ended_from_outside,
                      state_disk_full):
             case(d, cluster, checks, reference)

@@ -36,6 +36,8 @@ TEST(JobState, RoundTripsThroughItsText) {
   s.spares = {"n6"};
   s.cadence = 12.5;
   s.note = "stopped by signal 15";
+  s.directory = "/scratch/my runs/100%\nnew";
+  s.command = {"./heat3d", "", "a b", "50%", "line\r\nend", "%0A"};
   EXPECT_EQ(parse_state(format_state(s)), s);
   JobState none;
   none.job = "j";
@@ -47,6 +49,23 @@ TEST(JobState, RejectsWhatIsNotAState) {
   EXPECT_FALSE(parse_state("job j\nlaunches two\n").has_value());
   EXPECT_FALSE(parse_state("job j\nlaunches -1\n").has_value());
   EXPECT_FALSE(parse_state("job j\ncolour blue\n").has_value());
+  EXPECT_FALSE(parse_state("job j\nargument 100%\n").has_value());  // not an escape
+  EXPECT_FALSE(parse_state("job j\ndirectory /a%zz\n").has_value());
+}
+
+TEST(JobState, ACheckpointResumesOnlyUnderTheCommandThatMadeIt) {
+  JobState last;
+  last.job = "heat";
+  last.directory = "/runs";
+  last.command = {"heat3d", "96", "96", "96", "100000", "10"};
+  EXPECT_FALSE(command_changed(last, "/runs", last.command));
+  EXPECT_TRUE(command_changed(last, "/runs", {"heat3d", "96", "96", "96", "100", "10"}));
+  EXPECT_TRUE(command_changed(last, "/runs", {"heat3d", "96", "96", "96", "100000"}));
+  EXPECT_TRUE(command_changed(last, "/other", last.command));  // its relative paths read elsewhere
+  JobState older = last;  // written by a skt-run that kept no command: taken at its word
+  older.command.clear();
+  older.directory.clear();
+  EXPECT_FALSE(command_changed(older, "/anywhere", {"anything"}));
 }
 
 TEST(StateDir, SavesLoadsAndLetsOneSktRunDriveTheJob) {
