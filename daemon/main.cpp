@@ -627,6 +627,9 @@ class Supervisor {
   void end_run(Supervised& child) const;
   std::string monitor_address() const;
   void save(const std::string& status, const std::string& note);
+  // Records, once, that the job has a checkpoint: at once, since skt-run may die before the run
+  // ends, and then the next one must still know that another command would restore it.
+  void note_checkpointed(const Watchdog& watch);
   void record(const std::function<void()>& write);
   // The words every exit ends with: what is left of the job, and how to resume it (if the same
   // command can) or remove it.
@@ -660,6 +663,12 @@ void Supervisor::save(const std::string& status, const std::string& note) {
   state_.note = note;
   state_.ranklist = plan_.ranklist;
   state_.spares = plan_.spares;
+  record([&] { dir_.save(state_); });
+}
+
+void Supervisor::note_checkpointed(const Watchdog& watch) {
+  if (state_.checkpointed || !watch.checkpointed()) return;
+  state_.checkpointed = true;
   record([&] { dir_.save(state_); });
 }
 
@@ -763,6 +772,7 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       for (const auto& datagram : listener_.receive_all()) {
         if (const auto h = parse_heard(datagram)) watch.heard(*h, now());
       }
+      note_checkpointed(watch);
     }
     if ((fds[3].revents & POLLIN) != 0) {
       char drain[16];
@@ -871,6 +881,7 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   for (const auto& datagram : listener_.receive_all()) {  // what came with the launcher's end
     if (const auto h = parse_heard(datagram)) watch.heard(*h, now());
   }
+  note_checkpointed(watch);
   // skt-run ended it (a hang, a dead node, an overdue launcher, which set ranks_code) or passed
   // the operator's signal on.
   const bool ended_by_us = killed || g_signal != 0;
@@ -1075,6 +1086,7 @@ int Supervisor::run() {
           state_.launches);
       clean_segments(o_, plan_, log_);
       clean_drains(o_, plan_, log_);
+      state_.checkpointed = false;
       fresh = true;
       failed_at = Clock::now();
       continue;
@@ -1193,10 +1205,10 @@ int run(int argc, char** argv) {
       "${XDG_STATE_HOME:-~/.local/state}/skt-run/<job>): the same command resumes a job that was\n"
       "stopped (a signal, --max-restarts, out of spares, skt-run's own death) from its\n"
       "checkpoint, on the nodes it gives now (a requeued Slurm job's new allocation): a rank\n"
-      "whose node is no longer given moves to an unused one, as after a node loss. Another\n"
-      "command, or the same from another directory, is refused (exit 2; --new-command resumes\n"
-      "with it): the checkpoint is of the computation the last launch made. One skt-run at a\n"
-      "time drives a job; a second one is refused.\n"
+      "whose node is no longer given moves to an unused one, as after a node loss. Once the job\n"
+      "has a checkpoint, another command, or the same from another directory, is refused (exit\n"
+      "2; --new-command resumes with it): the checkpoint is of the computation the last launch\n"
+      "made. One skt-run at a time drives a job; a second one is refused.\n"
       "Exit codes: 0 success (the job's segments removed); 2 bad usage or configuration, here or\n"
       "in the program (its limits and resources too: not retried); 3 the program found its\n"
       "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares (or too\n"

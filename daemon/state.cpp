@@ -84,6 +84,7 @@ std::string format_state(const JobState& s) {
       "job {}\nstatus {}\nlaunches {}\nranklist {}\nspares {}\ncadence {:.3f}\nnote {}\n", s.job,
       s.status, s.launches, fmt::join(s.ranklist, " "), fmt::join(s.spares, " "), s.cadence,
       s.note);
+  if (s.checkpointed) text += "checkpointed yes\n";
   if (!s.directory.empty()) text += fmt::format("directory {}\n", escape_line(s.directory));
   // One line per word: a word may hold spaces, or be empty.
   for (const auto& word : s.command)
@@ -93,7 +94,7 @@ std::string format_state(const JobState& s) {
 
 bool command_changed(const JobState& last, const std::string& directory,
                      const std::vector<std::string>& command) {
-  if (last.command.empty()) return false;
+  if (last.command.empty() || !last.checkpointed) return false;
   return last.command != command || last.directory != directory;
 }
 
@@ -123,6 +124,9 @@ std::optional<JobState> parse_state(const std::string& text) {
         s.cadence = std::stod(value);
       } else if (key == "note") {
         s.note = value;
+      } else if (key == "checkpointed") {
+        if (value != "yes" && value != "no") return std::nullopt;
+        s.checkpointed = value == "yes";
       } else if (key == "directory" || key == "argument") {
         const auto text = unescape_line(value);
         if (!text) return std::nullopt;

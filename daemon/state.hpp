@@ -24,6 +24,8 @@ struct JobState {
   // written by a skt-run that did not keep them.
   std::string directory;
   std::vector<std::string> command;
+  // A run committed or restored a checkpoint: there is one to resume.
+  bool checkpointed = false;
 
   bool operator==(const JobState&) const = default;
 };
@@ -34,8 +36,10 @@ std::string format_state(const JobState& state);
 std::optional<JobState> parse_state(const std::string& text);
 
 // Whether `command`, run in `directory`, is another computation than the last launch of the job
-// (other arguments, or relative paths read elsewhere), whose checkpoint it would restore. A state
-// that kept no command (an older skt-run's) is taken at its word: not changed.
+// (other arguments, or relative paths read elsewhere), whose checkpoint it would restore. Before
+// any checkpoint there is nothing to restore (the usual case: a mistyped argument, which the
+// program refused), and a state that kept no command (an older skt-run's) is taken at its word:
+// not changed.
 bool command_changed(const JobState& last, const std::string& directory,
                      const std::vector<std::string>& command);
 

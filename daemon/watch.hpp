@@ -91,6 +91,8 @@ class Watchdog {
   // Whether that epoch came from storage (a drained epoch), not from memory.
   bool restored_from_storage() const noexcept { return restored_from_storage_; }
   double cadence() const noexcept { return cadence_; }
+  // Whether the job has a checkpoint: a rank of this run committed one, or restored one.
+  bool checkpointed() const noexcept { return !commits_.empty() || restored_.value_or(0) > 0; }
   // The bound on the time without a checkpoint now, if there is one.
   std::optional<double> progress_bound() const;
 

@@ -31,7 +31,8 @@
   created; a resume with another number of nodes is refused before anything is launched;
 - another command: the same --job given to another computation of the same sizes is refused
   before anything is launched (its checkpoint is of the first one), and --dry-run says so;
-  --new-command resumes with a change that leaves the computation alone;
+  --new-command resumes with a change that leaves the computation alone; a job that failed before
+  its first checkpoint runs with another command;
 - killed while creating: a rank killed while the pages of its new checkpoint segment are mapped
   (seconds for a large segment; where the OOM killer strikes) leaves a segment that skt-shm lists
   as the job's (the header comes first: one without it was listed by no tool and held its memory
@@ -435,6 +436,43 @@ def another_command(d, cluster, checks, reference):
                   and "(--new-command)" in out,
                   "--new-command resumes with a change that leaves the computation alone (no --pause): "
                   "restored epoch 2, right result", out)
+    cluster.clean(job)
+
+    # skt-run killed while its run holds checkpoints (its run dies with it, unrecorded): the next
+    # skt-run still knows there is one, from the state written at the first commit.
+    job = cluster.new_job("rekill")
+    first = d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"])
+    process = d.start(first)
+    recorded = {}
+
+    def kill_daemon(line, _):
+        if line.startswith("PAUSED"):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not recorded.get("yes"):
+                recorded["yes"] = status_of(d, job).get("checkpointed") == "yes"
+                time.sleep(0.05)
+            os.kill(process.pid, signal.SIGKILL)
+            harness.wait_gone(job, 10)
+
+    d.drive(process, kill_daemon)
+    checks.expect(recorded.get("yes"), "the state says 'checkpointed yes' while the first run holds checkpoints")
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6", "--seed", "7"]))
+    checks.expect(code == 2 and "--seed 7" in out and "launched" not in out,
+                  f"after skt-run's SIGKILL, a resume with another command: refused (exit {code})", out)
+    code, out = d.run(first)
+    checks.expect(code == 0 and result_of(out) == reference and "reports restored epoch 2" in out,
+                  "and the first command resumes it from epoch 2, right result", out)
+    cluster.clean(job)
+
+    # Before any checkpoint there is nothing to restore: a job that failed at once (as one with a
+    # mistyped input would) runs with the corrected command.
+    job = cluster.new_job("reearly")
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS + ["--crash-at", "1", "--crash-rank", "1"],
+                                extra=["--max-restarts", "0"]))
+    checks.expect(code == 6, f"a job whose rank crashes before its first checkpoint: exit {code}", out)
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS))
+    checks.expect(code == 0 and result_of(out) == reference and "last ran" not in out,
+                  "then another command, with no checkpoint to restore: runs, right result", out)
     cluster.clean(job)
 
 

@@ -38,6 +38,7 @@ TEST(JobState, RoundTripsThroughItsText) {
   s.note = "stopped by signal 15";
   s.directory = "/scratch/my runs/100%\nnew";
   s.command = {"./heat3d", "", "a b", "50%", "line\r\nend", "%0A"};
+  s.checkpointed = true;
   EXPECT_EQ(parse_state(format_state(s)), s);
   JobState none;
   none.job = "j";
@@ -51,6 +52,7 @@ TEST(JobState, RejectsWhatIsNotAState) {
   EXPECT_FALSE(parse_state("job j\ncolour blue\n").has_value());
   EXPECT_FALSE(parse_state("job j\nargument 100%\n").has_value());  // not an escape
   EXPECT_FALSE(parse_state("job j\ndirectory /a%zz\n").has_value());
+  EXPECT_FALSE(parse_state("job j\ncheckpointed maybe\n").has_value());
 }
 
 TEST(JobState, ACheckpointResumesOnlyUnderTheCommandThatMadeIt) {
@@ -58,6 +60,7 @@ TEST(JobState, ACheckpointResumesOnlyUnderTheCommandThatMadeIt) {
   last.job = "heat";
   last.directory = "/runs";
   last.command = {"heat3d", "96", "96", "96", "100000", "10"};
+  last.checkpointed = true;
   EXPECT_FALSE(command_changed(last, "/runs", last.command));
   EXPECT_TRUE(command_changed(last, "/runs", {"heat3d", "96", "96", "96", "100", "10"}));
   EXPECT_TRUE(command_changed(last, "/runs", {"heat3d", "96", "96", "96", "100000"}));
@@ -66,6 +69,9 @@ TEST(JobState, ACheckpointResumesOnlyUnderTheCommandThatMadeIt) {
   older.command.clear();
   older.directory.clear();
   EXPECT_FALSE(command_changed(older, "/anywhere", {"anything"}));
+  JobState refused = last;  // the program refused a mistyped argument before any checkpoint
+  refused.checkpointed = false;
+  EXPECT_FALSE(command_changed(refused, "/runs", {"heat3d", "96", "96", "96", "100", "10"}));
 }
 
 TEST(StateDir, SavesLoadsAndLetsOneSktRunDriveTheJob) {
@@ -538,6 +544,18 @@ TEST(Watchdog, ExitCodesOfZeroMakeARunThatSucceeded) {
   w.heard(said("j+hpl", 1, "exit", 0), 1);
   w.heard(said("j", 0, "exit", 0), 1);
   EXPECT_EQ(w.exit_code(), 0);
+}
+
+TEST(Watchdog, AJobHasACheckpointOnceOneIsCommittedOrRestored) {
+  Watchdog fresh("j", 0, 2, WatchLimits{}, 0, 0);
+  fresh.heard(said("j", 0, "hello"), 1);
+  fresh.heard(said("j", 0, "recovered", 0), 1);  // a first launch: nothing restored
+  EXPECT_FALSE(fresh.checkpointed());
+  fresh.heard(said("j", 1, "commit", 1), 2);
+  EXPECT_TRUE(fresh.checkpointed());
+  Watchdog resumed("j", 1, 2, WatchLimits{}, 0, 0);
+  resumed.heard(said("j", 0, "recovered", 3, 1), 1);
+  EXPECT_TRUE(resumed.checkpointed());
 }
 
 TEST(Watchdog, TheRestoredEpochAndWhen) {
