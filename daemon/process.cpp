@@ -98,10 +98,31 @@ namespace {
 pid_t fork_exec(const std::string& program, char* const* argv, char* const* envp, int out_fd,
                 int err_fd) {
   const pid_t parent = ::getpid();
+  // A signal sent to the new process before it runs the program (an operator's, a test's, as soon
+  // as its pid is known) must act as on the program, not run skt-run's handlers in it, which would
+  // swallow it: blocked across the fork, and let through in the child once the handlers are reset.
+  sigset_t all;
+  sigset_t previous;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
+  if (pid < 0) {
+    const int error = errno;
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    throw std::system_error(error, std::generic_category(), "fork");
+  }
   if (pid == 0) {
     // Only async-signal-safe calls from here on.
+    for (int sig = 1; sig < NSIG; ++sig) {
+      struct sigaction action {};
+      if (::sigaction(sig, nullptr, &action) == 0 && action.sa_handler != SIG_IGN &&
+          action.sa_handler != SIG_DFL) {
+        action.sa_handler = SIG_DFL;
+        action.sa_flags = 0;
+        ::sigaction(sig, &action, nullptr);
+      }
+    }
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the supervisor died already
@@ -110,6 +131,7 @@ pid_t fork_exec(const std::string& program, char* const* argv, char* const* envp
     ::execve(program.c_str(), argv, envp);
     ::_exit(127);
   }
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   ::setpgid(pid, pid);  // also here, so that it holds before either side goes on
   return pid;
 }

@@ -579,13 +579,17 @@ def launcher_ended_from_outside(d, cluster, checks, reference):
     with tempfile.TemporaryDirectory() as tmp:
         go = os.path.join(tmp, "go")
 
-        def run(name, wrapper_lines, on_launch):
+        def run(name, wrapper_lines, on_launch, ready=None):
+            """`ready`: a file the wrapper makes once it may be signalled (its trap is set)."""
             job = cluster.new_job(name)
             command = d.wrap_launcher(d.command(job, NODES, 0, APP_ARGS), os.path.join(tmp, name),
                                       *wrapper_lines)
 
             def on_line(line, _):
                 if "launched (SKT_RESTART=0)" in line:
+                    deadline = time.monotonic() + 10
+                    while ready and not os.path.exists(ready) and time.monotonic() < deadline:
+                        time.sleep(0.01)
                     on_launch(subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True,
                                              text=True).stdout.split())
                     open(go, "w").close()
@@ -613,8 +617,9 @@ def launcher_ended_from_outside(d, cluster, checks, reference):
         checks.expect("its launcher was killed by signal 9 (Killed), not by skt-run" in out
                       and "relaunched (run 2, SKT_RESTART=1)" in out and "not a crash" not in out,
                       "a launcher killed before any rank started: a crash, relaunched", out)
-        out = run("lterm", ["trap 'exit 1' TERM", wait_for_go, f'exec "{d.options.mpirun}" "$@"'],
-                  send(signal.SIGTERM))
+        ready = os.path.join(tmp, "lterm-ready")
+        out = run("lterm", ["trap 'exit 1' TERM", f': > "{ready}"', wait_for_go,
+                            f'exec "{d.options.mpirun}" "$@"'], send(signal.SIGTERM), ready)
         checks.expect("failed before any rank started, the launcher silent (interrupted?) (exit 1)" in out
                       and "relaunched (run 2, SKT_RESTART=1)" in out and "not a crash" not in out,
                       "a launcher ended silently before any rank started: a crash, relaunched", out)
