@@ -724,6 +724,14 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   limits.progress_floor = o_.progress_floor;
   limits.progress_fixed = o_.hang_timeout;
   Watchdog watch(o_.job, launch, static_cast<int>(plan_.ranklist.size()), limits, cadence, 0.0);
+  // What the ranks said since the last time, to the watchdog; and the job's first checkpoint to
+  // the state at once.
+  const auto hear_ranks = [&] {
+    for (const auto& datagram : listener_.receive_all()) {
+      if (const auto h = parse_heard(datagram)) watch.heard(*h, now());
+    }
+    note_checkpointed(watch);
+  };
   Passthrough stdout_copy(child.out.get(), stdout, nullptr);
   Passthrough stderr_copy(child.err.get(), stderr, &out.last_errors);
   bool out_open = true, err_open = true, killed = false;
@@ -768,12 +776,7 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       out_open = stdout_copy.read_some();
     }
     if ((fds[1].revents & (POLLIN | POLLHUP)) != 0) err_open = stderr_copy.read_some();
-    if ((fds[2].revents & POLLIN) != 0) {
-      for (const auto& datagram : listener_.receive_all()) {
-        if (const auto h = parse_heard(datagram)) watch.heard(*h, now());
-      }
-      note_checkpointed(watch);
-    }
+    if ((fds[2].revents & POLLIN) != 0) hear_ranks();
     if ((fds[3].revents & POLLIN) != 0) {
       char drain[16];
       [[maybe_unused]] const auto n = ::read(g_signal_pipe[0], drain, sizeof drain);
@@ -878,10 +881,7 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       }
     }
   }
-  for (const auto& datagram : listener_.receive_all()) {  // what came with the launcher's end
-    if (const auto h = parse_heard(datagram)) watch.heard(*h, now());
-  }
-  note_checkpointed(watch);
+  hear_ranks();  // what came with the launcher's end
   // skt-run ended it (a hang, a dead node, an overdue launcher, which set ranks_code) or passed
   // the operator's signal on.
   const bool ended_by_us = killed || g_signal != 0;
