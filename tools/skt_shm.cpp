@@ -1,4 +1,5 @@
 // skt-shm: look at, verify and remove the calling user's selfckpt segments.
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <mpi.h>
 #include <CLI/CLI.hpp>
@@ -6,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,6 +122,10 @@ int inspect(const Filter& filter) {
     fmt::print("  workspace {} bytes ({} of private objects), layout {:016x}; {}\n",
                info.stage_bytes + info.regions_bytes, info.stage_bytes, info.layout_hash,
                state_text(s));
+    // The lineage is the id of the run that started the job, whose high bits are its clock.
+    const auto started = static_cast<std::time_t>(info.lineage / 1'000'000'000);
+    fmt::print("  lineage {:016x}: of the job's start at {:%Y-%m-%d %H:%M:%S} UTC\n", info.lineage,
+               fmt::gmtime(started));
     std::string why;
     const auto view = skt::read_checkpoint_view(*segment, &why);
     if (!view) {

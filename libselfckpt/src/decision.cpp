@@ -11,6 +11,20 @@
 
 namespace skt {
 
+std::vector<int> stale_ranks(std::span<const Finding> findings) {
+  std::uint64_t newest = 0;
+  for (const auto& f : findings) {
+    if (f.valid != 0) newest = std::max(newest, f.lineage);
+  }
+  std::vector<int> stale;
+  for (std::size_t r = 0; r < findings.size(); ++r) {
+    if (findings[r].valid != 0 && findings[r].lineage != newest) {
+      stale.push_back(static_cast<int>(r));
+    }
+  }
+  return stale;
+}
+
 Candidates restore_candidates(Mode mode, std::span<const Finding> findings) {
   Candidates c;
   std::int64_t newest = -1;
@@ -246,6 +260,9 @@ RestorePlan plan_restore(std::span<const Finding> findings, const std::vector<st
                          const Config& config) {
   RestorePlan out;
   out.candidates = restore_candidates(config.mode, findings);
+  for (const auto& f : findings) {
+    if (f.valid != 0 && !out.fresh()) out.lineage = std::max(out.lineage, f.lineage);
+  }
   out.groups = out.fresh() ? plan_groups(nodes, config.group_size, config.parity + 1)
                            : recorded_plan(findings, nodes, config.job);
   std::vector<std::uint64_t> chunks(findings.size());

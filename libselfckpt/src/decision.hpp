@@ -35,11 +35,18 @@ struct Finding {
   std::int32_t group_size = 0;
   std::int32_t members[kMaxGroupSize] = {};
   std::uint64_t recorded_layouts[kMaxGroupSize] = {};  // every member's layout, as recorded
+  std::uint64_t lineage = 0;                           // the start it descends from (when valid)
   // What this launch declared.
   std::uint64_t layout_hash = 0;
   std::uint64_t stage_bytes = 0;
   std::uint64_t regions_bytes = 0;
 };
+
+// Ranks whose segments come from an earlier start of the job than the others' (the newest lineage
+// found): a node that was out of reach while the job was removed and started again under its tag,
+// and is back. Their epochs count the other start's checkpoints, and the same number may name
+// other data, so they are no checkpoint of this one: the ranks are rebuilt as if lost.
+std::vector<int> stale_ranks(std::span<const Finding> findings);
 
 // The epochs to try, newest first; none: nothing was ever committed, start afresh.
 struct Candidates {
@@ -121,6 +128,7 @@ struct RestorePlan {
   Candidates candidates;
   GroupPlan groups;
   std::vector<GroupShape> shapes;
+  std::uint64_t lineage = 0;  // of the checkpoint restored; none on a fresh start
 
   bool fresh() const noexcept { return candidates.epochs.empty(); }
 };

@@ -18,7 +18,7 @@ inline constexpr int kMaxGroupSize = 64;
 // 4: one workspace segment per rank (the arena of all its regions and staged private objects);
 //    checkpoint segments keep a CRC of every block of each epoch's data and checksum (digests).
 // 5: the control block records a job completed at skt_finalize (ControlState::finished).
-inline constexpr std::uint32_t kFormatVersion = 5;
+inline constexpr std::uint32_t kFormatVersion = 6;
 
 // A rank keeps two segments per job: its workspace W (every region and the staged private
 // objects) and its checkpoint (B, C and D, their digests, and the protocol's control block).
@@ -85,6 +85,11 @@ struct CheckpointInfo {
   std::uint64_t layout_hash = 0;
   std::uint64_t table_offset = 0;  // where the region table sits in the data, and its size
   std::uint64_t table_bytes = 0;
+  // Which start of the job this checkpoint descends from: the id of the run that set the job's
+  // segments up afresh, kept by every rank, and by each rank rebuilt from its group. Another start
+  // under the same tag (after the job was removed from the nodes that could be reached) has a
+  // larger one, so the segments a returning node kept from before are told apart.
+  std::uint64_t lineage = 0;
   std::int32_t members[kMaxGroupSize] = {};          // ranks of the group, by member index
   std::uint64_t member_chunks[kMaxGroupSize] = {};   // their stream lengths in chunks
   std::uint64_t member_layouts[kMaxGroupSize] = {};  // their layout hashes

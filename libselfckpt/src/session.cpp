@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -113,8 +114,13 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
                                            log_.get());
   effects_ = std::make_unique<MpiEffects>(comm_.get(), nodes_, config_.node, fault_.get());
   if (rank_ == 0) {
+    // Later runs draw larger ids: the clock in the high bits, chance in the low ones. A run that
+    // starts the job afresh makes its id the job's lineage, newer than that of any earlier start.
     std::random_device entropy;
-    run_id_ = (static_cast<std::uint64_t>(entropy()) << 32) ^ entropy();
+    const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    run_id_ =
+        (static_cast<std::uint64_t>(now.count()) & ~std::uint64_t{0xffff}) | (entropy() & 0xffffu);
   }
   SKT_MPI(MPI_Bcast(&run_id_, 1, MPI_UINT64_T, 0, comm_.get()));
 
@@ -380,6 +386,7 @@ Finding Session::inspect_checkpoint() {
   f.group = static_cast<std::int32_t>(info.group);
   f.member = static_cast<std::int32_t>(info.member);
   f.group_size = static_cast<std::int32_t>(info.group_size);
+  f.lineage = info.lineage;
   for (std::uint32_t i = 0; i < info.group_size; ++i) {
     f.members[i] = info.members[i];
     f.recorded_layouts[i] = info.member_layouts[i];
@@ -492,7 +499,7 @@ void Session::refuse_beyond_memory(const MemoryDemand& demand) const {
 }
 
 void Session::set_up_store(const GroupShape& shape, int group, int member, int groups,
-                           bool keep_existing) {
+                           std::uint64_t lineage, bool keep_existing) {
   const int size = static_cast<int>(shape.ranks.size());
   store_ = RankStore{};
   store_.mode = config_.mode;
@@ -523,6 +530,7 @@ void Session::set_up_store(const GroupShape& shape, int group, int member, int g
     info_.layout_hash = store_.layout.hash;
     info_.table_offset = store_.areas.table_offset();
     info_.table_bytes = region_table_bytes(table);
+    info_.lineage = lineage;
     for (int i = 0; i < size; ++i) {
       const auto k = static_cast<std::size_t>(i);
       info_.members[k] = shape.ranks[k];
@@ -600,6 +608,18 @@ std::uint64_t Session::restore() {
   std::vector<Finding> findings(gathered.size());
   for (std::size_t r = 0; r < gathered.size(); ++r)
     std::memcpy(&findings[r], gathered[r].data(), sizeof(Finding));
+  for (const int r : stale_ranks(findings)) {
+    if (rank_ == 0) {
+      log_->warn(
+          "rank {} on node {} holds segments of job '{}' from an earlier start of it than the "
+          "other ranks' (the node was out of reach while the job was removed and started again "
+          "under its tag): they are no checkpoint of this run, and the rank is rebuilt from its "
+          "group as if lost",
+          r, nodes_[static_cast<std::size_t>(r)], config_.job);
+    }
+    findings[static_cast<std::size_t>(r)].valid = 0;
+  }
+  mine = findings[static_cast<std::size_t>(rank_)];
   // An earlier run completed the job and was ended while removing its segments: what is left of
   // them is no checkpoint, and the job starts again as after removals that finished.
   const std::optional<std::int64_t> completed = completed_epoch(findings);
@@ -713,7 +733,8 @@ int Session::establish(const RestorePlan& setup, std::optional<ControlState> sur
   const MemoryDemand demand = memory_demand(creating);
   effects_->agree([&] {
     refuse_beyond_memory(demand);
-    set_up_store(shape, group, member, plan.groups(), survived.has_value());
+    set_up_store(shape, group, member, plan.groups(), setup.fresh() ? run_id_ : setup.lineage,
+                 survived.has_value());
   });
   protocol_ = std::make_unique<Protocol>(
       config_.mode, *effects_, store_,

@@ -87,7 +87,8 @@ class Session {
   Finding inspect_checkpoint();
   // Where the group's stream puts this rank's bytes, and the checkpoint areas that hold them.
   std::pair<StreamLayout, CheckpointAreas> plan_store(const GroupShape& shape) const;
-  void set_up_store(const GroupShape& shape, int group, int member, int groups, bool keep_existing);
+  void set_up_store(const GroupShape& shape, int group, int member, int groups,
+                    std::uint64_t lineage, bool keep_existing);
   // The bytes of memory this job's ranks are about to take: those on this rank's machine, and
   // those in each limited memory cgroup holding this rank (a batch system's limit on the job).
   struct MemoryDemand {
@@ -162,9 +163,9 @@ class Session {
   std::uint64_t declared_layout_hash_ = 0;  // of what this launch declared, byte for byte
 
   DrainWriter drain_;
-  bool draining_ = false;                // a drain was started and has not been settled
-  std::uint64_t run_id_ = 0;             // names this run's drained files, the same on every rank
-  double last_drain_start_ = -1;         // MPI_Wtime; -1: none yet
+  bool draining_ = false;         // a drain was started and has not been settled
+  std::uint64_t run_id_ = 0;      // names this run's drained files (and a fresh start's lineage)
+  double last_drain_start_ = -1;  // MPI_Wtime; -1: none yet
   bool drain_failure_reported_ = false;  // a failed drain is reported once per launch
 
   double last_checkpoint_seconds_ = 0;  // slowest rank's time for the last checkpoint

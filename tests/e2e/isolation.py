@@ -4,7 +4,8 @@ segments left over from an earlier run, and a relaunch that does not match its c
 region names, group size, scheme, settings) are all refused without touching anything; a relaunch
 while processes of an earlier launch still hold the segments waits, then refuses, naming them; a
 launcher killed from outside takes its ranks with it (none writes on into the segments); two
-relaunches started at once never both own a segment;
+relaunches started at once never both own a segment; a node back with the segments of an earlier
+start of the job under its tag is rebuilt, not restored from them;
 configuration errors stop every rank with exit code 2, and a first launch refused for its settings
 leaves no segment behind; a group size above the job's size makes one group, with a warning; a job
 that fits the machine only without another job's workspace not yet written is refused; a job
@@ -40,6 +41,40 @@ def another_job_is_left_alone(cluster, checks, reference):
     finally:
         cluster.clean(a)
         cluster.clean(b)
+
+
+def a_node_back_from_an_earlier_start(cluster, checks):
+    """A node out of reach while its job was removed and started again under the same tag (a
+    network partition, a node drained and returned: its memory kept), back in the job at its rank.
+    The segments it kept are of the earlier start, another computation here (another seed), whose
+    epoch 2 is not this start's epoch 2: the rank is rebuilt from its group as if lost, with a
+    warning, and the job ends with its own result. Before, the rank restored the other start's
+    data, a wrong result with exit 0 (the testapp's --verify-recovery catches it here)."""
+    job = cluster.new_job("iso-back")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    nodes = [f"n{r}" for r in range(4)]
+    without_n1 = ["n0", "n4", "n2", "n3"]
+    reference = cluster.reference(4, APP_ARGS + ["--seed", "2"])
+    try:
+        earlier = cluster.launch(nodes, APP_ARGS + ["--seed", "1", "--stop-after", "7"],
+                                 dict(env, SKT_RESTART="0"))
+        checks.expect(earlier.code == 0, "the earlier start stops after iteration 7, at epoch 2",
+                      earlier)
+        for node in ("n0", "n2", "n3"):  # the nodes the operator could reach; n1 kept its memory
+            cluster.lose_node(job, node)
+        again = cluster.launch(without_n1, APP_ARGS + ["--seed", "2", "--stop-after", "7"],
+                               dict(env, SKT_RESTART="0"))
+        checks.expect(again.code == 0,
+                      "the job started again without n1 stops after iteration 7, at epoch 2", again)
+        cluster.lose_node(job, "n4")
+        back = cluster.launch(nodes, APP_ARGS + ["--seed", "2", "--verify-recovery"],
+                              dict(env, SKT_RESTART="1"))
+        checks.expect(back.code == 0 and back.result == reference and back.epoch == 2 and
+                      "rank 1 on node n1 holds segments" in back.err and "earlier start" in back.err,
+                      "n4 lost and n1 back in its place: rank 1 is rebuilt from its group, not taken "
+                      "from the earlier start, and the job ends with its own result", back)
+    finally:
+        cluster.clean(job)
 
 
 def refused_relaunches_change_nothing(cluster, checks, reference):
@@ -249,6 +284,7 @@ def main(argv):
     checks = harness.Checks()
     reference = cluster.reference(4, APP_ARGS)
     another_job_is_left_alone(cluster, checks, reference)
+    a_node_back_from_an_earlier_start(cluster, checks)
     refused_relaunches_change_nothing(cluster, checks, reference)
     one_launch_at_a_time(cluster, checks, reference)
     resumed_twice_at_once(cluster, checks, reference)

@@ -92,6 +92,30 @@ TEST(Candidates, SingleFinishesAnInterruptedUpdateFirst) {
   EXPECT_TRUE(c.redo);
 }
 
+TEST(StaleRanks, SegmentsOfAnEarlierStartOfTheJobAreNoCheckpointOfIt) {
+  auto f = steady(3);
+  for (auto& finding : f)
+    finding.lineage = 500;
+  f[7] = Finding{};  // lost: nothing to compare
+  f[7].layout_hash = 107;
+  EXPECT_TRUE(stale_ranks(f).empty());
+  // Node 2 kept its segments from a start of the job before this one (lineage 400), at the same
+  // epoch number as the others: its data is of the other start's epoch 3.
+  f[2].lineage = 400;
+  EXPECT_EQ(stale_ranks(f), std::vector<int>{2});
+  // At a newer epoch number than the others: still the older start.
+  f[5].lineage = 400;
+  f[5].state = ControlState{9, 9, 9, 9};
+  EXPECT_EQ(stale_ranks(f), (std::vector<int>{2, 5}));
+  // Set aside, they leave this start's epoch and lineage to restore.
+  for (const int r : stale_ranks(f))
+    f[static_cast<std::size_t>(r)].valid = 0;
+  Config config;
+  const RestorePlan plan = plan_restore(f, nodes(), config);
+  EXPECT_EQ(plan.candidates.epochs.front(), 3);
+  EXPECT_EQ(plan.lineage, 500u);
+}
+
 TEST(RecordedPlan, TheSurvivorsVouchForTheirGroups) {
   auto f = steady(3);
   f[3] = Finding{};  // lost: its group still knows it

@@ -83,6 +83,7 @@ TEST(CheckpointInfo, RoundTripsAndDetectsCorruption) {
   info.stage_chunks = 3;
   info.regions_bytes = 999;
   info.layout_hash = 0xabcdef;
+  info.lineage = 0x1234567890abcdefu;
   for (int i = 0; i < 4; ++i) {
     info.members[i] = 2 * i + 1;
     info.member_chunks[i] = 9 + static_cast<std::uint64_t>(i);
@@ -95,6 +96,7 @@ TEST(CheckpointInfo, RoundTripsAndDetectsCorruption) {
   EXPECT_EQ(back.layout_hash, 0xabcdefu);
   EXPECT_EQ(back.stage_chunks, 3u);
   EXPECT_EQ(back.regions_bytes, 999u);
+  EXPECT_EQ(back.lineage, 0x1234567890abcdefu);
   page[1030] ^= std::byte{0x40};
   EXPECT_FALSE(decode_checkpoint_info(page.data(), &back));
 }
