@@ -40,7 +40,7 @@ struct Filter {
 };
 
 std::vector<skt::SegmentListing> selected(const Filter& filter) {
-  auto all = skt::list_own_segments();
+  auto all = skt::list_own_segments(true);
   std::vector<skt::SegmentListing> out;
   std::copy_if(all.begin(), all.end(), std::back_inserter(out),
                [&](const skt::SegmentListing& s) { return filter.matches(s.header); });
@@ -56,7 +56,18 @@ std::string epoch_text(std::int64_t e) {
   return e < 0 ? "-" : std::to_string(e);
 }
 
+// A segment of another version of selfckpt: listed and removed, never read.
+bool other_version(const skt::SegmentListing& s) {
+  return s.header.version != skt::kFormatVersion;
+}
+
+std::string other_version_text(const skt::SegmentListing& s) {
+  return fmt::format("format {}: written by another version of selfckpt, which alone resumes it",
+                     s.header.version);
+}
+
 std::string state_text(const skt::SegmentListing& s) {
+  if (other_version(s)) return other_version_text(s);
   if (s.header.identity.kind != skt::SegmentKind::checkpoint) return "";
   auto segment = skt::Segment::attach(s.shmid, true);
   if (!segment) return "unreadable";
@@ -94,12 +105,17 @@ int inspect(const Filter& filter) {
     return 1;
   }
   for (const auto& s : segments) {
-    auto segment = skt::Segment::attach(s.shmid, true);
-    if (!segment) continue;
-    const auto& h = segment->header();
+    const auto& h = s.header;
     fmt::print("segment {} (key {:#x}): job '{}' rank {}/{} node '{}' {} '{}'\n", s.shmid, s.key,
                h.identity.job, h.identity.rank, h.nranks, h.identity.domain,
                skt::kind_name(h.identity.kind), h.identity.name);
+    if (other_version(s)) {
+      fmt::print("  segment {} bytes, {} attached; {}\n", h.segment_bytes, s.attached,
+                 other_version_text(s));
+      continue;
+    }
+    auto segment = skt::Segment::attach(s.shmid, true);
+    if (!segment) continue;
     fmt::print("  data {} bytes, segment {} bytes, {} attached, data digest {:016x}\n",
                h.data_bytes, h.segment_bytes, s.attached,
                skt::crc64(segment->data(), h.data_bytes));
@@ -162,9 +178,7 @@ int clean(const Filter& filter, bool force) {
       ++kept;
       continue;
     }
-    auto segment = skt::Segment::attach(s.shmid, true);
-    if (!segment) continue;
-    segment->remove();
+    if (!skt::remove_segment(s.shmid)) continue;
     ++removed;
     fmt::print("removed {} segment '{}' of job '{}' rank {} on node '{}' ({} bytes)\n",
                skt::kind_name(s.header.identity.kind), s.header.identity.name,

@@ -20,7 +20,7 @@ constexpr std::uint32_t kDigestMagic = 0x44475354;  // "DGST"
 void write_header_fields(FieldWriter& w, const SegmentHeader& h) {
   for (const char c : kMagic)
     w.put(c);
-  w.put(kFormatVersion);
+  w.put(h.version);
   w.put(static_cast<std::uint32_t>(h.identity.kind));
   w.put(h.identity.uid);
   w.put(static_cast<std::int32_t>(h.identity.rank));
@@ -118,6 +118,8 @@ const char* header_status_text(HeaderStatus status) noexcept {
       return "truncated (smaller than a header)";
     case HeaderStatus::bad_magic:
       return "not a selfckpt segment (wrong magic)";
+    case HeaderStatus::other_version:
+      return "written by another selfckpt version";
     case HeaderStatus::bad_version:
       return "written by an incompatible selfckpt version";
     case HeaderStatus::bad_crc:
@@ -137,8 +139,8 @@ HeaderStatus decode_header(const std::byte* page, std::size_t available, Segment
   if (available < kHeaderBytes) return HeaderStatus::truncated;
   if (std::memcmp(page, kMagic, sizeof kMagic) != 0) return HeaderStatus::bad_magic;
   FieldReader r(page + sizeof kMagic);
-  if (r.get<std::uint32_t>() != kFormatVersion) return HeaderStatus::bad_version;
   SegmentHeader h;
+  h.version = r.get<std::uint32_t>();
   h.identity.kind = static_cast<SegmentKind>(r.get<std::uint32_t>());
   h.identity.uid = r.get<std::uint32_t>();
   h.identity.rank = r.get<std::int32_t>();
@@ -150,10 +152,11 @@ HeaderStatus decode_header(const std::byte* page, std::size_t available, Segment
   h.identity.domain = r.text();
   h.identity.name = r.text();
   const std::size_t covered = sizeof kMagic + r.size();
-  const auto crc = r.get<std::uint32_t>();
-  if (crc != crc32(page, covered)) return HeaderStatus::bad_crc;
+  const bool intact = r.get<std::uint32_t>() == crc32(page, covered);
+  if (h.version != kFormatVersion && (h.version < 5 || !intact)) return HeaderStatus::bad_version;
+  if (!intact) return HeaderStatus::bad_crc;
   if (out != nullptr) *out = h;
-  return HeaderStatus::ok;
+  return h.version == kFormatVersion ? HeaderStatus::ok : HeaderStatus::other_version;
 }
 
 bool same_identity(const SegmentIdentity& a, const SegmentIdentity& b) noexcept {

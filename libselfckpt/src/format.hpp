@@ -18,6 +18,10 @@ inline constexpr int kMaxGroupSize = 64;
 // 4: one workspace segment per rank (the arena of all its regions and staged private objects);
 //    checkpoint segments keep a CRC of every block of each epoch's data and checksum (digests).
 // 5: the control block records a job completed at skt_finalize (ControlState::finished).
+// 6: checkpoint segments record the job's lineage (CheckpointInfo::lineage).
+// From 5 on, the header itself (up to the identity and its CRC) keeps its layout, so that a segment
+// of another version is still seen for whose it is: a job's checkpoint is not silently left behind
+// by a version that cannot read it.
 inline constexpr std::uint32_t kFormatVersion = 6;
 
 // A rank keeps two segments per job: its workspace W (every region and the staged private
@@ -37,17 +41,21 @@ struct SegmentIdentity {
 };
 
 struct SegmentHeader {
+  std::uint32_t version = kFormatVersion;  // the format of the segment's contents
   SegmentIdentity identity;
   int nranks = 0;
   std::uint64_t data_bytes = 0;
   std::uint64_t segment_bytes = 0;
 };
 
-enum class HeaderStatus { ok, truncated, bad_magic, bad_version, bad_crc };
+// other_version: an intact header of another format version, decoded; bad_version: a header of
+// another version that cannot be read (its layout differs, or it is damaged).
+enum class HeaderStatus { ok, truncated, bad_magic, other_version, bad_version, bad_crc };
 const char* header_status_text(HeaderStatus status) noexcept;
 
 void encode_header(std::byte* page, const SegmentHeader& header);
-// Decodes and checks magic, version and CRC; `available` is how many bytes `page` has.
+// Decodes and checks magic, version and CRC; `available` is how many bytes `page` has. `out` is
+// set when the status is ok or other_version.
 HeaderStatus decode_header(const std::byte* page, std::size_t available, SegmentHeader* out);
 bool same_identity(const SegmentIdentity& a, const SegmentIdentity& b) noexcept;
 

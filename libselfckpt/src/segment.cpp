@@ -328,6 +328,23 @@ std::optional<Segment> take(int id, const SegmentIdentity& identity, double seco
 
 }  // namespace
 
+namespace {
+
+// The header of segment `id` when it is an intact one of another format version.
+std::optional<SegmentHeader> other_version_header(int id) {
+  shmid_ds ds{};
+  if (shmctl(id, IPC_STAT, &ds) != 0 || ds.shm_segsz < kHeaderBytes) return std::nullopt;
+  void* p = shmat(id, nullptr, SHM_RDONLY);
+  if (p == reinterpret_cast<void*>(-1)) return std::nullopt;
+  SegmentHeader header;
+  const HeaderStatus status = decode_header(static_cast<std::byte*>(p), kHeaderBytes, &header);
+  shmdt(p);
+  if (status != HeaderStatus::other_version) return std::nullopt;
+  return header;
+}
+
+}  // namespace
+
 FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seconds,
                         bool populate) {
   FindResult result;
@@ -347,6 +364,19 @@ FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seco
     std::string why;
     auto look = Segment::attach(id, true, &why);
     if (!look) {
+      if (const auto other = other_version_header(id);
+          other && same_identity(other->identity, identity)) {
+        // Ignored, it would hold its memory unseen and the job's checkpoint would be lost
+        // without a word; overwritten, read as this version's.
+        throw Error(SKT_ERR_MISMATCH,
+                    fmt::format("the {} segment of job '{}' rank {} on node '{}' was written by "
+                                "another version of selfckpt (segment format {}; this one reads "
+                                "format {}): a checkpoint is resumed only by the version that "
+                                "wrote it. Resume the job with that version, or remove its "
+                                "segments to start afresh (skt-shm clean --job {})",
+                                kind_name(identity.kind), identity.job, identity.rank,
+                                identity.domain, other->version, kFormatVersion, identity.job));
+      }
       result.skipped.push_back(
           fmt::format("key {:#x} holds no valid selfckpt segment: {}", key, why));
       continue;
@@ -367,7 +397,7 @@ FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seco
   return result;
 }
 
-std::vector<SegmentListing> list_own_segments() {
+std::vector<SegmentListing> list_own_segments(bool other_versions) {
   std::vector<SegmentListing> out;
   shm_info info{};
   const int highest = shmctl(0, SHM_INFO, reinterpret_cast<shmid_ds*>(&info));
@@ -375,11 +405,18 @@ std::vector<SegmentListing> list_own_segments() {
     shmid_ds ds{};
     const int id = shmctl(index, SHM_STAT, &ds);
     if (id < 0 || !owned_by_caller(ds)) continue;
-    auto look = Segment::attach(id, true);
-    if (!look) continue;
-    out.push_back({id, ds.shm_perm.__key, look->header(), ds.shm_nattch});
+    if (auto look = Segment::attach(id, true)) {
+      out.push_back({id, ds.shm_perm.__key, look->header(), ds.shm_nattch});
+    } else if (const auto other = other_versions ? other_version_header(id) : std::nullopt;
+               other && other->identity.uid == geteuid()) {
+      out.push_back({id, ds.shm_perm.__key, *other, ds.shm_nattch});
+    }
   }
   return out;
+}
+
+bool remove_segment(int shmid) noexcept {
+  return shmctl(shmid, IPC_RMID, nullptr) == 0;
 }
 
 }  // namespace skt

@@ -75,18 +75,22 @@ struct FindResult {
 // identity; others are never attached read-write nor modified. A segment of ours that another
 // process still has attached (a rank of an earlier launch that has not ended) is waited for, up
 // to `attach_wait_seconds`, then refused with skt::Error(SKT_ERR_BUSY): one launch at a time owns
-// a job's segments, even when two look at the same moment.
+// a job's segments, even when two look at the same moment. A segment of this identity written by
+// another format version is refused with skt::Error(SKT_ERR_MISMATCH).
 FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seconds = 0,
                         bool populate = true);
 
-// Every segment the calling user owns that carries a valid selfckpt header.
+// Every segment the calling user owns that carries a valid selfckpt header; with `other_versions`,
+// those of other format versions too (header.version says which), which nothing here reads.
 struct SegmentListing {
   int shmid;
   key_t key;
   SegmentHeader header;
   std::uint64_t attached;  // processes attached
 };
-std::vector<SegmentListing> list_own_segments();
+std::vector<SegmentListing> list_own_segments(bool other_versions = false);
+// Removes a listed segment, whatever its version (it goes once no process has it attached).
+bool remove_segment(int shmid) noexcept;
 
 // Rounded-up size of a segment holding `data_bytes` after its header.
 std::size_t segment_size(std::size_t data_bytes, bool huge_pages) noexcept;

@@ -177,6 +177,43 @@ TEST(Segment, ListedWithItsHeaderAndRemoved) {
   EXPECT_FALSE(find_segment(id).segment.has_value());
 }
 
+// A job's segment written by another version of selfckpt (a relaunch after an upgrade): a
+// relaunch refuses it, naming both versions, instead of leaving it unseen, holding its memory, and
+// starting afresh; skt-shm lists and removes it.
+TEST(Segment, OfAnotherVersionIsRefusedListedAndRemoved) {
+  const auto id = identity_for("seg-v", 1);
+  KeyGuard guard{segment_key(id, 0)};
+  SegmentHeader h;
+  h.version = 5;
+  h.identity = id;
+  h.nranks = 4;
+  h.data_bytes = 100;
+  Segment old = Segment::create(h, false);
+  try {
+    find_segment(id);
+    FAIL() << "a segment of format 5 was not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), SKT_ERR_MISMATCH);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("segment format 5; this one reads format"), std::string::npos) << m;
+    EXPECT_NE(m.find("skt-shm clean --job " + id.job), std::string::npos) << m;
+  }
+  for (const auto& entry : list_own_segments())
+    EXPECT_NE(entry.shmid, old.id());
+  bool listed = false;
+  for (const auto& entry : list_own_segments(true)) {
+    if (entry.shmid != old.id()) continue;
+    listed = true;
+    EXPECT_EQ(entry.header.version, 5u);
+    EXPECT_TRUE(same_identity(entry.header.identity, id));
+  }
+  EXPECT_TRUE(listed);
+  const int shmid = old.id();
+  old.detach();
+  EXPECT_TRUE(remove_segment(shmid));
+  EXPECT_FALSE(find_segment(id).segment.has_value());
+}
+
 TEST(Segment, KernelRefusalNamesTheLimit) {
   SegmentHeader h;
   h.identity = identity_for("seg-e", 0);
