@@ -51,6 +51,7 @@ void write_info_fields(FieldWriter& w, const CheckpointInfo& i) {
   w.put(i.table_offset);
   w.put(i.table_bytes);
   w.put(i.lineage);
+  w.put(i.command);
   for (const auto v : i.members)
     w.put(v);
   for (const auto v : i.member_chunks)
@@ -191,6 +192,7 @@ bool decode_checkpoint_info(const std::byte* page, CheckpointInfo* out) {
   i.table_offset = r.get<std::uint64_t>();
   i.table_bytes = r.get<std::uint64_t>();
   i.lineage = r.get<std::uint64_t>();
+  i.command = r.get<std::uint64_t>();
   for (auto& v : i.members)
     v = r.get<std::int32_t>();
   for (auto& v : i.member_chunks)

@@ -18,7 +18,7 @@ inline constexpr int kMaxGroupSize = 64;
 // 4: one workspace segment per rank (the arena of all its regions and staged private objects);
 //    checkpoint segments keep a CRC of every block of each epoch's data and checksum (digests).
 // 5: the control block records a job completed at skt_finalize (ControlState::finished).
-// 6: checkpoint segments record the job's lineage (CheckpointInfo::lineage).
+// 6: checkpoint segments record the job's lineage and the rank's command (CheckpointInfo).
 // From 5 on, the header itself (up to the identity and its CRC) keeps its layout, so that a segment
 // of another version is still seen for whose it is: a job's checkpoint is not silently left behind
 // by a version that cannot read it.
@@ -98,6 +98,9 @@ struct CheckpointInfo {
   // under the same tag (after the job was removed from the nodes that could be reached) has a
   // larger one, so the segments a returning node kept from before are told apart.
   std::uint64_t lineage = 0;
+  // This rank's command line and working directory when it set the segment up (command_print): a
+  // resume that nothing says is one (SKT_RESTART unset) must be of the same command.
+  std::uint64_t command = 0;
   std::int32_t members[kMaxGroupSize] = {};          // ranks of the group, by member index
   std::uint64_t member_chunks[kMaxGroupSize] = {};   // their stream lengths in chunks
   std::uint64_t member_layouts[kMaxGroupSize] = {};  // their layout hashes

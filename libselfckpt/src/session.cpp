@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <tuple>
 
@@ -35,6 +37,25 @@ void die_with_launcher() {
   const pid_t parent = getppid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) raise(SIGKILL);  // the launcher died just before
+}
+
+// What makes a run of a program the computation it is, besides its input files: its arguments (as
+// the kernel keeps them, NUL-separated) and its working directory, which its relative paths read.
+struct Command {
+  std::string shown;  // for messages: the words joined by spaces, and the directory
+  std::uint64_t print = 0;
+};
+
+Command this_command() {
+  std::ifstream file("/proc/self/cmdline", std::ios::binary);
+  std::string words((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::error_code error;
+  const std::string directory = std::filesystem::current_path(error).string();
+  const std::string both = words + '\0' + directory;
+  std::string shown = words;
+  if (!shown.empty() && shown.back() == '\0') shown.pop_back();
+  std::replace(shown.begin(), shown.end(), '\0', ' ');
+  return {fmt::format("`{}` in {}", shown, directory), crc64(both.data(), both.size())};
 }
 
 }  // namespace
@@ -370,6 +391,21 @@ Finding Session::inspect_checkpoint() {
                     "protect the same private objects",
                     declared.workspace_bytes(), all.size(), info.stage_bytes + info.regions_bytes));
   }
+  if (!config_.restart && info.command != 0) {
+    const Command command = this_command();
+    if (info.command != command.print) {
+      throw Error(
+          SKT_ERR_MISMATCH,
+          fmt::format("job '{}' has a checkpoint written by another command, or from another "
+                      "directory, than this one ({}): restored into another computation it "
+                      "gives a wrong result, and SKT_RESTART is unset, so nothing says that this "
+                      "is a relaunch of that run. To resume it with this command, relaunch with "
+                      "SKT_RESTART=1 (in a batch script: SKT_RESTART=${{SLURM_RESTART_COUNT:-0}}); "
+                      "to run this command as a job of its own, give it another SKT_JOB, or "
+                      "remove the checkpoint (skt-shm clean --job {})",
+                      config_.job, command.shown, config_.job));
+    }
+  }
   const auto state = read_control(checkpoint_.base());
   if (!state) {
     log_->warn("this rank's control block is unreadable: treated as lost");
@@ -531,6 +567,7 @@ void Session::set_up_store(const GroupShape& shape, int group, int member, int g
     info_.table_offset = store_.areas.table_offset();
     info_.table_bytes = region_table_bytes(table);
     info_.lineage = lineage;
+    info_.command = this_command().print;
     for (int i = 0; i < size; ++i) {
       const auto k = static_cast<std::size_t>(i);
       info_.members[k] = shape.ranks[k];

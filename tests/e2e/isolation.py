@@ -5,7 +5,8 @@ region names, group size, scheme, settings) are all refused without touching any
 while processes of an earlier launch still hold the segments waits, then refuses, naming them; a
 launcher killed from outside takes its ranks with it (none writes on into the segments); two
 relaunches started at once never both own a segment; a node back with the segments of an earlier
-start of the job under its tag is rebuilt, not restored from them;
+start of the job under its tag is rebuilt, not restored from them; with SKT_RESTART unset, a run
+of another command under the tag of a killed run is refused;
 configuration errors stop every rank with exit code 2, and a first launch refused for its settings
 leaves no segment behind; a group size above the job's size makes one group, with a warning; a job
 that fits the machine only without another job's workspace not yet written is refused; a job
@@ -73,6 +74,38 @@ def a_node_back_from_an_earlier_start(cluster, checks):
                       "rank 1 on node n1 holds segments" in back.err and "earlier start" in back.err,
                       "n4 lost and n1 back in its place: rank 1 is rebuilt from its group, not taken "
                       "from the earlier start, and the job ends with its own result", back)
+    finally:
+        cluster.clean(job)
+
+
+def another_computation_under_the_tag(cluster, checks):
+    """SKT_RESTART unset, as where the tag is set once for many runs (the default slurm-<job id>
+    under a batch script of several steps, or SKT_JOB exported in a shell): a run of another
+    command (another seed here) finds the checkpoint of a run that was killed. Nothing says it is a
+    relaunch of that run: it is refused with exit 2, saying how to resume and how to run apart,
+    and changes nothing. The same command, or SKT_RESTART=1, resumes. Before, the other command
+    restored the killed run's data: a wrong result with exit 0."""
+    job = cluster.new_job("iso-cmd")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    nodes = [f"n{r}" for r in range(4)]
+    first = APP_ARGS + ["--seed", "1", "--verify-recovery"]
+    other = APP_ARGS + ["--seed", "2", "--verify-recovery"]
+    reference = cluster.reference(4, APP_ARGS + ["--seed", "1"])
+    try:
+        killed = cluster.launch(nodes, first, dict(env, SKT_RESTART="0", SKT_FAULT="flush:1:2"))
+        checks.expect(killed.code not in (0, 2, 3) and not killed.hung,
+                      "the first run is killed in the middle of its second checkpoint", killed)
+        before = cluster.digests(job)
+        refused = cluster.launch(nodes, other, env)
+        checks.expect(refused.code == 2 and "written by another command" in refused.err and
+                      "SKT_RESTART=1" in refused.err and "seed 2" in refused.err and
+                      cluster.digests(job) == before,
+                      "another command with SKT_RESTART unset is refused with exit 2, naming it, "
+                      "and changes nothing", refused)
+        resumed = cluster.launch(nodes, first, env)
+        checks.expect(resumed.code == 0 and resumed.result == reference and resumed.epoch >= 1,
+                      "the same command with SKT_RESTART unset resumes it, with the result of a "
+                      "run without faults", resumed)
     finally:
         cluster.clean(job)
 
@@ -285,6 +318,7 @@ def main(argv):
     reference = cluster.reference(4, APP_ARGS)
     another_job_is_left_alone(cluster, checks, reference)
     a_node_back_from_an_earlier_start(cluster, checks)
+    another_computation_under_the_tag(cluster, checks)
     refused_relaunches_change_nothing(cluster, checks, reference)
     one_launch_at_a_time(cluster, checks, reference)
     resumed_twice_at_once(cluster, checks, reference)

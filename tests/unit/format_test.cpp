@@ -98,6 +98,7 @@ TEST(CheckpointInfo, RoundTripsAndDetectsCorruption) {
   info.regions_bytes = 999;
   info.layout_hash = 0xabcdef;
   info.lineage = 0x1234567890abcdefu;
+  info.command = 0xfedcba0987654321u;
   for (int i = 0; i < 4; ++i) {
     info.members[i] = 2 * i + 1;
     info.member_chunks[i] = 9 + static_cast<std::uint64_t>(i);
@@ -111,6 +112,7 @@ TEST(CheckpointInfo, RoundTripsAndDetectsCorruption) {
   EXPECT_EQ(back.stage_chunks, 3u);
   EXPECT_EQ(back.regions_bytes, 999u);
   EXPECT_EQ(back.lineage, 0x1234567890abcdefu);
+  EXPECT_EQ(back.command, 0xfedcba0987654321u);
   page[1030] ^= std::byte{0x40};
   EXPECT_FALSE(decode_checkpoint_info(page.data(), &back));
 }
