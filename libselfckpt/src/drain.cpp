@@ -140,6 +140,14 @@ std::uint32_t table_crc(const std::vector<std::uint32_t>& crcs) {
   return crc32(crcs.data(), crcs.size() * sizeof(std::uint32_t));
 }
 
+// The format version a drained file's header names, when it is one of selfckpt's.
+std::optional<std::uint32_t> drain_format_of(const std::byte* page) {
+  if (std::memcmp(page, kMagic, sizeof kMagic) != 0) return std::nullopt;
+  std::uint32_t version = 0;
+  std::memcpy(&version, page + sizeof kMagic, sizeof version);
+  return version;
+}
+
 }  // namespace
 
 std::uint64_t DrainFileHeader::data_offset() const noexcept {
@@ -171,6 +179,7 @@ void encode_drain_header(std::byte* page, const DrainFileHeader& h) {
   w.put(static_cast<std::int32_t>(h.parity));
   w.put(h.chunk_bytes);
   w.put(h.layout_hash);
+  w.put(h.command);
   w.put(h.stage_bytes);
   w.put(h.regions_offset);
   w.put(h.regions_bytes);
@@ -208,6 +217,7 @@ std::optional<DrainFileHeader> decode_drain_header(const std::byte* page) {
   h.parity = r.get<std::int32_t>();
   h.chunk_bytes = r.get<std::uint64_t>();
   h.layout_hash = r.get<std::uint64_t>();
+  h.command = r.get<std::uint64_t>();
   h.stage_bytes = r.get<std::uint64_t>();
   h.regions_offset = r.get<std::uint64_t>();
   h.regions_bytes = r.get<std::uint64_t>();
@@ -376,7 +386,13 @@ DrainFileHeader read_rank_file(const fs::path& path, const DrainFileExpected& ex
   }
   const auto header = decode_drain_header(head.data());
   if (!header) {
-    throw std::runtime_error(fmt::format("{} has no valid header (damaged)", path.string()));
+    const auto version = drain_format_of(head.data());
+    throw std::runtime_error(
+        version && *version != kDrainFormatVersion
+            ? fmt::format("{} was written by another version of selfckpt (drain format {}; this "
+                          "one reads {}), which alone restores it",
+                          path.string(), *version, kDrainFormatVersion)
+            : fmt::format("{} has no valid header (damaged)", path.string()));
   }
   const DrainFileExpected& x = expected;
   if (header->job != x.job || header->run != x.run || header->epoch != x.epoch ||

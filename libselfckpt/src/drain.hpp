@@ -29,7 +29,7 @@
 
 namespace skt {
 
-inline constexpr std::uint32_t kDrainFormatVersion = 2;
+inline constexpr std::uint32_t kDrainFormatVersion = 3;
 inline constexpr std::size_t kDrainHeaderBytes = 4096;
 inline constexpr std::size_t kDrainBlockBytes = std::size_t{1} << 20;
 
@@ -50,6 +50,7 @@ struct DrainFileHeader {
   int parity = 0;
   std::uint64_t chunk_bytes = 0;
   std::uint64_t layout_hash = 0;     // of the regions and private objects B holds
+  std::uint64_t command = 0;         // CheckpointInfo::command of the rank that drained
   std::uint64_t stage_bytes = 0;     // B: the staged private objects from 0,
   std::uint64_t regions_offset = 0;  // the regions' area from here,
   std::uint64_t regions_bytes = 0;

@@ -331,6 +331,21 @@ bool Session::release(void* ptr) {
   return arena_->release(static_cast<std::byte*>(ptr));
 }
 
+void Session::refuse_another_command(std::uint64_t recorded, const std::string& removal) const {
+  if (config_.restart || recorded == 0) return;
+  const Command command = this_command();
+  if (recorded == command.print) return;
+  throw Error(SKT_ERR_MISMATCH,
+              fmt::format("job '{}' has a checkpoint written by another command, or from another "
+                          "directory, than this one ({}): restored into another computation it "
+                          "gives a wrong result, and SKT_RESTART is unset, so nothing says that "
+                          "this is a relaunch of that run. To resume it with this command, "
+                          "relaunch with SKT_RESTART=1 (in a batch script: "
+                          "SKT_RESTART=${{SLURM_RESTART_COUNT:-0}}); to run this command as a job "
+                          "of its own, give it another SKT_JOB, or remove the checkpoint ({})",
+                          config_.job, command.shown, removal));
+}
+
 Finding Session::inspect_checkpoint() {
   Finding f;
   const std::vector<RegionEntry> all = entries();
@@ -391,21 +406,7 @@ Finding Session::inspect_checkpoint() {
                     "protect the same private objects",
                     declared.workspace_bytes(), all.size(), info.stage_bytes + info.regions_bytes));
   }
-  if (!config_.restart && info.command != 0) {
-    const Command command = this_command();
-    if (info.command != command.print) {
-      throw Error(
-          SKT_ERR_MISMATCH,
-          fmt::format("job '{}' has a checkpoint written by another command, or from another "
-                      "directory, than this one ({}): restored into another computation it "
-                      "gives a wrong result, and SKT_RESTART is unset, so nothing says that this "
-                      "is a relaunch of that run. To resume it with this command, relaunch with "
-                      "SKT_RESTART=1 (in a batch script: SKT_RESTART=${{SLURM_RESTART_COUNT:-0}}); "
-                      "to run this command as a job of its own, give it another SKT_JOB, or "
-                      "remove the checkpoint (skt-shm clean --job {})",
-                      config_.job, command.shown, config_.job));
-    }
-  }
+  refuse_another_command(info.command, "skt-shm clean --job " + config_.job);
   const auto state = read_control(checkpoint_.base());
   if (!state) {
     log_->warn("this rank's control block is unreadable: treated as lost");
@@ -839,6 +840,8 @@ bool Session::restore_from_storage(const std::vector<Finding>& findings,
   // Every rank's file is checked whole before anything in memory changes: when storage cannot
   // serve either, the segments that survived stay as they were.
   const auto check = [&](const DrainFileHeader& h) {
+    refuse_another_command(h.command,
+                           "skt-drain remove --dir " + config_.drain_dir + " --job " + config_.job);
     if (h.layout_hash != declared_layout_hash_ || h.stage_bytes != staged_bytes() ||
         h.regions_bytes != arena_->regions_bytes()) {
       throw Error(SKT_ERR_MISMATCH,
@@ -1037,6 +1040,14 @@ bool Session::restore_from_group_files(const std::vector<Finding>& findings,
     }
   }
   const DrainedCandidate& c = *chosen;
+  effects_->agree([&] {
+    for (const auto& h : files[static_cast<std::size_t>(rank_)]) {
+      if (h.epoch == c.epoch && h.run == c.run) {
+        refuse_another_command(h.command, "skt-drain remove --dir " + config_.drain_dir +
+                                              " --job " + config_.job + " on every node");
+      }
+    }
+  });
   std::vector<std::string> rebuilt;
   for (std::size_t g = 0; g < c.lost.size(); ++g) {
     for (const int i : c.lost[g])
@@ -1204,6 +1215,7 @@ void Session::start_drain() {
   h.parity = store_.geometry.parity;
   h.chunk_bytes = config_.chunk_bytes;
   h.layout_hash = declared_layout_hash_;
+  h.command = info_.command;
   h.stage_bytes = store_.layout.stage_bytes;
   h.regions_offset = store_.layout.copy_regions_offset();
   h.regions_bytes = store_.layout.regions_bytes;

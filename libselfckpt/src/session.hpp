@@ -87,6 +87,10 @@ class Session {
   Finding inspect_checkpoint();
   // Where the group's stream puts this rank's bytes, and the checkpoint areas that hold them.
   std::pair<StreamLayout, CheckpointAreas> plan_store(const GroupShape& shape) const;
+  // With SKT_RESTART unset, a checkpoint (in memory or drained) whose rank ran another command
+  // (`recorded`: CheckpointInfo::command) is not resumed: throws SKT_ERR_MISMATCH, naming
+  // `removal`, the command that removes it.
+  void refuse_another_command(std::uint64_t recorded, const std::string& removal) const;
   void set_up_store(const GroupShape& shape, int group, int member, int groups,
                     std::uint64_t lineage, bool keep_existing);
   // The bytes of memory this job's ranks are about to take: those on this rank's machine, and

@@ -112,6 +112,13 @@ def whole_job_elsewhere(cluster, drains, checks, reference):
                                drains.env(job, SKT_RESTART="1"))
         checks.expect(other.code == 2 and "differ from those of drained epoch 4" in other.err,
                       "a relaunch declaring other regions is refused (exit 2)", other)
+        cluster.clean(job)
+        unsaid = cluster.launch(others, APP_ARGS + ["--seed", "2"], drains.env(job))
+        checks.expect(unsaid.code == 2 and "written by another command" in unsaid.err and
+                      "skt-drain remove" in unsaid.err,
+                      "another command with SKT_RESTART unset is refused (exit 2): the drained "
+                      "epoch is of another computation", unsaid)
+        cluster.clean(job)
         relaunched_elsewhere(cluster, drains, checks, job, reference,
                              "the whole job relaunched on other nodes with nothing in memory: epoch 4 "
                              "from storage, the same result")
@@ -276,6 +283,12 @@ def node_local(cluster, options, checks, reference, root):
                       contents() == before,
                       "a relaunch declaring other regions is refused (exit 2), and changes no file",
                       other)
+        cluster.clean(job)
+        unsaid = cluster.launch(nodes, APP_ARGS + ["--seed", "2"], drains.env(job))
+        checks.expect(unsaid.code == 2 and "written by another command" in unsaid.err and
+                      "on every node" in unsaid.err and contents() == before,
+                      "another command with SKT_RESTART unset is refused (exit 2) from the nodes' "
+                      "files too, and changes no file", unsaid)
         cluster.clean(job)
         run = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], drains.env(job, SKT_RESTART="1"))
         checks.expect(run.code == 0 and run.result == reference and run.epoch == 4,

@@ -91,6 +91,7 @@ TEST(DrainHeader, RoundTripsAndRejectsDamage) {
   h.checksum_bytes = 1'500'000;
   h.with_checksum = true;
   h.table_crc = 0xabcdef;
+  h.command = 0x0123456789abcdefu;
   std::vector<std::byte> page(kDrainHeaderBytes);
   encode_drain_header(page.data(), h);
   ASSERT_EQ(decode_drain_header(page.data()), h);
@@ -268,6 +269,20 @@ TEST_F(DrainFiles, CarriesTheChecksumAfterTheCopy) {
   DrainFileExpected later = expected;
   later.epoch = 7;
   EXPECT_THROW(read_rank_file(drain_rank_file(dir, 1), later, {}), std::runtime_error);
+  // A file of another drain format (a relaunch after an upgrade) is named as such, not as damage.
+  {
+    std::fstream f(drain_rank_file(dir, 1), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8);
+    f.put('\x02');
+  }
+  try {
+    read_rank_file(drain_rank_file(dir, 1), expected, {});
+    ADD_FAILURE() << "a file of drain format 2 was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("another version of selfckpt (drain format 2"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(DrainFiles, EachRankRemovesOnlyItsOwnFiles) {
