@@ -154,7 +154,9 @@ HeaderStatus decode_header(const std::byte* page, std::size_t available, Segment
   h.identity.name = r.text();
   const std::size_t covered = sizeof kMagic + r.size();
   const bool intact = r.get<std::uint32_t>() == crc32(page, covered);
-  if (h.version != kFormatVersion && (h.version < 5 || !intact)) return HeaderStatus::bad_version;
+  if (h.version != kFormatVersion && (h.version < kStableHeaderSince || !intact)) {
+    return HeaderStatus::bad_version;
+  }
   if (!intact) return HeaderStatus::bad_crc;
   if (out != nullptr) *out = h;
   return h.version == kFormatVersion ? HeaderStatus::ok : HeaderStatus::other_version;

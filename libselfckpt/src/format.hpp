@@ -23,6 +23,7 @@ inline constexpr int kMaxGroupSize = 64;
 // of another version is still seen for whose it is: a job's checkpoint is not silently left behind
 // by a version that cannot read it.
 inline constexpr std::uint32_t kFormatVersion = 6;
+inline constexpr std::uint32_t kStableHeaderSince = 5;
 
 // A rank keeps two segments per job: its workspace W (every region and the staged private
 // objects) and its checkpoint (B, C and D, their digests, and the protocol's control block).
@@ -98,8 +99,8 @@ struct CheckpointInfo {
   // under the same tag (after the job was removed from the nodes that could be reached) has a
   // larger one, so the segments a returning node kept from before are told apart.
   std::uint64_t lineage = 0;
-  // This rank's command line and working directory when it set the segment up (command_print): a
-  // resume that nothing says is one (SKT_RESTART unset) must be of the same command.
+  // A print of this rank's command line and working directory when it set the segment up: a resume
+  // that nothing says is one (SKT_RESTART unset) must be of the same command.
   std::uint64_t command = 0;
   std::int32_t members[kMaxGroupSize] = {};          // ranks of the group, by member index
   std::uint64_t member_chunks[kMaxGroupSize] = {};   // their stream lengths in chunks

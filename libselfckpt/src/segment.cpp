@@ -326,10 +326,6 @@ std::optional<Segment> take(int id, const SegmentIdentity& identity, double seco
   }
 }
 
-}  // namespace
-
-namespace {
-
 // The header of segment `id` when it is an intact one of another format version.
 std::optional<SegmentHeader> other_version_header(int id) {
   shmid_ds ds{};

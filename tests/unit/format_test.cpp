@@ -41,17 +41,17 @@ TEST(Header, RejectsCorruption) {
   version[8] = std::byte{99};
   EXPECT_EQ(decode_header(version.data(), version.size(), nullptr), HeaderStatus::bad_version);
   EXPECT_EQ(decode_header(page.data(), kHeaderBytes - 1, nullptr), HeaderStatus::truncated);
-  // Intact headers of other versions: from 5 on, read for whose segment it is; before, not.
-  for (const std::uint32_t v : {5u, 4u}) {
+  // Intact headers of other versions: from kStableHeaderSince on, read for whose segment it is.
+  for (const std::uint32_t v : {kStableHeaderSince, kStableHeaderSince - 1}) {
     SegmentHeader other = sample();
     other.version = v;
     std::vector<std::byte> old(kHeaderBytes);
     encode_header(old.data(), other);
     SegmentHeader back;
     EXPECT_EQ(decode_header(old.data(), old.size(), &back),
-              v == 5 ? HeaderStatus::other_version : HeaderStatus::bad_version);
-    if (v == 5) {
-      EXPECT_EQ(back.version, 5u);
+              v == kStableHeaderSince ? HeaderStatus::other_version : HeaderStatus::bad_version);
+    if (v == kStableHeaderSince) {
+      EXPECT_EQ(back.version, kStableHeaderSince);
       EXPECT_TRUE(same_identity(back.identity, other.identity));
     }
   }
