@@ -260,10 +260,11 @@ RestorePlan plan_restore(std::span<const Finding> findings, const std::vector<st
                          const Config& config) {
   RestorePlan out;
   out.candidates = restore_candidates(config.mode, findings);
-  for (const auto& f : findings) {
-    if (f.valid != 0) out.lineage = std::max(out.lineage, f.lineage);
+  if (!out.fresh()) {
+    for (const auto& f : findings) {
+      if (f.valid != 0) out.lineage = std::max(out.lineage, f.lineage);
+    }
   }
-  if (out.fresh()) out.lineage = 0;
   out.groups = out.fresh() ? plan_groups(nodes, config.group_size, config.parity + 1)
                            : recorded_plan(findings, nodes, config.job);
   std::vector<std::uint64_t> chunks(findings.size());

@@ -193,11 +193,9 @@ void encode_drain_header(std::byte* page, const DrainFileHeader& h) {
 }
 
 std::optional<DrainFileHeader> decode_drain_header(const std::byte* page) {
-  FieldReader r(page);
-  for (const char c : kMagic) {
-    if (r.get<char>() != c) return {};
-  }
-  if (r.get<std::uint32_t>() != kDrainFormatVersion) return {};
+  if (drain_format_of(page) != kDrainFormatVersion) return {};
+  constexpr std::size_t kFieldsAt = sizeof kMagic + sizeof kDrainFormatVersion;
+  FieldReader r(page + kFieldsAt);
   DrainFileHeader h;
   h.job = r.text();
   h.run = r.get<std::uint64_t>();
@@ -226,7 +224,7 @@ std::optional<DrainFileHeader> decode_drain_header(const std::byte* page) {
   h.with_checksum = r.get<std::uint32_t>() != 0;
   h.block_bytes = r.get<std::uint64_t>();
   h.table_crc = r.get<std::uint32_t>();
-  const std::size_t covered = r.size();
+  const std::size_t covered = kFieldsAt + r.size();
   if (r.get<std::uint32_t>() != crc32(page, covered)) return {};
   if (h.block_bytes == 0 || h.rank < 0 || h.rank >= h.nranks || h.groups < 1 || h.group < 0 ||
       h.group >= h.groups || h.member < 0 || h.member >= size ||
