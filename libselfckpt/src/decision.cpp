@@ -25,6 +25,49 @@ std::vector<int> stale_ranks(std::span<const Finding> findings) {
   return stale;
 }
 
+std::vector<Misplaced> needed_elsewhere(std::span<const Finding> findings,
+                                        std::span<const Misplaced> misplaced) {
+  if (completed_epoch(findings)) return {};
+  std::uint64_t newest = 0;
+  for (const auto& f : findings) {
+    if (f.valid != 0) newest = std::max(newest, f.lineage);
+  }
+  for (const auto& m : misplaced) {
+    if (m.newest > 0) newest = std::max(newest, m.lineage);
+  }
+  std::vector<Misplaced> needed;
+  for (const auto& m : misplaced) {
+    const auto rank = static_cast<std::size_t>(m.rank);
+    if (m.newest > 0 && m.lineage == newest && rank < findings.size() &&
+        findings[rank].valid == 0) {
+      needed.push_back(m);
+    }
+  }
+  std::sort(needed.begin(), needed.end(),
+            [](const Misplaced& a, const Misplaced& b) { return a.rank < b.rank; });
+  return needed;
+}
+
+std::string misplacement_refusal(std::span<const Misplaced> needed,
+                                 const std::vector<std::string>& nodes, const std::string& job) {
+  std::string list;
+  for (const auto& m : needed) {
+    list += fmt::format(
+        "{}rank {}'s is on node {}, where this launch runs rank {} (and rank {} on "
+        "node {})",
+        list.empty() ? "" : "; ", m.rank, nodes[static_cast<std::size_t>(m.holder)], m.holder,
+        m.rank, nodes[static_cast<std::size_t>(m.rank)]);
+  }
+  return fmt::format(
+      "the checkpoint of job '{}' lies on this launch's nodes, but not where it places the ranks: "
+      "{}. A rank restores only the checkpoint on its own node, and without these the job "
+      "would start afresh or could not be restored. Relaunch with each rank on the node that "
+      "holds its checkpoint (the node order and mapping of the run that wrote it: mpirun --host "
+      "or a rankfile, srun or sbatch --nodelist), or remove the checkpoint to start afresh "
+      "(skt-shm clean --job {})",
+      job, list, job);
+}
+
 Candidates restore_candidates(Mode mode, std::span<const Finding> findings) {
   Candidates c;
   std::int64_t newest = -1;

@@ -48,6 +48,27 @@ struct Finding {
 // other data, so they are no checkpoint of this one: the ranks are rebuilt as if lost.
 std::vector<int> stale_ranks(std::span<const Finding> findings);
 
+// A checkpoint segment of the job that a node of this launch holds for a rank this launch places
+// on another node: the ranks were mapped to the nodes in another order (another host order or
+// mapping policy), or the job moved to a shifted set of nodes (a batch job requeued elsewhere).
+// The first rank of this launch on the node reports it.
+struct Misplaced {
+  std::int32_t rank = -1;    // whose checkpoint it is
+  std::int32_t holder = -1;  // the rank of this launch on the node that holds it
+  std::int64_t newest = -1;  // the newest epoch it may hold; none once the job finished
+  std::uint64_t lineage = 0;
+};
+
+// The misplaced checkpoints this launch would need: of ranks that found nothing valid in place,
+// holding an epoch, of the newest lineage found. Once the job completed, none.
+std::vector<Misplaced> needed_elsewhere(std::span<const Finding> findings,
+                                        std::span<const Misplaced> misplaced);
+
+// Why a launch that would start afresh, or could not restore, without the checkpoints it needs
+// elsewhere is refused instead, and how to relaunch.
+std::string misplacement_refusal(std::span<const Misplaced> needed,
+                                 const std::vector<std::string>& nodes, const std::string& job);
+
 // The epochs to try, newest first; none: nothing was ever committed, start afresh.
 struct Candidates {
   std::vector<std::int64_t> epochs;

@@ -15,6 +15,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include "selfckpt/selfckpt.hpp"
@@ -393,21 +394,54 @@ FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seco
   return result;
 }
 
-std::vector<SegmentListing> list_own_segments(bool other_versions) {
-  std::vector<SegmentListing> out;
+namespace {
+
+// Calls `visit(id, ds)` for each segment of the machine that the calling user owns.
+template <typename Visit>
+void for_each_own_segment(Visit visit) {
   shm_info info{};
   const int highest = shmctl(0, SHM_INFO, reinterpret_cast<shmid_ds*>(&info));
   for (int index = 0; index <= highest; ++index) {
     shmid_ds ds{};
     const int id = shmctl(index, SHM_STAT, &ds);
-    if (id < 0 || !owned_by_caller(ds)) continue;
+    if (id >= 0 && owned_by_caller(ds)) visit(id, ds);
+  }
+}
+
+}  // namespace
+
+std::vector<SegmentListing> list_own_segments(bool other_versions) {
+  std::vector<SegmentListing> out;
+  for_each_own_segment([&](int id, const shmid_ds& ds) {
     if (auto look = Segment::attach(id, true)) {
       out.push_back({id, ds.shm_perm.__key, look->header(), ds.shm_nattch});
     } else if (const auto other = other_versions ? other_version_header(id) : std::nullopt;
                other && other->identity.uid == geteuid()) {
       out.push_back({id, ds.shm_perm.__key, *other, ds.shm_nattch});
     }
+  });
+  return out;
+}
+
+std::vector<SegmentListing> list_segments_of(const std::vector<SegmentIdentity>& identities) {
+  std::unordered_multimap<key_t, std::size_t> wanted;
+  for (std::size_t i = 0; i < identities.size(); ++i) {
+    for (int probe = 0; probe < kKeyProbes; ++probe)
+      wanted.emplace(segment_key(identities[i], probe), i);
   }
+  std::vector<SegmentListing> out;
+  for_each_own_segment([&](int id, const shmid_ds& ds) {
+    if (!wanted.contains(ds.shm_perm.__key)) return;
+    const auto look = Segment::attach(id, true);
+    if (!look) return;
+    const auto [first, last] = wanted.equal_range(ds.shm_perm.__key);
+    for (auto it = first; it != last; ++it) {
+      if (same_identity(look->header().identity, identities[it->second])) {
+        out.push_back({id, ds.shm_perm.__key, look->header(), ds.shm_nattch});
+        return;
+      }
+    }
+  });
   return out;
 }
 

@@ -89,6 +89,9 @@ struct SegmentListing {
   std::uint64_t attached;  // processes attached
 };
 std::vector<SegmentListing> list_own_segments(bool other_versions = false);
+// The segments of the calling user that carry one of `identities`: only segments at their keys are
+// attached (read-only, for the header), so other jobs' are never touched, not even looked at.
+std::vector<SegmentListing> list_segments_of(const std::vector<SegmentIdentity>& identities);
 // Removes a listed segment, whatever its version (it goes once no process has it attached).
 bool remove_segment(int shmid) noexcept;
 

@@ -188,9 +188,9 @@ void Session::require_recovered(const char* call) const {
   }
 }
 
-SegmentIdentity Session::identity(SegmentKind kind) const {
+SegmentIdentity Session::identity_of(int rank, SegmentKind kind) const {
   return SegmentIdentity{
-      static_cast<std::uint32_t>(geteuid()), config_.job, config_.node, rank_, kind,
+      static_cast<std::uint32_t>(geteuid()), config_.job, config_.node, rank, kind,
       std::string(kind_name(kind))};
 }
 
@@ -430,6 +430,64 @@ Finding Session::inspect_checkpoint() {
   }
   info_ = info;
   return f;
+}
+
+std::vector<Misplaced> Session::gather_misplaced() {
+  std::vector<Misplaced> mine;
+  const auto here = static_cast<std::size_t>(rank_);
+  const bool first_on_node =
+      std::find(nodes_.begin(), nodes_.end(), nodes_[here]) - nodes_.begin() == rank_;
+  if (!ephemeral_job_ && first_on_node) {
+    effects_->agree([&] {
+      std::vector<SegmentIdentity> elsewhere;
+      for (int r = 0; r < nranks_; ++r) {
+        if (nodes_[static_cast<std::size_t>(r)] != nodes_[here])
+          elsewhere.push_back(identity_of(r, SegmentKind::checkpoint));
+      }
+      for (const SegmentListing& s : list_segments_of(elsewhere)) {
+        if (s.header.nranks != nranks_) continue;
+        Misplaced m{.rank = s.header.identity.rank, .holder = rank_};
+        if (const auto seen = Segment::attach(s.shmid, true)) {
+          CheckpointInfo info;
+          const auto state = read_control(seen->base());
+          if (state && state->finished < 0 && decode_checkpoint_info(seen->base(), &info)) {
+            m.newest = std::max(state->committed, state->agreed);
+            m.lineage = info.lineage;
+          }
+        }
+        mine.push_back(m);
+      }
+    });
+  } else {
+    effects_->agree([] {});
+  }
+  const auto gathered = effects_->gather(
+      std::span(reinterpret_cast<const std::byte*>(mine.data()), mine.size() * sizeof(Misplaced)));
+  std::vector<Misplaced> all;
+  for (const auto& bytes : gathered) {
+    const std::size_t from = all.size();
+    all.resize(from + bytes.size() / sizeof(Misplaced));
+    std::memcpy(all.data() + from, bytes.data(), bytes.size());
+  }
+  return all;
+}
+
+void Session::remove_misplaced(std::span<const Misplaced> misplaced) {
+  for (const auto& m : misplaced) {
+    if (rank_ == 0) {
+      log_->warn(
+          "node {} held segments of job '{}' rank {}, which this launch places on node {}: a rank "
+          "restores only from its own node, so they were of no use, and are removed",
+          nodes_[static_cast<std::size_t>(m.holder)], config_.job, m.rank,
+          nodes_[static_cast<std::size_t>(m.rank)]);
+    }
+    if (m.holder != rank_) continue;
+    for (const SegmentListing& s :
+         list_segments_of({identity_of(m.rank, SegmentKind::workspace),
+                           identity_of(m.rank, SegmentKind::checkpoint)})) {
+      if (s.header.nranks == nranks_) remove_segment(s.shmid);
+    }
+  }
 }
 
 std::pair<StreamLayout, CheckpointAreas> Session::plan_store(const GroupShape& shape) const {
@@ -672,6 +730,19 @@ std::uint64_t Session::restore() {
       f.valid = 0;
     remove_drained_epochs();
   }
+  const std::vector<Misplaced> misplaced = gather_misplaced();
+  if (config_.restart == 0 && !misplaced.empty()) {
+    effects_->agree([&] {
+      const Misplaced& m = misplaced.front();
+      throw Error(SKT_ERR_STALE,
+                  fmt::format("node {} holds segments of job '{}' rank {} from an earlier run, but "
+                              "SKT_RESTART=0 says this is a first launch; remove the old segments "
+                              "with 'skt-shm clean --job {}' or use a new job tag",
+                              nodes_[static_cast<std::size_t>(m.holder)], config_.job, m.rank,
+                              config_.job));
+    });
+  }
+  const std::vector<Misplaced> needed = needed_elsewhere(findings, misplaced);
 
   // The memory level first; when it cannot serve (more losses than a group tolerates, or nothing
   // left in memory at all), the newest epoch that storage holds completely.
@@ -679,21 +750,38 @@ std::uint64_t Session::restore() {
   std::optional<AgreedError> memory_failure;
   try {
     effects_->agree([&] { setup = plan_restore(findings, nodes_, config_); });
+    if (setup.fresh() && !needed.empty()) {  // alike on every rank, from the gathered facts
+      throw AgreedError(SKT_ERR_UNRECOVERABLE, "no rank found a checkpoint of its own on its node");
+    }
     const bool survivor = !setup.fresh() && mine.valid != 0;
     const int group =
         establish(setup, survivor ? std::optional<ControlState>(mine.state) : std::nullopt);
     RestoreInputs inputs{setup.candidates, survivor, setup.shapes, group, nodes_, config_.job};
     epoch_ = protocol_->restore(inputs);
   } catch (const AgreedError& e) {
-    if (e.code() != SKT_ERR_UNRECOVERABLE || config_.drain_dir.empty()) throw;
-    memory_failure = e;
+    if (e.code() != SKT_ERR_UNRECOVERABLE) throw;
+    // What the launch could not do without is in memory, on the wrong nodes: a relaunch that
+    // places the ranks right restores it, which is no unrecoverable loss.
+    memory_failure =
+        needed.empty()
+            ? e
+            : AgreedError(SKT_ERR_MISMATCH,
+                          fmt::format("{}. Without them: {}",
+                                      misplacement_refusal(needed, nodes_, config_.job), e.what()));
+    if (config_.drain_dir.empty()) throw *memory_failure;
   }
   const bool fresh = !memory_failure && setup.fresh();
   bool from_storage = false;
   if (memory_failure || (fresh && !completed && !config_.drain_dir.empty())) {
-    from_storage = restore_from_storage(findings, memory_failure ? memory_failure->what() : "");
+    try {
+      from_storage = restore_from_storage(findings, memory_failure ? memory_failure->what() : "");
+    } catch (const AgreedError& e) {
+      if (needed.empty() || e.code() != SKT_ERR_UNRECOVERABLE) throw;
+      throw AgreedError(SKT_ERR_MISMATCH, e.what());
+    }
   }
   log_->set_epoch(epoch_);
+  remove_misplaced(misplaced);
   recovered_ = true;
   last_recover_seconds_ = MPI_Wtime() - start;
   last_verify_seconds_ = protocol_->stats().verify_seconds;

@@ -76,7 +76,9 @@ class Session {
   void require_recovered(const char* call) const;
   std::string next_unnamed() const;
   void check_declaration(const char* call, const std::string& name) const;
-  SegmentIdentity identity(SegmentKind kind) const;
+  // A segment of this job on this rank's node: this rank's (identity), or another's.
+  SegmentIdentity identity_of(int rank, SegmentKind kind) const;
+  SegmentIdentity identity(SegmentKind kind) const { return identity_of(rank_, kind); }
   void check_not_stale(SegmentKind kind) const;
   Arena& arena();
 
@@ -85,6 +87,12 @@ class Session {
   // The staged objects and the regions, as the stream places them.
   std::vector<RegionEntry> entries() const;
   Finding inspect_checkpoint();
+  // Collective: the checkpoints of the job on this launch's nodes held for ranks it places
+  // elsewhere (each node's first rank reports those of its node).
+  std::vector<Misplaced> gather_misplaced();
+  // After a restore that did without them: the misplaced segments of this rank's node, both kinds,
+  // removed by the rank that reported them, which is no use left and would hold their memory.
+  void remove_misplaced(std::span<const Misplaced> misplaced);
   // Where the group's stream puts this rank's bytes, and the checkpoint areas that hold them.
   std::pair<StreamLayout, CheckpointAreas> plan_store(const GroupShape& shape) const;
   // With SKT_RESTART unset, a checkpoint (in memory or drained) whose rank ran another command

@@ -6,7 +6,10 @@ while processes of an earlier launch still hold the segments waits, then refuses
 launcher killed from outside takes its ranks with it (none writes on into the segments); two
 relaunches started at once never both own a segment; a node back with the segments of an earlier
 start of the job under its tag is rebuilt, not restored from them; with SKT_RESTART unset, a run
-of another command under the tag of a killed run is refused;
+of another command under the tag of a killed run is refused; a relaunch that places the ranks on
+the job's nodes in another order restores what its groups can rebuild and removes the segments
+left under the other ranks, and one that could not do without them is refused, naming where each
+rank's checkpoint lies, instead of starting afresh beside them;
 configuration errors stop every rank with exit code 2, and a first launch refused for its settings
 leaves no segment behind; a group size above the job's size makes one group, with a warning; a job
 that fits the machine only without another job's workspace not yet written is refused; a job
@@ -110,13 +113,46 @@ def another_computation_under_the_tag(cluster, checks):
         cluster.clean(job)
 
 
-def refused_relaunches_change_nothing(cluster, checks, reference):
-    job = cluster.new_job("iso-c")
+def crashed_after_epoch_2(cluster, job):
+    """Runs `job` on n0..n3 in groups of 2 until rank 1 crashes after epoch 2; returns the nodes, the
+    job's environment and its segments' digests."""
     nodes = [f"n{r}" for r in range(4)]
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    crash_mid_run(cluster, nodes, env, 1)
+    return nodes, env, cluster.digests(job)
+
+
+def ranks_placed_on_other_nodes(cluster, checks, reference):
+    """The relaunch maps the ranks to the nodes differently: the job requeued on a shifted list of
+    nodes, or another host order. A rank restores only from its own node. With every rank on a node
+    that holds another's checkpoint, it is refused (exit 2) and changes nothing; before, it started
+    afresh with exit 0, the checkpoint lost without a word and left holding the nodes' memory. Two
+    ranks swapped, one in each group, are rebuilt from their groups, and the segments left under
+    the other rank are removed; before, they stayed on after the job."""
+    job = cluster.new_job("iso-moved")
     try:
-        crash_mid_run(cluster, nodes, env, 1)
-        before = cluster.digests(job)
+        _, env, before = crashed_after_epoch_2(cluster, job)
+        shifted = cluster.launch(["n1", "n2", "n3", "n4"], APP_ARGS, dict(env, SKT_RESTART="1"))
+        checks.expect(shifted.code == 2 and "rank 1's is on node n1, where this launch runs rank 0"
+                      in shifted.err and "skt-shm clean" in shifted.err and
+                      cluster.digests(job) == before and cluster.segment_count(job) == 8,
+                      "every rank on the node of another's checkpoint: refused with exit 2, naming "
+                      "where each checkpoint lies, and nothing changes", shifted)
+        swapped = cluster.launch(["n1", "n0", "n2", "n3"], APP_ARGS + ["--verify-recovery"],
+                                 dict(env, SKT_RESTART="1"))
+        checks.expect(swapped.code == 0 and swapped.result == reference and swapped.epoch == 2 and
+                      "node n0 held segments" in swapped.err and
+                      cluster.segment_count(job) == 0,
+                      "ranks 0 and 1 swapped: rebuilt from their groups, and the job ends with no "
+                      "segment left on any node", swapped)
+    finally:
+        cluster.clean(job)
+
+
+def refused_relaunches_change_nothing(cluster, checks, reference):
+    job = cluster.new_job("iso-c")
+    try:
+        nodes, env, before = crashed_after_epoch_2(cluster, job)
         stale = cluster.launch(nodes, APP_ARGS, dict(env, SKT_RESTART="0"))
         checks.expect(stale.code == 2 and "earlier run" in stale.err and
                       f"skt-shm clean --job {job}" in stale.err,
@@ -319,6 +355,7 @@ def main(argv):
     another_job_is_left_alone(cluster, checks, reference)
     a_node_back_from_an_earlier_start(cluster, checks)
     another_computation_under_the_tag(cluster, checks)
+    ranks_placed_on_other_nodes(cluster, checks, reference)
     refused_relaunches_change_nothing(cluster, checks, reference)
     one_launch_at_a_time(cluster, checks, reference)
     resumed_twice_at_once(cluster, checks, reference)

@@ -116,6 +116,52 @@ TEST(StaleRanks, SegmentsOfAnEarlierStartOfTheJobAreNoCheckpointOfIt) {
   EXPECT_EQ(plan.lineage, 500u);
 }
 
+TEST(NeededElsewhere, ACheckpointOnAnotherNodeOfTheLaunchIsNeededOnlyWhereItsRankHasNone) {
+  auto f = steady(3);
+  for (auto& finding : f)
+    finding.lineage = 500;
+  // Ranks 0 and 1 were placed the other way round: each found nothing of its own, and each one's
+  // node holds the other's checkpoint.
+  f[0] = Finding{};
+  f[1] = Finding{};
+  const std::vector<Misplaced> swapped{{.rank = 1, .holder = 0, .newest = 3, .lineage = 500},
+                                       {.rank = 0, .holder = 1, .newest = 3, .lineage = 500}};
+  const auto needed = needed_elsewhere(f, swapped);
+  ASSERT_EQ(needed.size(), 2u);
+  EXPECT_EQ(needed[0].rank, 0);
+  EXPECT_EQ(needed[1].rank, 1);
+  const std::string why = misplacement_refusal(needed, nodes(), "job");
+  EXPECT_NE(why.find("rank 0's is on node n1, where this launch runs rank 1 (and rank 0 on node "
+                     "n0)"),
+            std::string::npos)
+      << why;
+  // A rank that found its own in place leaves a copy elsewhere of no use (a leftover).
+  f[1] = steady(3)[1];
+  f[1].lineage = 500;
+  EXPECT_EQ(needed_elsewhere(f, swapped).size(), 1u);
+  // Nothing committed in it, or from an earlier start than the job's: not a checkpoint to need.
+  auto older = swapped;
+  older[1].lineage = 400;
+  EXPECT_TRUE(needed_elsewhere(f, older).empty());
+  older[1] = {.rank = 0, .holder = 1, .newest = 0, .lineage = 900};
+  EXPECT_TRUE(needed_elsewhere(f, older).empty());
+  // Once the job completed, nothing of it is needed.
+  f[5].state.finished = 3;
+  EXPECT_TRUE(needed_elsewhere(f, swapped).empty());
+}
+
+TEST(NeededElsewhere, WhenEveryRankMovedTheNewestMisplacedStartCounts) {
+  // The job requeued on a shifted list of nodes: no rank found anything in place.
+  const std::vector<Finding> f(4);
+  const std::vector<Misplaced> shifted{{.rank = 1, .holder = 0, .newest = 2, .lineage = 700},
+                                       {.rank = 2, .holder = 1, .newest = 2, .lineage = 700},
+                                       {.rank = 3, .holder = 2, .newest = 2, .lineage = 600}};
+  const auto needed = needed_elsewhere(f, shifted);
+  ASSERT_EQ(needed.size(), 2u);
+  EXPECT_EQ(needed[0].rank, 1);
+  EXPECT_EQ(needed[1].rank, 2);
+}
+
 TEST(RecordedPlan, TheSurvivorsVouchForTheirGroups) {
   auto f = steady(3);
   f[3] = Finding{};  // lost: its group still knows it
