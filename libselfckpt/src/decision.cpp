@@ -63,7 +63,8 @@ std::string misplacement_refusal(std::span<const Misplaced> needed,
       "{}. A rank restores only the checkpoint on its own node, and without these the job "
       "would start afresh or could not be restored. Relaunch with each rank on the node that "
       "holds its checkpoint (the node order and mapping of the run that wrote it: mpirun --host "
-      "or a rankfile, srun or sbatch --nodelist), or remove the checkpoint to start afresh "
+      "or a rankfile; a requeued Slurm job: scontrol update JobId=ID ReqNodeList=NODES), or remove "
+      "the checkpoint to start afresh "
       "(skt-shm clean --job {})",
       job, list, job);
 }
