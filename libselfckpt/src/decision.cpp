@@ -53,8 +53,7 @@ std::string misplacement_refusal(std::span<const Misplaced> needed,
   std::string list;
   for (const auto& m : needed) {
     list += fmt::format(
-        "{}rank {}'s is on node {}, where this launch runs rank {} (and rank {} on "
-        "node {})",
+        "{}rank {}'s is on node {}, where this launch runs rank {} (and rank {} on node {})",
         list.empty() ? "" : "; ", m.rank, nodes[static_cast<std::size_t>(m.holder)], m.holder,
         m.rank, nodes[static_cast<std::size_t>(m.rank)]);
   }
@@ -63,9 +62,9 @@ std::string misplacement_refusal(std::span<const Misplaced> needed,
       "{}. A rank restores only the checkpoint on its own node, and without these the job "
       "would start afresh or could not be restored. Relaunch with each rank on the node that "
       "holds its checkpoint (the node order and mapping of the run that wrote it: mpirun --host "
-      "or a rankfile; a requeued Slurm job: scontrol update JobId=ID ReqNodeList=NODES), or remove "
-      "the checkpoint to start afresh "
-      "(skt-shm clean --job {})",
+      "or a rankfile; a requeued Slurm job: scontrol update JobId=ID ReqNodeList=NODES; skt-run "
+      "keeps each rank on its node, a lost one's on a spare), or remove the checkpoint to start "
+      "afresh (skt-shm clean --job {})",
       job, list, job);
 }
 
