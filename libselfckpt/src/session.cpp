@@ -473,14 +473,19 @@ std::vector<Misplaced> Session::gather_misplaced() {
 }
 
 void Session::remove_misplaced(std::span<const Misplaced> misplaced) {
-  for (const auto& m : misplaced) {
-    if (rank_ == 0) {
-      log_->warn(
-          "node {} held segments of job '{}' rank {}, which this launch places on node {}: a rank "
-          "restores only from its own node, so they were of no use, and are removed",
-          nodes_[static_cast<std::size_t>(m.holder)], config_.job, m.rank,
-          nodes_[static_cast<std::size_t>(m.rank)]);
+  if (rank_ == 0 && !misplaced.empty()) {
+    std::string list;
+    for (const auto& m : misplaced) {
+      list += fmt::format("{}node {} held rank {}'s (on node {} now)", list.empty() ? "" : "; ",
+                          nodes_[static_cast<std::size_t>(m.holder)], m.rank,
+                          nodes_[static_cast<std::size_t>(m.rank)]);
     }
+    log_->warn(
+        "segments of job '{}' were left on nodes where this launch runs other ranks: {}. A rank "
+        "restores only from its own node, so they were of no use, and are removed",
+        config_.job, list);
+  }
+  for (const auto& m : misplaced) {
     if (m.holder != rank_) continue;
     for (const SegmentListing& s :
          list_segments_of({identity_of(m.rank, SegmentKind::workspace),

@@ -90,8 +90,8 @@ class Session {
   // Collective: the checkpoints of the job on this launch's nodes held for ranks it places
   // elsewhere (each node's first rank reports those of its node).
   std::vector<Misplaced> gather_misplaced();
-  // After a restore that did without them: the misplaced segments of this rank's node, both kinds,
-  // removed by the rank that reported them, which is no use left and would hold their memory.
+  // After a restore that did without them, the misplaced segments (both kinds) are of no use and
+  // would hold their nodes' memory: the rank that reported each removes it.
   void remove_misplaced(std::span<const Misplaced> misplaced);
   // Where the group's stream puts this rank's bytes, and the checkpoint areas that hold them.
   std::pair<StreamLayout, CheckpointAreas> plan_store(const GroupShape& shape) const;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The storage level (SKT_DRAIN_DIR): committed copies drained to files in the background, and
 restored when memory cannot serve. Two members of one XOR group lost, the whole job gone with its
-segments (other nodes), a rank killed in the middle of a drain, a damaged drained file, a drain
+segments (other nodes), every rank relaunched on another's node, a rank killed in the middle of a drain, a damaged drained file, a drain
 directory that cannot be written, or that is full, a relaunch with another number of ranks, a
 first launch over an earlier run's drains, and skt-drain's list, verify and remove. Then drains
 with their checksums to a directory per node (SKT_DRAIN_WRITE=copy+checksum, node-local disks): a
@@ -135,6 +135,23 @@ def allocation_ends(cluster, drains, checks, reference):
         relaunched_elsewhere(cluster, drains, checks, job, reference,
                              "its last epoch (4), drained at the very end, restores on other nodes: the "
                              "same result")
+
+
+def shifted_nodes(cluster, drains, checks, reference):
+    """The relaunch runs every rank on the node of the next one (a requeue that lost the first node
+    of its list): no rank can restore from memory, and storage serves, saying why memory could not;
+    what memory held under other ranks is removed, and only the node left out keeps its segments."""
+    with drained_job(cluster, drains, "shifted") as job:
+        crashed_first_launch(cluster, drains, checks, job, NODES)
+        run = cluster.launch(["n1", "n2", "n3", "n4"], APP_ARGS + ["--verify-recovery"],
+                             drains.env(job, SKT_RESTART="1"))
+        checks.expect(run.code == 0 and run.result == reference and run.epoch == 4 and
+                      "not where it places the ranks" in run.err and
+                      "restoring drained epoch 4 from storage" in run.err,
+                      "every rank on the next one's node: epoch 4 restored from storage, saying why "
+                      "memory could not serve, with the same result", run)
+        checks.expect(cluster.segment_count(job) == 2 and "are removed" in run.err,
+                      "the segments left under other ranks are removed: only n0's 2 stay", run)
 
 
 def killed_mid_drain(cluster, drains, checks, reference):
@@ -361,6 +378,7 @@ def main(argv):
         beyond_tolerance(cluster, drains, checks, reference)
         whole_job_elsewhere(cluster, drains, checks, reference)
         allocation_ends(cluster, drains, checks, reference)
+        shifted_nodes(cluster, drains, checks, reference)
         killed_mid_drain(cluster, drains, checks, reference)
         damaged_file(cluster, drains, checks)
         unwritable_and_full(cluster, drains, checks, reference, root)

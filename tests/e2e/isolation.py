@@ -141,7 +141,7 @@ def ranks_placed_on_other_nodes(cluster, checks, reference):
         swapped = cluster.launch(["n1", "n0", "n2", "n3"], APP_ARGS + ["--verify-recovery"],
                                  dict(env, SKT_RESTART="1"))
         checks.expect(swapped.code == 0 and swapped.result == reference and swapped.epoch == 2 and
-                      "node n0 held segments" in swapped.err and
+                      "node n0 held rank 0's (on node n1 now)" in swapped.err and
                       cluster.segment_count(job) == 0,
                       "ranks 0 and 1 swapped: rebuilt from their groups, and the job ends with no "
                       "segment left on any node", swapped)
