@@ -75,6 +75,39 @@ std::string limit_hint() {
       *limit);
 }
 
+// Where workspaces are reserved: the same addresses in every launch of a program, so that pointers
+// that regions hold into regions (a table of row pointers) are still right after a relaunch. From
+// 32 TiB up to 80 TiB: above the sanitizers' shadow memory, below where Linux loads a
+// position-independent program and its heap (from about 85 TiB) and maps libraries (near 128 TiB).
+constexpr std::uintptr_t kWorkspaceAddresses = std::uintptr_t{32} << 40;
+constexpr std::uintptr_t kWorkspaceAddressesEnd = std::uintptr_t{80} << 40;
+constexpr std::size_t kTiB = std::size_t{1} << 40;
+
+// Reserves `bytes` of addresses, neither backed nor accounted: at the first free place of the
+// workspaces' range (a second context of the process takes the next, as in every launch), else
+// wherever the kernel puts it (*fixed false). Null when the kernel refuses.
+std::byte* reserve_addresses(std::size_t bytes, bool* fixed) {
+  constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  const std::size_t stride = round_up(bytes, kTiB);
+  for (std::uintptr_t at = kWorkspaceAddresses; at + bytes <= kWorkspaceAddressesEnd;
+       at += stride) {
+    void* want = reinterpret_cast<void*>(at);
+    void* p = mmap(want, bytes, PROT_NONE, kFlags | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == want) {
+      *fixed = true;
+      return static_cast<std::byte*>(p);
+    }
+    if (p != MAP_FAILED) {
+      munmap(p, bytes);  // a kernel before 4.17 took the address as a hint only
+      break;
+    }
+    if (errno != EEXIST) break;  // no such addresses here (a smaller address space), or a limit
+  }
+  *fixed = false;
+  void* p = mmap(nullptr, bytes, PROT_NONE, kFlags, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+}
+
 // Regions of a page or more start on a page, smaller ones on a cache line.
 std::size_t alignment_for(std::size_t bytes) {
   return bytes >= kHeaderBytes ? kHeaderBytes : 64;
@@ -176,14 +209,12 @@ Arena::Arena(Options options) : options_(std::move(options)) {
   const Reservation plan = plan_reservation();
   reserved_ = plan.bytes;
   alignment_ = plan.alignment;
-  void* p = mmap(nullptr, reserved_ + alignment_, PROT_NONE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
+  reservation_ = reserve_addresses(reserved_ + alignment_, &at_fixed_addresses_);
+  if (reservation_ == nullptr) {
     throw Error(SKT_ERR_NOMEM, fmt::format("cannot reserve {} bytes of addresses for the "
                                            "workspace: {}{}",
                                            reserved_, std::strerror(errno), limit_hint()));
   }
-  reservation_ = static_cast<std::byte*>(p);
   base_ = reinterpret_cast<std::byte*>(
       round_up(reinterpret_cast<std::uintptr_t>(reservation_), alignment_));
   if (!options_.find_existing) return;

@@ -8,7 +8,9 @@
 // relaunch finds the segment of an earlier launch, the segment is mapped over the range at once
 // and regions come back at their recorded places. Otherwise regions get ordinary memory in the
 // range until seal(), which creates the segment, copies into it what the program wrote, and maps
-// it over the range: the pointers the program holds stay valid.
+// it over the range: the pointers the program holds stay valid. The range is the same in every
+// launch of the program (at_fixed_addresses), so pointers that regions hold into regions are still
+// right after a relaunch.
 #pragma once
 
 #include <cstddef>
@@ -76,6 +78,9 @@ class Arena {
   // The addresses the workspace may span: twice the node's memory and 64 GiB more, or, under a
   // limit on the process's address space (ulimit -v), a quarter of what is left under it.
   std::size_t reserved_bytes() const noexcept { return reserved_; }
+  // Whether the workspace lies at the addresses every launch of the program gives it, so that
+  // pointers its regions hold into its regions stay right across relaunches.
+  bool at_fixed_addresses() const noexcept { return at_fixed_addresses_; }
 
  private:
   void attach_found(Segment found);
@@ -87,6 +92,7 @@ class Arena {
   std::size_t alignment_ = 0;         // of base_; the rest of the range
   std::byte* base_ = nullptr;         // where the segment's first byte goes
   Segment segment_;
+  bool at_fixed_addresses_ = false;
   bool found_ = false;
   bool sealed_ = false;
   ArenaRecord record_;

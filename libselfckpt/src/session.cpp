@@ -787,6 +787,12 @@ std::uint64_t Session::restore() {
   }
   log_->set_epoch(epoch_);
   remove_misplaced(misplaced);
+  if ((from_storage || !fresh) && !arena_->at_fixed_addresses()) {
+    log_->warn(
+        "this rank's workspace could not be placed at the addresses every launch gives it (from "
+        "32 TiB: taken, or beyond this machine's address space): pointers that its regions held "
+        "into its regions before the relaunch do not point there now");
+  }
   recovered_ = true;
   last_recover_seconds_ = MPI_Wtime() - start;
   last_verify_seconds_ = protocol_->stats().verify_seconds;

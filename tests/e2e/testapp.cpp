@@ -57,6 +57,9 @@ struct Options {
   // the next; none of region 0 with static_first (set up once and marked static).
   int touch_percent = 100;
   bool static_first = false;
+  // A region holding a pointer to each data region, set up once, as C codes keep a table of row
+  // pointers: after a recovery, each must still point at its region.
+  bool pointer_table = false;
 };
 
 struct Window {
@@ -214,6 +217,8 @@ int run(const Options& o) {
   for (int k = 0; k < o.regions; ++k) {
     regions.push_back(ctx.alloc<std::uint8_t>(fmt::format("data{}", k), region_bytes(o, rank, k)));
   }
+  skt::Region<std::uint8_t*> table;
+  if (o.pointer_table) table = ctx.alloc<std::uint8_t*>("table", regions.size());
   State state{0, 0};
   ctx.protect("state", state);
   if (!o.scribble.empty()) {
@@ -239,10 +244,23 @@ int run(const Options& o) {
                  regions[static_cast<std::size_t>(k)].size(), o, rank, k);
     }
     state = State{0, 0};
+    for (std::size_t k = 0; k < table.size(); ++k)
+      table[k] = regions[k].data();
   } else {
     if (rank == 0) {
       fmt::print("recovered epoch {} at iteration {}\n", epoch, state.iteration);
     }
+    int pointers_right = 1;
+    for (std::size_t k = 0; k < table.size(); ++k) {
+      if (table[k] != regions[k].data()) {
+        fmt::print(stderr,
+                   "STALE POINTER rank {} region {}: the table says {}, the region is at {}\n",
+                   rank, k, static_cast<void*>(table[k]), static_cast<void*>(regions[k].data()));
+        pointers_right = 0;
+      }
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &pointers_right, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (pointers_right == 0) return 4;
     if (o.verify_recovery) {
       // The sum scheme's bound for values in [-1, 1]: a rebuilt value sums G-2 data values and a
       // parity of at most G-1 in magnitude (see enc::sum_rebuild_bound).
@@ -380,6 +398,8 @@ int main(int argc, char** argv) {
   app.add_option("--touch-percent", o.touch_percent,
                  "share of each region an iteration rewrites (a window that moves)")
       ->check(CLI::Range(1, 100));
+  app.add_flag("--pointer-table", o.pointer_table,
+               "a region of pointers to the data regions, checked after a recovery");
   app.add_flag("--static-first", o.static_first,
                "region 0 is set up once, never rewritten, and marked static (skt_mark_static)");
   CLI11_PARSE(app, argc, argv);

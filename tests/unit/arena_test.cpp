@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,6 +127,63 @@ TEST(Arena, FortyRegionsMakeOneSegmentAndKeepWhatWasWrittenBeforeSeal) {
   again.seal(256);
   EXPECT_TRUE(again.found());
   again.remove();
+}
+
+TEST(Arena, EveryLaunchPlacesTheWorkspaceAtTheSameAddresses) {
+  // A table of row pointers in one region, pointing into another: a relaunch restores the table as
+  // it was, so the rows must come back at the same addresses, in a new process too.
+  const auto in_fixed_range = [](const std::byte* p) {
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    return at >= (std::uintptr_t{32} << 40) && at < (std::uintptr_t{80} << 40);
+  };
+  std::byte* table = nullptr;
+  std::byte* rows = nullptr;
+  {
+    Arena arena(options("arena-fixed"));
+    EXPECT_TRUE(arena.at_fixed_addresses());
+    table = arena.allocate("table", 8 * sizeof(std::byte*));
+    rows = arena.allocate("rows", 8 * 100);
+    for (int i = 0; i < 8; ++i) {
+      std::byte* row = rows + 100 * i;
+      std::memcpy(table + i * sizeof row, &row, sizeof row);
+    }
+    arena.seal(0);
+    EXPECT_TRUE(in_fixed_range(table));
+    // A second workspace in the same process (another context) takes the next place.
+    Arena other(options("arena-fixed-other"));
+    EXPECT_TRUE(other.at_fixed_addresses());
+    std::byte* elsewhere = other.allocate("x", 64);
+    EXPECT_TRUE(in_fixed_range(elsewhere));
+    EXPECT_GE(elsewhere, rows + 8 * 100);
+  }
+  Arena again(options("arena-fixed"));
+  ASSERT_TRUE(again.found());
+  EXPECT_EQ(again.allocate("table", 8 * sizeof(std::byte*)), table);
+  EXPECT_EQ(again.allocate("rows", 8 * 100), rows);
+  again.seal(0);
+  std::byte* third_row = nullptr;
+  std::memcpy(&third_row, table + 3 * sizeof third_row, sizeof third_row);
+  EXPECT_EQ(third_row, rows + 300);
+  again.remove();
+}
+
+TEST(Arena, WhereTheFixedAddressesAreTakenTheWorkspaceGoesElsewhereAndSaysSo) {
+  const auto from = std::uintptr_t{32} << 40;
+  const std::size_t span = std::size_t{48} << 40;
+  void* taken = mmap(reinterpret_cast<void*>(from), span, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(taken, reinterpret_cast<void*>(from)) << std::strerror(errno);
+  {
+    Arena arena(options("arena-moved"));
+    EXPECT_FALSE(arena.at_fixed_addresses());
+    std::byte* p = arena.allocate("r", 4096);
+    std::memset(p, 7, 4096);
+    arena.seal(0);
+    arena.remove();
+  }
+  munmap(taken, span);
+  Arena back(options("arena-moved"));
+  EXPECT_TRUE(back.at_fixed_addresses());
 }
 
 TEST(Arena, ARelaunchThatDeclaresOtherRegionsIsRefusedAndTouchesNothing) {
