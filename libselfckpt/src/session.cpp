@@ -465,6 +465,7 @@ std::vector<Misplaced> Session::gather_misplaced() {
       std::span(reinterpret_cast<const std::byte*>(mine.data()), mine.size() * sizeof(Misplaced)));
   std::vector<Misplaced> all;
   for (const auto& bytes : gathered) {
+    if (bytes.empty()) continue;  // memcpy from an empty vector's null data is undefined
     const std::size_t from = all.size();
     all.resize(from + bytes.size() / sizeof(Misplaced));
     std::memcpy(all.data() + from, bytes.data(), bytes.size());
