@@ -486,13 +486,15 @@ void Session::remove_misplaced(std::span<const Misplaced> misplaced) {
         "restores only from its own node, so they were of no use, and are removed",
         config_.job, list);
   }
+  std::vector<SegmentIdentity> mine;  // one scan of the node's segments for all of them
   for (const auto& m : misplaced) {
     if (m.holder != rank_) continue;
-    for (const SegmentListing& s :
-         list_segments_of({identity_of(m.rank, SegmentKind::workspace),
-                           identity_of(m.rank, SegmentKind::checkpoint)})) {
-      if (s.header.nranks == nranks_) remove_segment(s.shmid);
-    }
+    mine.push_back(identity_of(m.rank, SegmentKind::workspace));
+    mine.push_back(identity_of(m.rank, SegmentKind::checkpoint));
+  }
+  if (mine.empty()) return;
+  for (const SegmentListing& s : list_segments_of(mine)) {
+    if (s.header.nranks == nranks_) remove_segment(s.shmid);
   }
 }
 

@@ -11,8 +11,8 @@ import harness
 APP_ARGS = ["--iterations", "12", "--checkpoint-every", "3", "--bytes", "30000"]
 
 
-def crash_mid_run(cluster, nodes, env, victim):
-    return cluster.launch(nodes, APP_ARGS + ["--crash-at", "7", "--crash-rank", str(victim)],
+def crash_mid_run(cluster, nodes, env, victim, extra=()):
+    return cluster.launch(nodes, APP_ARGS + [*extra, "--crash-at", "7", "--crash-rank", str(victim)],
                           dict(env, SKT_RESTART="0"))
 
 
@@ -69,8 +69,7 @@ def pointers_into_regions(cluster, checks, reference):
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
     table = ["--pointer-table"]
     try:
-        first = cluster.launch(nodes, APP_ARGS + table + ["--crash-at", "7", "--crash-rank", "1"],
-                               dict(env, SKT_RESTART="0"))
+        first = crash_mid_run(cluster, nodes, env, 1, table)
         checks.expect(first.code not in (0, 2, 3) and not first.hung,
                       "pointer table: rank 1 crashed after epoch 2", first)
         cluster.lose_node(job, nodes[1])
