@@ -751,6 +751,11 @@ std::uint64_t Session::restore() {
     });
   }
   const std::vector<Misplaced> needed = needed_elsewhere(findings, misplaced);
+  // establish removes them once the launch goes ahead without them: its groups rebuild those
+  // ranks, or storage serves. Any later launch then has the same ranks to rebuild. After that, what
+  // this launch could not do without is no longer anywhere.
+  misplaced_ = misplaced;
+  const auto still_needed = [&] { return !needed.empty() && !removed_misplaced_; };
 
   // The memory level first; when it cannot serve (more losses than a group tolerates, or nothing
   // left in memory at all), the newest epoch that storage holds completely.
@@ -771,7 +776,7 @@ std::uint64_t Session::restore() {
     // What the launch could not do without is in memory, on the wrong nodes: a relaunch that
     // places the ranks right restores it, which is no unrecoverable loss.
     memory_failure =
-        needed.empty()
+        !still_needed()
             ? e
             : AgreedError(SKT_ERR_MISMATCH,
                           fmt::format("{}. Without them: {}",
@@ -784,12 +789,11 @@ std::uint64_t Session::restore() {
     try {
       from_storage = restore_from_storage(findings, memory_failure ? memory_failure->what() : "");
     } catch (const AgreedError& e) {
-      if (needed.empty() || e.code() != SKT_ERR_UNRECOVERABLE) throw;
+      if (!still_needed() || e.code() != SKT_ERR_UNRECOVERABLE) throw;
       throw AgreedError(SKT_ERR_MISMATCH, e.what());
     }
   }
   log_->set_epoch(epoch_);
-  remove_misplaced(misplaced);
   if ((from_storage || !fresh) && !arena_->at_fixed_addresses()) {
     log_->warn(
         "this rank's workspace could not be placed at the addresses every launch gives it (from "
@@ -851,6 +855,8 @@ int Session::establish(const RestorePlan& setup, std::optional<ControlState> sur
           r, config_.node);
     }
   }
+  remove_misplaced(std::exchange(misplaced_, {}));
+  removed_misplaced_ = true;
   const double decided = MPI_Wtime();
   codec_ = shape.geometry.parity > 0
                ? enc::make_codec(config_.scheme, shape.geometry.group_size, shape.geometry.parity)

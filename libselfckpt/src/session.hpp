@@ -90,7 +90,7 @@ class Session {
   // Collective: the checkpoints of the job on this launch's nodes held for ranks it places
   // elsewhere (each node's first rank reports those of its node).
   std::vector<Misplaced> gather_misplaced();
-  // After a restore that did without them, the misplaced segments (both kinds) are of no use and
+  // Once a launch goes ahead without them, the misplaced segments (both kinds) are of no use and
   // would hold their nodes' memory: the rank that reported each removes it.
   void remove_misplaced(std::span<const Misplaced> misplaced);
   // Where the group's stream puts this rank's bytes, and the checkpoint areas that hold them.
@@ -116,7 +116,9 @@ class Session {
   void refuse_beyond_memory(const MemoryDemand& demand) const;
   std::uint64_t restore();
   // Joins the group the plan gives this rank and sets up its store and protocol, over the
-  // segments that survived (with their control state) or new ones. Returns the group.
+  // segments that survived (with their control state) or new ones. Returns the group. The
+  // misplaced segments go first: the launch goes ahead without them, and the memory they hold is
+  // what the new segments may need.
   int establish(const RestorePlan& setup, std::optional<ControlState> survived);
   // The storage level: restores the newest completely drained epoch when memory could not serve
   // (`memory_failure` says why) or held nothing (empty). False: storage holds nothing either, on a
@@ -165,6 +167,10 @@ class Session {
   std::set<const void*> released_;  // freed after recovery: still in the workspace until finalize
 
   bool recovered_ = false;
+  // Found by restore for establish to remove; removed_misplaced_: they are gone, so a refusal can
+  // no longer point to them.
+  std::vector<Misplaced> misplaced_;
+  bool removed_misplaced_ = false;
   std::uint64_t epoch_ = 0;
   Segment checkpoint_;
   bool checkpoint_created_ = false;  // by this launch

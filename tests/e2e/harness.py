@@ -167,9 +167,13 @@ class Cluster:
     def clean(self, job):
         self.shm_tool("clean", "--job", job)
 
-    def segment_count(self, job):
+    def segments(self, job):
+        """The rows of skt-shm list for a job, split: shmid, key, job, rank, node, kind, name, bytes..."""
         text = self.shm_tool("list", "--job", job)
-        return sum(1 for line in text.splitlines() if re.match(r"^\s*\d+\s", line))
+        return [line.split() for line in text.splitlines() if re.match(r"^\s*\d+\s", line)]
+
+    def segment_count(self, job):
+        return len(self.segments(job))
 
     def digests(self, job):
         """rank, kind, name → data digest, for every segment of a job."""
@@ -319,13 +323,22 @@ class MemoryCgroup:
                 return
             self.directory = os.path.join(self.home, f"skt-e2e-{os.getpid()}")
             os.mkdir(self.directory)
-            with open(os.path.join(self.directory, "memory.max" if self.unified else "memory.limit_in_bytes"), "w") as f:
-                f.write(str(limit))
+            self.limit_to(limit)
         except OSError as e:
             self.why_not = f"cannot make a memory cgroup: {e}"
             if self.directory and os.path.isdir(self.directory):
                 os.rmdir(self.directory)
             self.directory = None
+
+    def limit_to(self, limit):
+        with open(os.path.join(self.directory, "memory.max" if self.unified else "memory.limit_in_bytes"), "w") as f:
+            f.write(str(limit))
+
+    def usage(self):
+        """The bytes charged to the cgroup: its processes' memory and the pages of the segments they
+        wrote first, which stay charged to it after they exit."""
+        with open(os.path.join(self.directory, "memory.current" if self.unified else "memory.usage_in_bytes")) as f:
+            return int(f.read())
 
     def __enter__(self):
         if self.directory:

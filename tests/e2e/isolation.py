@@ -9,7 +9,8 @@ start of the job under its tag is rebuilt, not restored from them; with SKT_REST
 of another command under the tag of a killed run is refused; a relaunch that places the ranks on
 the job's nodes in another order restores what its groups can rebuild and removes the segments
 left under the other ranks, and one that could not do without them is refused, naming where each
-rank's checkpoint lies, instead of starting afresh beside them;
+rank's checkpoint lies, instead of starting afresh beside them; the segments left under other
+ranks make way before a relaunch takes memory for its own, as a job near its memory limit needs;
 configuration errors stop every rank with exit code 2, and a first launch refused for its settings
 leaves no segment behind; a group size above the job's size makes one group, with a warning; a job
 that fits the machine only without another job's workspace not yet written is refused; a job
@@ -145,6 +146,41 @@ def ranks_placed_on_other_nodes(cluster, checks, reference):
                       cluster.segment_count(job) == 0,
                       "ranks 0 and 1 swapped: rebuilt from their groups, and the job ends with no "
                       "segment left on any node", swapped)
+    finally:
+        cluster.clean(job)
+
+
+def ranks_swapped_within_a_memory_limit(cluster, checks):
+    """The swap above for a job that takes most of its memory limit (a memory cgroup, as Slurm's --mem
+    sets): each of the two nodes holds the other rank's checkpoint and must make room for its own
+    rank's, rebuilt from its group. The segments left under the other rank are removed before the
+    new ones are made, and the job restores. Before, the memory check counted them as taken and
+    refused the relaunch with exit 2, telling the user to give the job a smaller workspace."""
+    job = cluster.new_job("iso-tight")
+    args = ["--iterations", "5", "--checkpoint-every", "1", "--regions", "1", "--bytes", str(128 << 20)]
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    cgroup = harness.MemoryCgroup(1 << 40)
+    if cgroup.why_not:
+        print(f"skip a relaunch of swapped ranks within a memory limit: {cgroup.why_not}", flush=True)
+        return
+    reference = cluster.reference(4, args)
+    try:
+        with cgroup:
+            first = cluster.launch([f"n{r}" for r in range(4)],
+                                   args + ["--crash-at", "3", "--crash-rank", "1"], dict(env, SKT_RESTART="0"))
+            checks.expect(first.code not in (0, 2, 3) and not first.hung,
+                          "a job of 4 ranks of 128 MiB crashes after epoch 2", first)
+            # Room for one rank's segments beside the job's: not for the two rebuilt beside the
+            # two left under the other ranks, which hold the memory of two ranks.
+            rank_bytes = sum(int(row[7]) for row in cluster.segments(job) if row[3] == "0")
+            cgroup.limit_to(cgroup.usage() + rank_bytes)
+            swapped = cluster.launch(["n1", "n0", "n2", "n3"], args, dict(env, SKT_RESTART="1"))
+        checks.expect(swapped.code == 0 and swapped.result == reference and swapped.epoch == 2 and
+                      "node n0 held rank 0's (on node n1 now)" in swapped.err and
+                      cluster.segment_count(job) == 0,
+                      f"ranks 0 and 1 swapped, in a cgroup with room for one rank's {rank_bytes >> 20} "
+                      "MiB of segments more: the segments left under the other rank make way, and the "
+                      "job restores epoch 2 and ends with the reference result", swapped)
     finally:
         cluster.clean(job)
 
@@ -356,6 +392,7 @@ def main(argv):
     a_node_back_from_an_earlier_start(cluster, checks)
     another_computation_under_the_tag(cluster, checks)
     ranks_placed_on_other_nodes(cluster, checks, reference)
+    ranks_swapped_within_a_memory_limit(cluster, checks)
     refused_relaunches_change_nothing(cluster, checks, reference)
     one_launch_at_a_time(cluster, checks, reference)
     resumed_twice_at_once(cluster, checks, reference)
