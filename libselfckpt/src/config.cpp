@@ -104,7 +104,7 @@ const std::vector<Option>& options() {
          }
          c.node = v;
        }},
-      {"group_size", "SKT_GROUP_SIZE", "ranks per group (1 = no protection)",
+      {"group_size", "SKT_GROUP_SIZE", "most ranks per group (1 = no protection)",
        [](Config& c, const std::string& origin, const std::string& v) {
          c.group_size = integer_in(origin, v, 1, 64);
        }},

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "libselfckpt/src/format.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt {
@@ -43,27 +44,39 @@ GroupPlan plan_groups(const std::vector<std::string>& domain_of_rank, int group_
                             "SKT_GROUP_SIZE=1 to run without protection",
                             n, n == 1 ? "" : "s", min_members));
   }
-  const int groups = (n + group_size - 1) / group_size;
+  // Each group's members on distinct nodes: a node's ranks each need a group of their own.
   const auto widest = static_cast<int>(domains.front().size());
-  if (widest > groups) {
-    const std::string& name = domain_of_rank[static_cast<std::size_t>(domains.front().front())];
+  const std::string& widest_node =
+      domain_of_rank[static_cast<std::size_t>(domains.front().front())];
+  if (n / widest < min_members) {
     throw Error(
         SKT_ERR_CONFIG,
         fmt::format(
             "cannot place the {} ranks in groups on distinct nodes: node '{}' holds {} of them, "
-            "but groups of up to {} ranks make {} group{}, so two of its ranks would share one. "
-            "Use more nodes or a smaller group size (SKT_GROUP_SIZE); to test on one host, "
-            "give each rank its own SKT_NODE; SKT_GROUP_SIZE=1 runs without protection",
-            n, name, widest, group_size, groups == 1 ? "only one" : fmt::format("only {}", groups),
-            groups == 1 ? "" : "s"));
+            "which need a group each, and {} groups of the {} ranks would have as few as {} "
+            "member{}, where the scheme needs at least {} per group. Use more nodes; to test on "
+            "one host, give each rank its own SKT_NODE; SKT_GROUP_SIZE=1 runs without protection",
+            n, widest_node, widest, widest, n, n / widest, n / widest == 1 ? "" : "s",
+            min_members));
   }
-  const int smallest = n / groups;
-  if (smallest < min_members) {
-    throw Error(SKT_ERR_CONFIG,
-                fmt::format("{} ranks in groups of at most {} give groups of {} ranks, but the "
-                            "scheme needs at least {} per group; use a larger SKT_GROUP_SIZE or "
-                            "fewer parity chunks",
-                            n, group_size, smallest, min_members));
+  // As few groups as keep each within group_size: the fewer the groups, the less memory their
+  // checksums take. More where a node holds more ranks than that (two nodes of 8 ranks in groups
+  // of 4 make 8 groups of 2), so that every group tolerates the loss of a node.
+  const int within_size = (n + group_size - 1) / group_size;
+  int groups = std::max(within_size, widest);
+  if (n / groups < min_members) {
+    // The groups within group_size leave one too small (3 ranks in groups of 2 make 2 and 1):
+    // fewer, a little larger, as long as a checkpoint segment can name their members. (Here the
+    // widest node is narrower than `within_size`, so `fewer` groups still separate its ranks.)
+    const int fewer = n / group_size;
+    if ((n + fewer - 1) / fewer > kMaxGroupSize) {
+      throw Error(SKT_ERR_CONFIG,
+                  fmt::format("{} ranks in groups of at most {} give groups of {} ranks, but the "
+                              "scheme needs at least {} per group, and fewer groups would have "
+                              "more than {} members; use fewer parity chunks",
+                              n, group_size, n / groups, min_members, kMaxGroupSize));
+    }
+    groups = fewer;
   }
 
   plan.members.assign(static_cast<std::size_t>(groups), {});

@@ -811,10 +811,7 @@ std::uint64_t Session::restore() {
     return epoch_;
   }
   if (fresh) {
-    if (config_.group_size > nranks_ && rank_ == 0) {
-      log_->warn("the group size (SKT_GROUP_SIZE) is {} but the job has {} ranks: one group of {}",
-                 config_.group_size, nranks_, nranks_);
-    }
+    if (rank_ == 0) warn_of_other_group_sizes(setup.groups);
     if (config_.restart.value_or(0) > 0 && !completed && rank_ == 0) {
       log_->warn("SKT_RESTART={} but job '{}' has no committed checkpoint: starting afresh",
                  *config_.restart, config_.job);
@@ -838,6 +835,35 @@ std::uint64_t Session::restore() {
       mine.valid != 0 ? "this rank's memory survived" : "this rank was lost",
       s.workspace_blocks_rolled_back, s.copy_blocks_mended, s.chunks_rebuilt);
   return epoch_;
+}
+
+void Session::warn_of_other_group_sizes(const GroupPlan& plan) const {
+  const int asked = config_.group_size;
+  if (asked <= 1) return;
+  if (asked > nranks_) {
+    log_->warn("the group size (SKT_GROUP_SIZE) is {} but the job has {} ranks: one group of {}",
+               asked, nranks_, nranks_);
+    return;
+  }
+  int smallest = nranks_, largest = 0;
+  for (int g = 0; g < plan.groups(); ++g) {
+    smallest = std::min(smallest, plan.size_of(g));
+    largest = std::max(largest, plan.size_of(g));
+  }
+  const std::string sizes =
+      smallest == largest ? std::to_string(largest) : fmt::format("{} to {}", smallest, largest);
+  if (largest > asked) {
+    log_->warn(
+        "groups of {} ranks, where the group size (SKT_GROUP_SIZE) is {}: {} ranks in groups of "
+        "at most {} would leave a group too small to protect itself",
+        sizes, asked, nranks_, asked);
+  } else if (plan.groups() > (nranks_ + asked - 1) / asked) {
+    log_->warn(
+        "groups of {} ranks, where the group size (SKT_GROUP_SIZE) is {}: a group's members must "
+        "be on distinct nodes, and a node holds {} of the job's ranks. Smaller groups take more "
+        "memory for their checksums",
+        sizes, asked, plan.groups());
+  }
 }
 
 int Session::establish(const RestorePlan& setup, std::optional<ControlState> survived) {

@@ -120,6 +120,10 @@ class Session {
   // misplaced segments go first: the launch goes ahead without them, and the memory they hold is
   // what the new segments may need.
   int establish(const RestorePlan& setup, std::optional<ControlState> survived);
+  // A fresh start's warning where the groups are not of the size asked: larger (the job's ranks
+  // would leave a group too small), smaller (a node holds more ranks than groups of that size
+  // make), or one group of the whole job.
+  void warn_of_other_group_sizes(const GroupPlan& plan) const;
   // The storage level: restores the newest completely drained epoch when memory could not serve
   // (`memory_failure` says why) or held nothing (empty). False: storage holds nothing either, on a
   // fresh start; with a memory failure that is an AgreedError, as any refusal.

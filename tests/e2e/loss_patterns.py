@@ -2,7 +2,9 @@
 """Loss patterns beyond a single failure: two losses in one group must end with the
 'unrecoverable' exit code (3), a message naming the group, and the survivors' segments untouched;
 one loss in each of several groups, and a second failure in another group during the recovery,
-must recover exactly; so must a program whose regions hold pointers into its regions."""
+must recover exactly; so must a program whose regions hold pointers into its regions, and jobs
+whose groups cannot be of the size asked (a node with more ranks than groups, a remainder too
+small to protect itself)."""
 
 import sys
 
@@ -58,6 +60,32 @@ def one_loss_per_group(cluster, checks, reference):
         cluster.clean(job)
 
 
+def groups_not_of_the_size_asked(cluster, checks, references):
+    """Where groups of SKT_GROUP_SIZE cannot be made, the groups adapt, and a node loss still
+    recovers. Two nodes of 4 ranks with the default size 4 (mpirun -n 8 on a two-node allocation):
+    groups of 4 would put two ranks of a node in each, so there are 4 groups of 2, one rank of each
+    node in each, and node n1 lost with its 4 ranks is rebuilt on n2. 3 ranks with SKT_GROUP_SIZE=2:
+    one group of 3 rather than 2 and 1, and a node lost is rebuilt. Before, both were refused at
+    their first launch (exit 2)."""
+    for nodes, size, sizes, replaced in ([["n0"] * 4 + ["n1"] * 4, "4", "groups of 2 ranks", "n1"],
+                                         [["n0", "n1", "n2"], "2", "groups of 3 ranks", "n1"]):
+        job = cluster.new_job(f"sized{size}")
+        env = {"SKT_JOB": job, "SKT_GROUP_SIZE": size}
+        what = f"{len(nodes)} ranks on {len(set(nodes))} nodes, SKT_GROUP_SIZE={size}"
+        try:
+            first = crash_mid_run(cluster, nodes, env, 1)
+            checks.expect(first.code not in (0, 2, 3) and not first.hung and sizes in first.err,
+                          f"{what}: {sizes}, with a warning; rank 1 crashed after epoch 2", first)
+            cluster.lose_node(job, replaced)
+            moved = [node if node != replaced else "n9" for node in nodes]
+            run = cluster.launch(moved, APP_ARGS + ["--verify-recovery"], dict(env, SKT_RESTART="1"))
+            checks.expect(run.code == 0 and run.result == references[len(nodes)] and run.epoch == 2,
+                          f"{what}: node {replaced} lost, its ranks rebuilt on a new node, the same "
+                          "result", run)
+        finally:
+            cluster.clean(job)
+
+
 def pointers_into_regions(cluster, checks, reference):
     """A program that keeps, in a region, pointers into its regions (a table of row pointers, as C
     codes do): the relaunch restores the table as it was, so survivors and the rank rebuilt on a
@@ -109,10 +137,11 @@ def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     checks = harness.Checks()
-    references = {n: cluster.reference(n, APP_ARGS) for n in (4, 8)}
+    references = {n: cluster.reference(n, APP_ARGS) for n in (3, 4, 8)}
     two_losses_in_one_group(cluster, checks, references[4], 2, 4, [1, 3])
     two_losses_in_one_group(cluster, checks, references[8], 4, 8, [3, 5])
     one_loss_per_group(cluster, checks, references[4])
+    groups_not_of_the_size_asked(cluster, checks, references)
     pointers_into_regions(cluster, checks, references[4])
     second_failure_during_recovery(cluster, checks, references[4])
     return harness.report_failures(checks.failures)

@@ -80,12 +80,47 @@ TEST(Planner, ImpossibleRequestNamesTheFix) {
     FAIL() << "two ranks of one node cannot share a group";
   } catch (const Error& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("node 'vm' holds 2 of them, but groups of up to 4 ranks make only one group,"),
+    EXPECT_NE(m.find("node 'vm' holds 2 of them, which need a group each, and 2 groups of the 2 "
+                     "ranks would have as few as 1 member, where the scheme needs at least 2"),
               std::string::npos)
         << m;
   }
-  EXPECT_THROW(plan_groups({"a", "b", "c", "a", "a"}, 3, 2), Error);  // 'a' has 3 > 2 groups
+  EXPECT_THROW(plan_groups({"a", "b", "c", "a", "a"}, 3, 2), Error);  // 'a' needs 3 groups of 1
   EXPECT_THROW(plan_groups({"a"}, 4, 2), Error);                      // one rank cannot protect
+}
+
+TEST(Planner, ANodeWithMoreRanksThanGroupsTakesSmallerGroups) {
+  // mpirun -n 16 on two nodes, the default group size: 4 groups of 4 would put two ranks of a node
+  // in each; 8 groups of 2, one rank of each node, tolerate the loss of either node.
+  std::vector<std::string> d;
+  for (int node = 0; node < 2; ++node) {
+    for (int k = 0; k < 8; ++k)
+      d.push_back(fmt::format("node{}", node));
+  }
+  const auto plan = plan_groups(d, 4, 2);
+  EXPECT_EQ(plan.groups(), 8);
+  expect_valid(plan, d);
+  // Three nodes of 4 ranks with rs parity 2 (groups of at least 3): 4 groups of 3.
+  const std::vector<std::string> three{"a", "a", "a", "a", "b", "b", "b", "b", "c", "c", "c", "c"};
+  const auto rs = plan_groups(three, 8, 3);
+  EXPECT_EQ(rs.groups(), 4);
+  expect_valid(rs, three);
+}
+
+TEST(Planner, ARemainderTooSmallToProtectItselfJoinsTheOtherGroups) {
+  // 3 ranks in groups of 2 would make 2 and 1: one group of 3.
+  const auto three = plan_groups({"a", "b", "c"}, 2, 2);
+  EXPECT_EQ(three.groups(), 1);
+  EXPECT_EQ(three.size_of(0), 3);
+  // 7 in groups of 2: 3, 2 and 2 rather than 2, 2, 2 and 1.
+  const std::vector<std::string> seven{"a", "b", "c", "d", "e", "f", "g"};
+  const auto plan = plan_groups(seven, 2, 2);
+  EXPECT_EQ(plan.groups(), 3);
+  expect_valid(plan, seven);
+  // 5 in groups of 4 with rs parity 2: 3 and 2 would leave a group below 3; one of 5.
+  EXPECT_EQ(plan_groups({"a", "b", "c", "d", "e"}, 4, 3).groups(), 1);
+  // 3 ranks on two nodes cannot make a group of 2 or more on distinct nodes beside another.
+  EXPECT_THROW(plan_groups({"a", "a", "b"}, 2, 2), Error);
 }
 
 TEST(Planner, GroupSizeOneProtectsNothing) {
@@ -110,11 +145,24 @@ TEST(Planner, RandomAssignmentsAreValidWheneverPossible) {
     int widest = 0;
     for (const auto& [_, c] : count)
       widest = std::max(widest, c);
-    const int groups = (n + g - 1) / g;
-    if (widest <= groups && n / groups >= 2) {
-      expect_valid(plan_groups(d, g, 2), d);
-    } else {
+    // A plan needs a group for each rank of the widest node, each of at least 2 members.
+    if (n < 2 * widest) {
       EXPECT_THROW(plan_groups(d, g, 2), Error) << "n=" << n << " g=" << g;
+      continue;
+    }
+    const auto plan = plan_groups(d, g, 2);
+    expect_valid(plan, d);
+    // The fewest groups of 2 to g members on distinct nodes, if any number of groups makes them;
+    // otherwise larger groups, and only then.
+    int fewest_within = 0;
+    for (int k = widest; k <= n / 2 && fewest_within == 0; ++k) {
+      if ((n + k - 1) / k <= g) fewest_within = k;
+    }
+    if (fewest_within > 0) {
+      EXPECT_EQ(plan.groups(), fewest_within) << "n=" << n << " g=" << g;
+    } else {
+      for (const auto& members : plan.members)
+        EXPECT_GE(members.size(), 2u);
     }
   }
 }
