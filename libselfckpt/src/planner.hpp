@@ -17,11 +17,13 @@ struct GroupPlan {
   }
 };
 
-// Splits ranks into ceil(n / group_size) groups whose sizes differ by at most one and whose
-// members all sit in different domains. Ranks are dealt round-robin, biggest domains first, so a
-// domain with no more ranks than there are groups never puts two of them in one group.
-// `min_members` is the smallest usable group (parity + 1). Throws skt::Error(SKT_ERR_CONFIG) with
-// the reason and the fix when no such plan exists.
+// Splits ranks into groups whose sizes differ by at most one and whose members all sit in
+// different domains: ceil(n / group_size) groups, or as many as the widest domain has ranks if
+// that is more; where that leaves a group below `min_members` (the smallest usable group, parity +
+// 1), n / group_size groups, a little larger than group_size. Ranks are dealt round-robin, biggest
+// domains first, so a domain with no more ranks than there are groups never puts two of them in
+// one group. Throws skt::Error(SKT_ERR_CONFIG) with the reason and the fix when no plan exists
+// (the widest domain holds more than n / min_members ranks).
 GroupPlan plan_groups(const std::vector<std::string>& domain_of_rank, int group_size,
                       int min_members);
 
