@@ -34,6 +34,16 @@ void expect_valid(const GroupPlan& plan, const std::vector<std::string>& domains
   EXPECT_LE(largest - smallest, 1u);
 }
 
+// The nodes of `nodes * per_node` ranks, each node's ranks in a row, as mpirun places them by slot.
+std::vector<std::string> ranks_on_nodes(int nodes, int per_node) {
+  std::vector<std::string> d;
+  for (int node = 0; node < nodes; ++node) {
+    for (int k = 0; k < per_node; ++k)
+      d.push_back(fmt::format("node{}", node));
+  }
+  return d;
+}
+
 TEST(Planner, BalancedOneRankPerNode) {
   std::vector<std::string> d;
   for (int r = 0; r < 8; ++r)
@@ -44,11 +54,7 @@ TEST(Planner, BalancedOneRankPerNode) {
 }
 
 TEST(Planner, SeveralRanksPerNodeGoToDifferentGroups) {
-  std::vector<std::string> d;
-  for (int node = 0; node < 4; ++node) {
-    for (int k = 0; k < 4; ++k)
-      d.push_back(fmt::format("node{}", node));
-  }
+  const auto d = ranks_on_nodes(4, 4);
   const auto plan = plan_groups(d, 4, 2);
   EXPECT_EQ(plan.groups(), 4);
   for (const auto& members : plan.members)
@@ -92,16 +98,12 @@ TEST(Planner, ImpossibleRequestNamesTheFix) {
 TEST(Planner, ANodeWithMoreRanksThanGroupsTakesSmallerGroups) {
   // mpirun -n 16 on two nodes, the default group size: 4 groups of 4 would put two ranks of a node
   // in each; 8 groups of 2, one rank of each node, tolerate the loss of either node.
-  std::vector<std::string> d;
-  for (int node = 0; node < 2; ++node) {
-    for (int k = 0; k < 8; ++k)
-      d.push_back(fmt::format("node{}", node));
-  }
+  const auto d = ranks_on_nodes(2, 8);
   const auto plan = plan_groups(d, 4, 2);
   EXPECT_EQ(plan.groups(), 8);
   expect_valid(plan, d);
   // Three nodes of 4 ranks with rs parity 2 (groups of at least 3): 4 groups of 3.
-  const std::vector<std::string> three{"a", "a", "a", "a", "b", "b", "b", "b", "c", "c", "c", "c"};
+  const auto three = ranks_on_nodes(3, 4);
   const auto rs = plan_groups(three, 8, 3);
   EXPECT_EQ(rs.groups(), 4);
   expect_valid(rs, three);
