@@ -32,6 +32,7 @@
 #include "daemon/ranklist.hpp"
 #include "daemon/state.hpp"
 #include "daemon/watch.hpp"
+#include "libselfckpt/src/job_tag.hpp"
 
 extern char** environ;
 
@@ -523,10 +524,11 @@ std::optional<int> drained_epoch_count(const Options& o, const Plan& plan, Log& 
   int epochs = 0;
   for (const auto& r : *runs) {
     if (r.code != 0) return std::nullopt;
-    // A line per epoch, starting with the job's tag; a launcher may add lines of its own.
+    // A line per epoch, starting with the tag of the job or of one of its sub-jobs (skt-hpl's
+    // JOB+t0); a launcher may add lines of its own.
     std::istringstream lines(r.out);
     for (std::string line; std::getline(lines, line);)
-      epochs += line.rfind(o.job + " ", 0) == 0 ? 1 : 0;
+      epochs += skt::job_covers(o.job, line.substr(0, line.find(' '))) ? 1 : 0;
   }
   return epochs;
 }

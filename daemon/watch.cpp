@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "libselfckpt/src/job_tag.hpp"
+
 namespace skt::run {
 
 std::optional<Heard> parse_heard(std::string_view line) {
@@ -35,10 +37,7 @@ Watchdog::Watchdog(std::string job, int launch, int ranks, WatchLimits limits, d
       last_progress_(started) {}
 
 bool Watchdog::ours(const Heard& h) const {
-  const bool job =
-      h.job == job_ || (h.job.size() > job_.size() && h.job.compare(0, job_.size(), job_) == 0 &&
-                        h.job[job_.size()] == '+');
-  return job && h.launch == launch_ && h.rank < ranks_;
+  return skt::job_covers(job_, h.job) && h.launch == launch_ && h.rank < ranks_;
 }
 
 void Watchdog::heard(const Heard& h, double now) {

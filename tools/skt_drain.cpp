@@ -32,13 +32,16 @@ std::uint64_t bytes_under(const fs::path& dir) {
   return total;
 }
 
+// The jobs with drains in the directory: every one, or --job's and its sub-jobs' (TAG+<name>, the
+// contexts a program derives from its tag).
 std::vector<std::string> jobs_in(const Selection& s) {
-  if (!s.job.empty()) return {s.job};
   std::vector<std::string> jobs;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(s.dir, error)) {
-    if (entry.is_directory() && skt::valid_job_tag(entry.path().filename().string())) {
-      jobs.push_back(entry.path().filename().string());
+    const std::string tag = entry.path().filename().string();
+    if (entry.is_directory() && skt::valid_job_tag(tag) &&
+        (s.job.empty() || skt::job_covers(s.job, tag))) {
+      jobs.push_back(tag);
     }
   }
   std::sort(jobs.begin(), jobs.end());
@@ -128,9 +131,15 @@ int verify(const Selection& s) {
       if ((!s.epoch || *d == skt::drain_epoch_dir(s.dir, s.job, *s.epoch)) && with_checksums(*d))
         return verify_self_checked(s, *d);
     }
-    fmt::print(stderr, "skt-drain: {} holds no complete drained epoch{} of job '{}'\n",
+    auto others = jobs_in(s);
+    others.erase(std::remove(others.begin(), others.end(), s.job), others.end());
+    fmt::print(stderr, "skt-drain: {} holds no complete drained epoch{} of job '{}'{}\n",
                skt::drain_job_dir(s.dir, s.job).string(),
-               s.epoch ? fmt::format(" {}", *s.epoch) : std::string(), s.job);
+               s.epoch ? fmt::format(" {}", *s.epoch) : std::string(), s.job,
+               others.empty() ? std::string()
+                              : fmt::format(" (its sub-job{} {} {} drains: give one to --job)",
+                                            others.size() == 1 ? "" : "s", fmt::join(others, ", "),
+                                            others.size() == 1 ? "has" : "have"));
     return 2;
   }
   int damaged = 0;
@@ -162,14 +171,20 @@ int remove(const Selection& s) {
     fmt::print("removed epoch {} of job '{}' ({} files)\n", *s.epoch, s.job, removed);
     return error ? 1 : 0;
   }
-  const fs::path dir = skt::drain_job_dir(s.dir, s.job);
-  const auto removed = fs::remove_all(dir, error);
-  if (error) {
-    fmt::print(stderr, "skt-drain: cannot remove {}: {}\n", dir.string(), error.message());
-    return 1;
+  auto jobs = jobs_in(s);
+  if (jobs.empty()) jobs.push_back(s.job);
+  int code = 0;
+  for (const auto& job : jobs) {
+    const fs::path dir = skt::drain_job_dir(s.dir, job);
+    const auto removed = fs::remove_all(dir, error);
+    if (error) {
+      fmt::print(stderr, "skt-drain: cannot remove {}: {}\n", dir.string(), error.message());
+      code = 1;
+      continue;
+    }
+    fmt::print("removed the drained epochs of job '{}' ({} files and directories)\n", job, removed);
   }
-  fmt::print("removed the drained epochs of job '{}' ({} files and directories)\n", s.job, removed);
-  return 0;
+  return code;
 }
 
 }  // namespace
@@ -193,7 +208,10 @@ int main(int argc, char** argv) {
     command->add_option("--node", node,
                         "the node a {node} in the directory stands for (default: $SKT_NODE, "
                         "Slurm's node name, or this host's name)");
-    auto* job = command->add_option("--job", s.job, "job tag (SKT_JOB)");
+    auto* job = command->add_option(
+        "--job", s.job,
+        "job tag (SKT_JOB); list and remove take its sub-jobs too (TAG+NAME: the contexts a "
+        "program derives from its tag, as skt-hpl's TAG+hpl and TAG+t0)");
     if (job_required) job->required();
   };
   auto* list_cmd = app.add_subcommand("list", "drained epochs, complete or not, per job");
@@ -206,7 +224,8 @@ int main(int argc, char** argv) {
       "verify");
   common(verify_cmd, true);
   verify_cmd->add_option("--epoch", s.epoch, "this epoch instead of the newest complete one");
-  auto* remove_cmd = app.add_subcommand("remove", "remove a job's drained epochs (or one)");
+  auto* remove_cmd = app.add_subcommand(
+      "remove", "remove a job's drained epochs, its sub-jobs' too (or one epoch)");
   common(remove_cmd, true);
   remove_cmd->add_option("--epoch", s.epoch, "only this epoch");
   CLI11_PARSE(app, argc, argv);

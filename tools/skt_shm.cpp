@@ -25,12 +25,8 @@ struct Filter {
   std::string node;
   std::optional<int> rank;
 
-  // A job covers its sub-jobs, TAG+<name>: the contexts a program derives from its tag, like
-  // skt-hpl's TAG+hpl and TAG+t0.
   bool job_matches(const std::string& tag) const {
-    return job.empty() || tag == job ||
-           (tag.size() > job.size() && tag.compare(0, job.size(), job) == 0 &&
-            tag[job.size()] == '+');
+    return job.empty() || skt::job_covers(job, tag);
   }
 
   bool matches(const skt::SegmentHeader& h) const {

@@ -402,6 +402,14 @@ bool valid_job_tag(const std::string& text) {
   return text.size() <= 63 && valid_name(text.substr(0, plus)) && valid_name(text.substr(plus + 1));
 }
 
+std::optional<std::string> context_job_tag(const std::string& job, int leader) {
+  if (leader == 0) return job;
+  const std::string tag =
+      fmt::format("{}{}w{}", job, job.find('+') == std::string::npos ? '+' : '.', leader);
+  if (!valid_job_tag(tag)) return std::nullopt;
+  return tag;
+}
+
 std::optional<std::size_t> parse_size(const std::string& text) {
   std::size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "encoders/codec.hpp"
+#include "libselfckpt/src/job_tag.hpp"
 
 namespace skt {
 
@@ -116,6 +117,13 @@ std::string default_node_name();
 // A job tag is a name, or a sub-job's: the job's name, '+', the sub-job's (skt-hpl's TAG+hpl). A
 // user's tag has no '+', so that no sub-job of one job can be another job.
 bool valid_job_tag(const std::string& text);
+// The tag of a context whose rank 0 is rank `leader` of MPI_COMM_WORLD. Contexts on parts of one
+// launch (the members of an ensemble split from MPI_COMM_WORLD, the components of a coupled code)
+// share SKT_JOB, and their ranks count from 0 in each: under one tag, the member ranks 0 on one
+// node would share a segment, and a relaunch that places the members on each other's nodes would
+// restore each other's data. A context led by world rank 0 keeps the tag; the others take the
+// sub-job JOB+wLEADER (JOB+SUB.wLEADER under a sub-job's tag). Nothing when that is too long.
+std::optional<std::string> context_job_tag(const std::string& job, int leader);
 std::string_view fault_step_name(FaultStep step) noexcept;
 
 }  // namespace skt

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <random>
 #include <tuple>
 
@@ -58,7 +59,24 @@ Command this_command() {
   return {fmt::format("`{}` in {}", shown, directory), crc64(both.data(), both.size())};
 }
 
+// The job tags of this process's open contexts. Two open at once under one tag would take the same
+// segments: the second would wait for the first to let go of them, as for an earlier launch's.
+std::mutex g_open_jobs_mutex;
+std::set<std::string> g_open_jobs;
+
+// This process's hold on `job` while a context is open under it; nothing if one already is.
+const std::string* hold_job(const std::string& job) {
+  const std::lock_guard lock(g_open_jobs_mutex);
+  const auto [it, added] = g_open_jobs.insert(job);
+  return added ? &*it : nullptr;
+}
+
 }  // namespace
+
+void Session::ReleaseJob::operator()(const std::string* job) const {
+  const std::lock_guard lock(g_open_jobs_mutex);
+  g_open_jobs.erase(*job);
+}
 
 std::size_t Session::stage_entry_bytes(std::size_t bytes) const {
   // Under sum, each byte is staged as a double holding its value, so that rebuilding the sum of
@@ -110,7 +128,9 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   // a name (SKT_JOB given to some only) then meet the settings check below, not a collective the
   // others never enter.
   std::array<char, kNodeBytes> tag{};
+  int leader = 0;  // rank 0's rank in MPI_COMM_WORLD
   if (rank_ == 0) {
+    SKT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &leader));
     // Random, not the time: MPI_Wtime counts from MPI_Init here (the tag read tmp-<pid>-0), and
     // rank 0 of two jobs on other nodes, or in containers, may share a pid.
     std::random_device entropy;
@@ -118,10 +138,23 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
     std::memcpy(tag.data(), text.data(), std::min(text.size(), tag.size() - 1));
   }
   SKT_MPI(MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, comm_.get()));
+  SKT_MPI(MPI_Bcast(&leader, 1, MPI_INT, 0, comm_.get()));
   if (config_.job.empty()) {
     config_.job = tag.data();
     ephemeral_job_ = true;
   }
+  effects_->agree([&] {
+    const auto job = context_job_tag(config_.job, ephemeral_job_ ? 0 : leader);
+    if (!job) {
+      throw Error(SKT_ERR_CONFIG,
+                  fmt::format("job tag '{}' is too long for this context: one whose rank 0 is "
+                              "rank {} of MPI_COMM_WORLD adds '{}w{}' to it, and a tag has at most "
+                              "63 characters; give SKT_JOB a shorter tag",
+                              config_.job, leader,
+                              config_.job.find('+') == std::string::npos ? '+' : '.', leader));
+    }
+    config_.job = *job;
+  });
   log_ = std::make_unique<Logger>(config_.log_level, rank_, config_.node);
   effects_->agree([&] {
     if (!config_.monitor.empty()) {
@@ -156,6 +189,17 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
                               "NAME=value before the first of several programs reaches only "
                               "that one's ranks: export NAME and give -x NAME)",
                               shared, reference));
+    }
+  });
+  effects_->agree([&] {
+    open_job_.reset(hold_job(config_.job));
+    if (!open_job_) {
+      throw Error(SKT_ERR_CONFIG,
+                  fmt::format("a context of job '{}' is open in this process (skt_init without "
+                              "skt_finalize yet): contexts open at the same time need a job tag "
+                              "each, or they would take the same segments; set SKT_JOB to one of "
+                              "its own, such as {}+NAME, before this skt_init",
+                              config_.job, config_.job.substr(0, config_.job.find('+'))));
     }
   });
   config_.drain_dir = expand_node(config_.drain_dir, config_.node);

@@ -149,11 +149,17 @@ class Session {
   void stage_private_objects(std::byte* at, const Progress& progress) const;
   void restore_private_objects(const std::byte* at) const;
 
+  // Gives up this process's hold on a job tag, taken while its context is open.
+  struct ReleaseJob {
+    void operator()(const std::string* job) const;
+  };
+
   Comm comm_;
   int rank_ = 0;
   int nranks_ = 0;
   Config config_;
   bool ephemeral_job_ = false;
+  std::unique_ptr<const std::string, ReleaseJob> open_job_;
   std::unique_ptr<Logger> log_;
   std::unique_ptr<FaultInjector> fault_;
   std::vector<std::string> nodes_;

@@ -242,7 +242,19 @@ def state_lost_drains_left(d, cluster, checks, reference):
     # memory and skt-run's state directory are gone, the drains are not. skt-run on other nodes
     # finds them, resumes (SKT_RESTART=1) rather than starting afresh (which the program would
     # refuse over the drains), and the program restores epoch 2 from storage.
+    state_lost_drains_left_of(d, cluster, checks, reference, None)
+    # The same with a program that derives its context's tag from SKT_JOB, as skt-hpl does
+    # (JOB+hpl, JOB+t0): its drains are a sub-job's, which skt-run neither counted (it started
+    # afresh, and the program refused the drains with exit 2) nor removed.
+    state_lost_drains_left_of(d, cluster, checks, reference, "part")
+
+
+def state_lost_drains_left_of(d, cluster, checks, reference, sub_job):
     job = cluster.new_job("dlost")
+    tag = f"{job}+{sub_job}" if sub_job else job
+    program = None
+    if sub_job:
+        program = ["sh", "-c", f'SKT_JOB="$SKT_JOB+{sub_job}" exec "$0" "$@"', d.options.app]
     env = {"SKT_DRAIN_DIR": os.path.join(d.root, job + "-drains"), "SKT_DRAIN_EVERY": "2"}
 
     def stop_daemon(pauses):
@@ -252,19 +264,23 @@ def state_lost_drains_left(d, cluster, checks, reference):
             for pid in found:
                 os.kill(int(pid), signal.SIGTERM)
 
-    code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4"], None, APP_ARGS + ["--pause", "0:10"]),
-                      env=env, on_pause=stop_daemon)
-    checks.expect(code == 128 + signal.SIGTERM and "stopped by signal" in out,
-                  "skt-run stopped at iteration 10 (exit 143)", out)
+    code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4"], None, APP_ARGS + ["--pause", "0:10"],
+                                program=program), env=env, on_pause=stop_daemon)
+    what = f"the drains of {tag}" if sub_job else "its state"
+    checks.expect(code == 128 + signal.SIGTERM and "stopped by signal" in out and
+                  os.path.isdir(os.path.join(env["SKT_DRAIN_DIR"], tag)),
+                  f"{what}: skt-run stopped at iteration 10 (exit 143), epochs drained under {tag}",
+                  out)
     cluster.clean(job)
     shutil.rmtree(d.state_dir(job))
-    code, out = d.run(d.command(job, ["m1", "m2", "m3", "m4"], None, APP_ARGS), env=env)
+    code, out = d.run(d.command(job, ["m1", "m2", "m3", "m4"], None, APP_ARGS, program=program),
+                      env=env)
     checks.expect(code == 0 and result_of(out) == reference and
                   "resuming from it" in out and "reports restored epoch 2 from storage" in out,
-                  "its state and every node's memory lost, the drains kept: skt-run on other nodes "
-                  "resumes from storage (epoch 2), the same result", out)
-    checks.expect(not os.path.exists(os.path.join(env["SKT_DRAIN_DIR"], job)),
-                  "the drains are removed once the job succeeded", out)
+                  f"{what}: skt-run's state and every node's memory lost, the drains kept: skt-run "
+                  "on other nodes resumes from storage (epoch 2), the same result", out)
+    checks.expect(not os.listdir(env["SKT_DRAIN_DIR"]),
+                  f"{what}: the drains are removed once the job succeeded", out)
     cluster.clean(job)
 
 

@@ -15,9 +15,11 @@ configuration errors stop every rank with exit code 2, and a first launch refuse
 leaves no segment behind; a group size above the job's size makes one group, with a warning; a job
 that fits the machine only without another job's workspace not yet written is refused; a job
 cancelled (SIGTERM through its launcher) in the middle of a checkpoint relaunches from a consistent
-state."""
+state; the members of an ensemble, contexts on parts of one launch under one tag, each keep their
+own checkpoint."""
 
 import os
+import re
 import signal
 import sys
 import time
@@ -146,6 +148,48 @@ def ranks_placed_on_other_nodes(cluster, checks, reference):
                       cluster.segment_count(job) == 0,
                       "ranks 0 and 1 swapped: rebuilt from their groups, and the job ends with no "
                       "segment left on any node", swapped)
+    finally:
+        cluster.clean(job)
+
+
+def an_ensemble_under_one_tag(cluster, checks):
+    """An ensemble: one launch split into two computations (the testapp's --members 2: world ranks
+    0 and 2, and 1 and 3), each with a context on its part of MPI_COMM_WORLD, both under the
+    SKT_JOB the job's environment gives every rank. The ranks count from 0 in each context. Under
+    one tag the two ranks 0 on one node took the same segment: the second member waited
+    SKT_ATTACH_WAIT, then was refused with exit 2, blaming an earlier launch. A relaunch that placed
+    each member's ranks on the other's nodes restored the other's checkpoint: both wrong, caught
+    here by --verify-recovery, and with exit 0 by a program that does not replay. The context led
+    by world rank 1 now has the sub-job tag JOB+w1."""
+    args = APP_ARGS + ["--members", "2", "--verify-recovery"]
+    reference = cluster.reference(4, args)
+    job = cluster.new_job("iso-ens")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    try:
+        paired = cluster.launch(["n0", "n0", "n1", "n1"], args, dict(env, SKT_RESTART="0"))
+        checks.expect(paired.code == 0 and paired.result == reference and
+                      cluster.segment_count(job) == 0,
+                      "two members with their ranks 0 on one node run at once, each its own "
+                      "computation, and leave no segment", paired)
+        crash_args = args + ["--crash-at", "7", "--crash-rank", "1"]
+        first = cluster.launch(["n0", "n1", "n2", "n3"], crash_args, dict(env, SKT_RESTART="0"))
+        tags = sorted({row[2] for row in cluster.segments(job)})
+        checks.expect(first.code not in (0, 2, 3) and tags == [job, job + "+w1"],
+                      f"crashed after epoch 2, the members' checkpoints under {job} and {job}+w1",
+                      first)
+        in_place = cluster.launch(["n0", "n1", "n2", "n3"], args, dict(env, SKT_RESTART="1"))
+        # Member 1 (world rank 1) crashed after epoch 2; member 0 went on until mpirun ended it.
+        checks.expect(in_place.code == 0 and in_place.result == reference and
+                      "recovered epoch 2 at iteration 6 (member 1)" in in_place.out and
+                      re.search(r"^recovered epoch \d+ at iteration \d+ \(member 0\)", in_place.out,
+                                re.M) and cluster.segment_count(job) == 0,
+                      "relaunched in place, each member restores its own checkpoint (member 1 its "
+                      "epoch 2)", in_place)
+        cluster.launch(["n0", "n1", "n2", "n3"], crash_args, dict(env, SKT_RESTART="0"))
+        swapped = cluster.launch(["n1", "n0", "n3", "n2"], args, dict(env, SKT_RESTART="1"))
+        checks.expect(swapped.code == 0 and swapped.result == reference,
+                      "relaunched with each member's ranks on the other's nodes: neither restores "
+                      "the other's checkpoint, and the result is the reference", swapped)
     finally:
         cluster.clean(job)
 
@@ -393,6 +437,7 @@ def main(argv):
     another_computation_under_the_tag(cluster, checks)
     ranks_placed_on_other_nodes(cluster, checks, reference)
     ranks_swapped_within_a_memory_limit(cluster, checks)
+    an_ensemble_under_one_tag(cluster, checks)
     refused_relaunches_change_nothing(cluster, checks, reference)
     one_launch_at_a_time(cluster, checks, reference)
     resumed_twice_at_once(cluster, checks, reference)

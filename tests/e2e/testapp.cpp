@@ -60,6 +60,9 @@ struct Options {
   // A region holding a pointer to each data region, set up once, as C codes keep a table of row
   // pointers: after a recovery, each must still point at its region.
   bool pointer_table = false;
+  // An ensemble: MPI_COMM_WORLD split into this many members (world rank modulo members), each a
+  // computation of its own (another seed) with a context on its part, all under one SKT_JOB.
+  int members = 1;
 };
 
 struct Window {
@@ -208,11 +211,18 @@ bool verify_replay(const std::vector<skt::Region<std::uint8_t>>& regions, const 
   return same;
 }
 
-int run(const Options& o) {
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  skt::Context ctx(MPI_COMM_WORLD);
+int run(const Options& given) {
+  int world = 0, world_size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  const int member = world % given.members;
+  Options o = given;
+  o.seed += static_cast<std::uint64_t>(member) * 1000003u;
+  MPI_Comm comm = MPI_COMM_WORLD;
+  if (o.members > 1) MPI_Comm_split(MPI_COMM_WORLD, member, world, &comm);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  skt::Context ctx(comm);
   std::vector<skt::Region<std::uint8_t>> regions;
   for (int k = 0; k < o.regions; ++k) {
     regions.push_back(ctx.alloc<std::uint8_t>(fmt::format("data{}", k), region_bytes(o, rank, k)));
@@ -248,7 +258,8 @@ int run(const Options& o) {
       table[k] = regions[k].data();
   } else {
     if (rank == 0) {
-      fmt::print("recovered epoch {} at iteration {}\n", epoch, state.iteration);
+      fmt::print("recovered epoch {} at iteration {}{}\n", epoch, state.iteration,
+                 o.members > 1 ? fmt::format(" (member {})", member) : "");
     }
     int pointers_right = 1;
     for (std::size_t k = 0; k < table.size(); ++k) {
@@ -259,7 +270,7 @@ int run(const Options& o) {
         pointers_right = 0;
       }
     }
-    MPI_Allreduce(MPI_IN_PLACE, &pointers_right, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &pointers_right, 1, MPI_INT, MPI_MIN, comm);
     if (pointers_right == 0) return 4;
     if (o.verify_recovery) {
       // The sum scheme's bound for values in [-1, 1]: a rebuilt value sums G-2 data values and a
@@ -267,7 +278,7 @@ int run(const Options& o) {
       const double g = ctx.stats().group_size;
       const double tolerance = o.doubles ? 3.03 * (g - 1) * 0x1p-53 * (2 * g - 3) : 0.0;
       int ok = verify_replay(regions, o, rank, state.iteration, tolerance) ? 1 : 0;
-      MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
       if (ok == 0) return 4;
       if (rank == 0) fmt::print("recovered data verified by replay on every rank\n");
     }
@@ -276,8 +287,8 @@ int run(const Options& o) {
   std::fflush(stdout);
 
   while (state.iteration < static_cast<std::uint64_t>(o.iterations)) {
-    iterate(regions, state, rank, o, MPI_COMM_WORLD);
-    if (static_cast<int>(state.iteration) == o.crash_at && rank == o.crash_rank &&
+    iterate(regions, state, rank, o, comm);
+    if (static_cast<int>(state.iteration) == o.crash_at && world == o.crash_rank &&
         !(o.suspend_job && launch_number() != 0)) {
       fmt::print(stderr, "testapp: rank {} {} at iteration {}\n", rank,
                  o.stop_launcher    ? "stops its launcher"
@@ -306,12 +317,12 @@ int run(const Options& o) {
     }
     if (static_cast<int>(state.iteration) == o.stop_after && launch_number() == 0) {
       ctx.finalize(false);
-      if (rank == 0) fmt::print("STOPPED after iteration {}\n", state.iteration);
+      if (world == 0) fmt::print("STOPPED after iteration {}\n", state.iteration);
       return 0;
     }
     if (pause_due(o, state.iteration)) {
       MPI_Barrier(MPI_COMM_WORLD);
-      if (rank == 0) fmt::print("PAUSED after iteration {}\n", state.iteration);
+      if (world == 0) fmt::print("PAUSED after iteration {}\n", state.iteration);
       std::fflush(stdout);
       for (;;)
         ::pause();  // until a test kills the job
@@ -338,16 +349,17 @@ int run(const Options& o) {
     for (std::size_t i = 0; i < r.size(); ++i)
       digest = digest * 1099511628211ull + r[i];
   }
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(size));
+  // Every member's ranks in the one RESULT, in the order of MPI_COMM_WORLD.
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(world_size));
   MPI_Gather(&digest, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  if (rank == 0) {
+  if (world == 0) {
     std::uint64_t result = 0;
     for (const auto d : all)
       result = splitmix(result ^ d);
     fmt::print("RESULT {:016x} after {} iterations\n", result, state.iteration);
   }
   ctx.finalize(true);
-  if (o.stop_after_work && rank == o.crash_rank && launch_number() == 0) {
+  if (o.stop_after_work && world == o.crash_rank && launch_number() == 0) {
     fmt::print(stderr, "testapp: rank {} stops itself after its work\n", rank);
     std::fflush(stderr);
     raise(SIGSTOP);
@@ -400,6 +412,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100));
   app.add_flag("--pointer-table", o.pointer_table,
                "a region of pointers to the data regions, checked after a recovery");
+  app.add_option("--members", o.members,
+                 "split MPI_COMM_WORLD into this many computations (world rank modulo members), "
+                 "each with a context of its own")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--static-first", o.static_first,
                "region 0 is set up once, never rewritten, and marked static (skt_mark_static)");
   CLI11_PARSE(app, argc, argv);

@@ -423,6 +423,37 @@ TEST(Policy, NeedCheckpointFollowsTheIntervalAndNeedsAnMtbf) {
 
 }  // namespace
 
+// Two contexts open at once in one process under one tag would take the same segments (the second
+// waited SKT_ATTACH_WAIT for the first to let go of them): refused at once, on every rank; a tag
+// of its own opens, and so does the first's once that one is finalized.
+TEST(Contexts, OpenAtOnceTheyNeedATagEach) {
+  const int rank = world_rank();
+  setenv("SKT_GROUP_SIZE", "2", 1);
+  setenv("SKT_SCHEME", "xor", 1);
+  setenv("SKT_NODE", fmt::format("open{}", rank).c_str(), 1);
+  const std::string job = shared_tag(MPI_COMM_WORLD, "open");
+  setenv("SKT_JOB", job.c_str(), 1);
+  setenv("SKT_RESTART", "0", 1);
+  skt::Context first(MPI_COMM_WORLD);
+  try {
+    skt::Context second(MPI_COMM_WORLD);
+    ADD_FAILURE() << "a second context opened under the tag of an open one";
+  } catch (const skt::Error& e) {
+    EXPECT_EQ(e.code(), SKT_ERR_CONFIG);
+    EXPECT_NE(std::string(e.what()).find("is open in this process"), std::string::npos) << e.what();
+  }
+  setenv("SKT_JOB", (job + "+second").c_str(), 1);
+  skt::Context second(MPI_COMM_WORLD);
+  EXPECT_EQ(second.recover(), 0u);
+  second.finalize(true);
+  first.finalize(true);
+  setenv("SKT_JOB", job.c_str(), 1);
+  skt::Context again(MPI_COMM_WORLD);
+  EXPECT_EQ(again.recover(), 0u);
+  again.finalize(true);
+  unsetenv("SKT_RESTART");
+}
+
 namespace {
 
 using Vector = std::vector<double, skt::allocator<double>>;

@@ -221,6 +221,26 @@ TEST(Config, JobTagsAndSubJobs) {
   EXPECT_TRUE(valid_job_tag(std::string(59, 'a') + "+hpl"));
 }
 
+// A context led by another rank than MPI_COMM_WORLD's rank 0 (a member of an ensemble) has a tag of
+// its own, a sub-job of the job's, or of the sub-job's.
+TEST(Config, ContextTags) {
+  EXPECT_EQ(context_job_tag("ens", 0), "ens");
+  EXPECT_EQ(context_job_tag("ens", 1), "ens+w1");
+  EXPECT_EQ(context_job_tag("run-7+t3", 12), "run-7+t3.w12");
+  EXPECT_TRUE(valid_job_tag(*context_job_tag("x.2+hpl", 4095)));
+  EXPECT_EQ(context_job_tag(std::string(60, 'a'), 9), std::string(60, 'a') + "+w9");  // 63
+  EXPECT_FALSE(context_job_tag(std::string(60, 'a'), 10).has_value());
+}
+
+TEST(Config, AJobCoversItsSubJobs) {
+  EXPECT_TRUE(job_covers("ens", "ens"));
+  EXPECT_TRUE(job_covers("ens", "ens+w1"));
+  EXPECT_TRUE(job_covers("ens", "ens+t0.w3"));
+  EXPECT_FALSE(job_covers("ens", "ensemble"));
+  EXPECT_FALSE(job_covers("ens", "ens2+w1"));
+  EXPECT_FALSE(job_covers("ens+w1", "ens"));
+}
+
 TEST(Config, MonitorAddresses) {
   const auto a = parse_monitor_address("127.0.0.1:4000");
   ASSERT_TRUE(a.has_value());

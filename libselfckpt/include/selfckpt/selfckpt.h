@@ -56,7 +56,9 @@ typedef struct skt_context skt_context;
 
 /* Collective over comm. config_path may be NULL: defaults, then the file named by SKT_CONFIG if
  * set, then SKT_* environment variables. The first context initialised becomes the default one
- * used by skt_malloc. */
+ * used by skt_malloc. A context whose rank 0 is rank R > 0 of MPI_COMM_WORLD (a member of an
+ * ensemble) takes the job tag SKT_JOB+wR; two contexts open at once in one process need a tag
+ * each (SKT_ERR_CONFIG). */
 int skt_init(MPI_Comm comm, const char* config_path, skt_context** ctx);
 
 /* skt_init for a communicator held as a Fortran handle (MPI_Fint): what the Fortran module calls.
