@@ -93,6 +93,15 @@ void write_every_page(std::byte* base, std::size_t bytes, const Segment::Progres
   }
 }
 
+// A checkpoint segment (the committed copy, the checksums, the staging area) stays out of core
+// dumps: a rank that crashes dumps what the program without selfckpt would, its workspace, not 2 to
+// 4 times as much. A core is written for every crashing rank, often into the job's directory on a
+// shared file system, and a rank still writing one is not dead yet, which delays the relaunch.
+void keep_out_of_core_dumps(std::byte* base, const SegmentHeader& header) {
+  if (header.identity.kind == SegmentKind::checkpoint)
+    madvise(base, header.segment_bytes, MADV_DONTDUMP);
+}
+
 bool owned_by_caller(const shmid_ds& ds) {
   const uid_t me = geteuid();
   return ds.shm_perm.uid == me && ds.shm_perm.cuid == me && (ds.shm_perm.mode & 0777) == 0600;
@@ -220,6 +229,7 @@ Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now
     s.id_ = id;
     s.base_ = static_cast<std::byte*>(p);
     s.header_ = header;
+    keep_out_of_core_dumps(s.base_, header);
     // The header first: a process killed while the pages are mapped (seconds for large segments,
     // and when the OOM killer strikes) leaves a segment that names its job, rank and kind, which
     // skt-shm lists and cleans and a relaunch finds and replaces, not a nameless one that no tool
@@ -270,6 +280,7 @@ std::optional<Segment> Segment::attach(int shmid, bool read_only, std::string* w
   if (s.header_.identity.uid != geteuid()) {
     return refuse(fmt::format("its header names uid {}", s.header_.identity.uid));
   }
+  keep_out_of_core_dumps(s.base_, s.header_);
   if (!read_only && populate_now) populate_pages(s.base_, ds.shm_segsz);
   return s;
 }

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <new>
 #include <string>
@@ -85,6 +86,43 @@ TEST(Segment, CreatedPrivateAndFoundAgain) {
   other_job.job += "x";
   EXPECT_FALSE(find_segment(other_job).segment.has_value());
   found.segment->remove();
+}
+
+// The VmFlags line of this process's mapping that holds `address` (/proc/self/smaps).
+std::string vm_flags_of(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  bool holds = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long from = 0, to = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &from, &to) == 2) {
+      holds = from <= at && at < to;
+    } else if (holds && line.rfind("VmFlags:", 0) == 0) {
+      return line + " ";
+    }
+  }
+  return {};
+}
+
+// A rank that crashes dumps its workspace, as the program without selfckpt would, not its
+// checkpoint segment: "dd" (VM_DONTDUMP) in the mapping's flags, made or found again.
+TEST(Segment, ACheckpointStaysOutOfCoreDumps) {
+  auto workspace_id = identity_for("seg-dump", 0);
+  auto checkpoint_id = workspace_id;
+  checkpoint_id.kind = SegmentKind::checkpoint;
+  Segment workspace = make(workspace_id, 100000);
+  Segment checkpoint = make(checkpoint_id, 100000);
+  EXPECT_EQ(vm_flags_of(workspace.data()).find(" dd "), std::string::npos)
+      << vm_flags_of(workspace.data());
+  EXPECT_NE(vm_flags_of(checkpoint.data()).find(" dd "), std::string::npos)
+      << vm_flags_of(checkpoint.data());
+  checkpoint.detach();
+  FindResult found = find_segment(checkpoint_id);
+  ASSERT_TRUE(found.segment.has_value());
+  EXPECT_NE(vm_flags_of(found.segment->data()).find(" dd "), std::string::npos)
+      << vm_flags_of(found.segment->data());
+  found.segment->remove();
+  workspace.remove();
 }
 
 TEST(Segment, KeyCollisionProbesOnAndLeavesTheOtherSegmentAlone) {
