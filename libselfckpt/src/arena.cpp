@@ -394,4 +394,10 @@ void Arena::remove() {
   if (segment_) segment_.remove();
 }
 
+bool Arena::renew_if_removed() {
+  if (!segment_ || !segment_.removed_from_outside()) return false;
+  segment_.renew(options_.huge_pages);
+  return true;
+}
+
 }  // namespace skt

@@ -74,6 +74,8 @@ class Arena {
 
   // Marks the segment for removal (it goes when the last process detaches).
   void remove();
+  // Renews the segment if it was removed from outside (Segment::renew); whether it was.
+  bool renew_if_removed();
 
   // The addresses the workspace may span: twice the node's memory and 64 GiB more, or, under a
   // limit on the process's address space (ulimit -v), a quarter of what is left under it.

@@ -157,6 +157,25 @@ void Segment::remap(std::byte* at) {
   populate_pages(p, header_.segment_bytes);
 }
 
+bool Segment::removed_from_outside() const noexcept {
+  shmid_ds ds{};
+  return id_ >= 0 && (shmctl(id_, IPC_STAT, &ds) != 0 || (ds.shm_perm.mode & SHM_DEST) != 0);
+}
+
+void Segment::renew(bool huge_pages) {
+  Segment fresh = create(header_, huge_pages);
+  std::memcpy(fresh.base_, base_, header_.segment_bytes);
+  try {
+    fresh.remap(base_);
+  } catch (...) {
+    fresh.remove();
+    throw;
+  }
+  // The remap replaced the removed segment's mapping, its last: the kernel destroys it.
+  id_ = std::exchange(fresh.id_, -1);
+  fresh.base_ = nullptr;
+}
+
 void Segment::remove() {
   if (id_ >= 0 && shmctl(id_, IPC_RMID, nullptr) != 0 && errno != EINVAL && errno != EIDRM) {
     throw Error(SKT_ERR_SHM,

@@ -49,6 +49,13 @@ class Segment {
   // must be aligned for the segment (a huge page for huge-page segments).
   void remap(std::byte* at);
 
+  // Whether the segment was marked for removal while attached (IPC_RMID from outside: ipcrm, a
+  // cleanup script): it goes when its last process detaches, and a relaunch would find it lost.
+  bool removed_from_outside() const noexcept;
+  // Puts a new segment with the same identity and contents in place of one removed from outside,
+  // mapped at the same address, so that pointers into it stay valid; the removed one goes.
+  void renew(bool huge_pages);
+
   std::byte* base() const noexcept { return base_; }
   std::byte* data() const noexcept { return base_ + kHeaderBytes; }
   const SegmentHeader& header() const noexcept { return header_; }

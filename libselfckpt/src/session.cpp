@@ -18,6 +18,7 @@
 #include <random>
 #include <tuple>
 
+#include "libselfckpt/src/logind.hpp"
 #include "libselfckpt/src/policy.hpp"
 #include "selfckpt/selfckpt.hpp"
 
@@ -217,8 +218,24 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
         "no job tag (SKT_JOB, or a Slurm job id) is set: using '{}'; a relaunch will not "
         "find this run's checkpoints",
         config_.job);
+  } else {
+    warn_of_logind_removal();
   }
   log_->job("initialised job '{}' on {} ranks: {}", config_.job, nranks_, shared);
+}
+
+void Session::warn_of_logind_removal() const {
+  int exposed = session_removing_ipc(read_login_facts()) ? 1 : 0;
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &exposed, 1, MPI_INT, MPI_SUM, comm_.get()));
+  if (exposed == 0 || rank_ != 0) return;
+  log_->warn(
+      "{} of the job's {} ranks run in a login session (a launch over ssh), and systemd-logind "
+      "removes the shared-memory segments of uid {} that no process holds when the user's last "
+      "login session on a node ends (RemoveIPC, yes by default): a checkpoint that a crash leaves "
+      "would go when the launch's session on its node ends, and the relaunch would find that "
+      "node's memory lost. Ask for RemoveIPC=no in /etc/systemd/logind.conf, or run 'loginctl "
+      "enable-linger', or launch through the batch system",
+      exposed, nranks_, getuid());
 }
 
 Session::~Session() = default;
@@ -1322,6 +1339,7 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
   const double start = MPI_Wtime();
   // The flush is about to overwrite the copy a drain may still be reading.
   settle_drain();
+  renew_removed_segments();
   const std::uint64_t next = epoch_ + 1;
   // Without declared ranges, the blocks that changed are found by comparing W with B, where the
   // protocol can encode only those (self mode, an exact scheme, not the first checkpoint after a
@@ -1357,6 +1375,24 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
                                   last_changed_bytes_, store_.layout.workspace_bytes(),
                                   dirty != nullptr ? ", as declared" : "")
                     : std::string("in full"));
+}
+
+void Session::renew_removed_segments() {
+  std::vector<std::string> renewed;
+  effects_->agree([&] {
+    if (arena_->renew_if_removed()) renewed.emplace_back("workspace");
+    if (checkpoint_.removed_from_outside()) {
+      checkpoint_.renew(config_.huge_pages);
+      renewed.emplace_back("checkpoint");
+    }
+  });
+  if (renewed.empty()) return;
+  log_->warn(
+      "this rank's {} segment{} of job '{}' on node {} had been removed from outside while the "
+      "job ran (ipcrm, skt-shm clean --force, a cleanup script) and would have gone with this "
+      "process, and with {} the checkpoint: renewed, with the same contents",
+      fmt::join(renewed, " and "), renewed.size() == 1 ? "" : "s", config_.job, config_.node,
+      renewed.size() == 1 ? "it" : "them");
 }
 
 bool Session::drain_due() {

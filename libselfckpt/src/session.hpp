@@ -141,6 +141,12 @@ class Session {
   void start_drain();
   // Collective: waits for the drain in flight, and completes its epoch when every rank's file is.
   void settle_drain();
+  // Collective: warns (rank 0, once) when systemd-logind would remove the job's segments between
+  // launches on some node (see logind.hpp).
+  void warn_of_logind_removal() const;
+  // Collective: puts new segments in place of this rank's segments removed from outside while the
+  // job runs, before a checkpoint writes into them.
+  void renew_removed_segments();
   std::size_t staged_bytes() const;
   // What this launch created and has not committed anything to.
   void remove_created_segments();

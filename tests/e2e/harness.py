@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -79,6 +80,15 @@ class Run:
         return f"exit {self.code}\n--- stdout\n{self.out[-3000:]}\n--- stderr\n{self.err[-3000:]}"
 
 
+def state_of(pid):
+    """A process's state letter (R, S, T stopped, Z a zombie...); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
 class Cluster:
     def __init__(self, app, shm, mpirun="mpirun", timeout=120, inject=None):
         self.app = app
@@ -121,6 +131,33 @@ class Cluster:
             run = Run(-1, out, err)
         if "SKT_JOB" in full_env and wait_detached:
             self.wait_detached(full_env["SKT_JOB"])
+        return run
+
+    def launch_held(self, nodes, args, env, act):
+        """Runs the app, given --hold, until every rank has stopped itself; then calls act(),
+        continues the ranks and waits for the run's end (killed after the timeout)."""
+        process, full_env = self.start(nodes, args, env)
+        timer = threading.Timer(self.timeout, lambda: os.killpg(process.pid, signal.SIGKILL))
+        timer.start()
+        try:
+            out = []
+            for line in process.stdout:
+                out.append(line)
+                if line.startswith("HELD"):
+                    break
+            ranks = [int(pid) for pid in subprocess.run(["pgrep", "-P", str(process.pid)],
+                                                        capture_output=True, text=True).stdout.split()]
+            while not all(state_of(pid) in ("T", None) for pid in ranks):
+                time.sleep(0.01)
+            act()
+            for pid in ranks:
+                os.kill(pid, signal.SIGCONT)
+            rest, err = process.communicate()
+        finally:
+            timer.cancel()
+        run = Run(-1 if process.returncode == -signal.SIGKILL else process.returncode,
+                  "".join(out) + rest, err)
+        self.wait_detached(full_env["SKT_JOB"])
         return run
 
     def attached(self, job):
@@ -587,11 +624,7 @@ def fill_udp_socket(pid):
 
 def running(pid):
     """Whether a process exists and is not a zombie (an exited process nobody reaped yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return state_of(pid) not in (None, "Z")
 
 
 def wait_gone(job, timeout):

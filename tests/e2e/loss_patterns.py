@@ -2,10 +2,11 @@
 """Loss patterns beyond a single failure: two losses in one group must end with the
 'unrecoverable' exit code (3), a message naming the group, and the survivors' segments untouched;
 one loss in each of several groups, and a second failure in another group during the recovery,
-must recover exactly; so must a program whose regions hold pointers into its regions, and jobs
-whose groups cannot be of the size asked (a node with more ranks than groups, a remainder too
-small to protect itself)."""
+must recover exactly; so must a program whose regions hold pointers into its regions, jobs whose
+groups cannot be of the size asked (a node with more ranks than groups, a remainder too small to
+protect itself), and a job whose segments were removed from outside while it ran."""
 
+import subprocess
 import sys
 
 import harness
@@ -112,6 +113,34 @@ def pointers_into_regions(cluster, checks, reference):
         cluster.clean(job)
 
 
+def removed_from_outside(cluster, checks, reference):
+    """Every segment of the job marked for removal while it runs (ipcrm -m, as a cleanup script or
+    an administrator does). A marked segment goes when its last process detaches: the crash after
+    epoch 2 took every rank's checkpoint with it, and the relaunch started afresh. The checkpoint
+    after the removal now renews them, with a warning, and the relaunch restores epoch 2."""
+    job = cluster.new_job("outside")
+    nodes = [f"n{r}" for r in range(4)]
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+
+    def remove_every_segment():
+        for row in cluster.segments(job):
+            subprocess.run(["ipcrm", "-m", row[0]], check=True)
+
+    try:
+        first = cluster.launch_held(
+            nodes, APP_ARGS + ["--hold", "0:4", "--crash-at", "7", "--crash-rank", "1"],
+            dict(env, SKT_RESTART="0"), remove_every_segment)
+        checks.expect(first.code not in (0, 2, 3) and first.err.count("removed from outside") == 4
+                      and cluster.segment_count(job) == 8,
+                      "every segment removed after iteration 4: each rank renews its two at the "
+                      "next checkpoint, with a warning, and they outlive the crash", first)
+        again = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], dict(env, SKT_RESTART="1"))
+        checks.expect(again.code == 0 and again.result == reference and again.epoch == 2,
+                      "the relaunch restores epoch 2, the same result", again)
+    finally:
+        cluster.clean(job)
+
+
 def second_failure_during_recovery(cluster, checks, reference):
     job = cluster.new_job("during")
     nodes = [f"n{r}" for r in range(4)]
@@ -144,6 +173,7 @@ def main(argv):
     groups_not_of_the_size_asked(cluster, checks, references)
     pointers_into_regions(cluster, checks, references[4])
     second_failure_during_recovery(cluster, checks, references[4])
+    removed_from_outside(cluster, checks, references[4])
     return harness.report_failures(checks.failures)
 
 

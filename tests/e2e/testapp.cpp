@@ -44,6 +44,7 @@ struct Options {
   bool uneven = false;
   std::uint64_t seed = 20181001;
   std::vector<std::string> pauses;  // "L:K": on launch L (SKT_RESTART), stop after iteration K
+  std::vector<std::string> holds;   // "L:K": as pauses, but each rank stops until continued
   // On a first launch, end after this iteration (and its checkpoint) keeping the checkpoints, as a
   // program does when its allocation ends: skt_finalize(ctx, 0), exit 0.
   int stop_after = -1;
@@ -85,10 +86,11 @@ int launch_number() {
   return restart != nullptr ? std::atoi(restart) : 0;
 }
 
-// Whether this launch stops after `iteration`, for a test to kill a node at a known point.
-bool pause_due(const Options& o, std::uint64_t iteration) {
+// Whether `points` ("L:K", launch and iteration) has this launch's `iteration`: a point where a
+// test acts (kills a node, removes segments).
+bool due(const std::vector<std::string>& points, std::uint64_t iteration) {
   const std::string wanted = fmt::format("{}:{}", launch_number(), iteration);
-  return std::find(o.pauses.begin(), o.pauses.end(), wanted) != o.pauses.end();
+  return std::find(points.begin(), points.end(), wanted) != points.end();
 }
 
 struct State {
@@ -290,7 +292,7 @@ int run(const Options& given) {
     iterate(regions, state, rank, o, comm);
     if (static_cast<int>(state.iteration) == o.crash_at && world == o.crash_rank &&
         !(o.suspend_job && launch_number() != 0)) {
-      fmt::print(stderr, "testapp: rank {} {} at iteration {}\n", rank,
+      fmt::print(stderr, "testapp: rank {} {} at iteration {}\n", world,
                  o.stop_launcher    ? "stops its launcher"
                  : o.crash_launcher ? "kills its launcher"
                  : o.suspend_job    ? "suspends its Slurm job"
@@ -320,12 +322,18 @@ int run(const Options& given) {
       if (world == 0) fmt::print("STOPPED after iteration {}\n", state.iteration);
       return 0;
     }
-    if (pause_due(o, state.iteration)) {
+    if (due(o.pauses, state.iteration)) {
       MPI_Barrier(MPI_COMM_WORLD);
       if (world == 0) fmt::print("PAUSED after iteration {}\n", state.iteration);
       std::fflush(stdout);
       for (;;)
         ::pause();  // until a test kills the job
+    }
+    if (due(o.holds, state.iteration)) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (world == 0) fmt::print("HELD after iteration {}\n", state.iteration);
+      std::fflush(stdout);
+      raise(SIGSTOP);  // until a test continues it
     }
   }
 
@@ -360,7 +368,7 @@ int run(const Options& given) {
   }
   ctx.finalize(true);
   if (o.stop_after_work && world == o.crash_rank && launch_number() == 0) {
-    fmt::print(stderr, "testapp: rank {} stops itself after its work\n", rank);
+    fmt::print(stderr, "testapp: rank {} stops itself after its work\n", world);
     std::fflush(stderr);
     raise(SIGSTOP);
   }
@@ -393,6 +401,9 @@ int main(int argc, char** argv) {
   app.add_option("--pause", o.pauses,
                  "L:K: on launch L (SKT_RESTART), every rank stops after "
                  "iteration K and waits to be killed (repeatable)");
+  app.add_option("--hold", o.holds,
+                 "L:K: on launch L, every rank stops itself (SIGSTOP) after iteration K, for a "
+                 "test to act and continue it (repeatable)");
   app.add_flag("--stop-after-work", o.stop_after_work,
                "on a first launch, --crash-rank stops itself (SIGSTOP) after its context ended, "
                "before MPI_Finalize");
