@@ -154,6 +154,7 @@ void Segment::remap(std::byte* at) {
   }
   shmdt(base_);
   base_ = static_cast<std::byte*>(p);
+  keep_out_of_core_dumps(base_, header_);  // a new mapping, without the old one's advice
   populate_pages(p, header_.segment_bytes);
 }
 

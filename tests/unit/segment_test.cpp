@@ -121,6 +121,14 @@ TEST(Segment, ACheckpointStaysOutOfCoreDumps) {
   ASSERT_TRUE(found.segment.has_value());
   EXPECT_NE(vm_flags_of(found.segment->data()).find(" dd "), std::string::npos)
       << vm_flags_of(found.segment->data());
+  // Renewed after a removal from outside: a new mapping at the same address, left out as well.
+  std::byte* const at = found.segment->data();
+  ASSERT_EQ(shmctl(found.segment->id(), IPC_RMID, nullptr), 0);
+  ASSERT_TRUE(found.segment->removed_from_outside());
+  found.segment->renew(false);
+  EXPECT_FALSE(found.segment->removed_from_outside());
+  EXPECT_EQ(found.segment->data(), at);
+  EXPECT_NE(vm_flags_of(at).find(" dd "), std::string::npos) << vm_flags_of(at);
   found.segment->remove();
   workspace.remove();
 }
