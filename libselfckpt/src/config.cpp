@@ -72,9 +72,7 @@ int integer_in(const std::string& origin, const std::string& value, int low, int
 }
 
 bool boolean(const std::string& origin, const std::string& value) {
-  const std::string v = lower(value);
-  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
-  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  if (const auto b = parse_boolean(value)) return *b;
   bad(origin, fmt::format("'{}' is not a boolean (true/false, 1/0)", value));
 }
 
@@ -408,6 +406,13 @@ std::optional<std::string> context_job_tag(const std::string& job, int leader) {
       fmt::format("{}{}w{}", job, job.find('+') == std::string::npos ? '+' : '.', leader);
   if (!valid_job_tag(tag)) return std::nullopt;
   return tag;
+}
+
+std::optional<bool> parse_boolean(std::string_view text) {
+  const std::string v = lower(text);
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  return std::nullopt;
 }
 
 std::optional<std::size_t> parse_size(const std::string& text) {

@@ -102,6 +102,8 @@ Config load_config(const std::string& path, const Environment& env);
 // Parsers shared with the tools.
 std::optional<FaultSpec> parse_fault(const std::string& text);
 std::optional<std::size_t> parse_size(const std::string& text);
+// 1/0, true/false, yes/no, on/off, in any case.
+std::optional<bool> parse_boolean(std::string_view text);
 std::optional<LogLevel> parse_log_level(const std::string& text);
 // Seconds, with an optional unit: s, m, h or d.
 std::optional<double> parse_duration(const std::string& text);

@@ -4,11 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
+
+#include "libselfckpt/src/config.hpp"
+#include "libselfckpt/src/memory.hpp"
 
 namespace skt {
 namespace {
@@ -40,29 +40,16 @@ bool removes_ipc(const std::vector<std::string>& settings) {
       const auto equals = line.find('=');
       if (!login || equals == std::string::npos || trimmed(line.substr(0, equals)) != "RemoveIPC")
         continue;
-      std::string value = trimmed(line.substr(equals + 1));
-      std::transform(value.begin(), value.end(), value.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (value == "no" || value == "false" || value == "off" || value == "0") removes = false;
-      if (value == "yes" || value == "true" || value == "on" || value == "1") removes = true;
+      removes = parse_boolean(trimmed(line.substr(equals + 1))).value_or(removes);
     }
   }
   return removes;
 }
 
-std::string file_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-}  // namespace
-
-std::optional<std::string> session_removing_ipc(const LoginFacts& facts) {
-  if (facts.uid <= kSystemUidMax || facts.lingering || !removes_ipc(facts.logind_settings))
-    return std::nullopt;
-  // A session's processes are in user.slice/user-UID.slice/session-N.scope (cgroup v2's one
-  // hierarchy, or v1's name=systemd one).
-  std::istringstream lines(facts.cgroup);
+// The login session this process runs in: its processes are in
+// user.slice/user-UID.slice/session-N.scope (cgroup v2's one hierarchy, or v1's name=systemd one).
+std::optional<std::string> login_session(const std::string& cgroup) {
+  std::istringstream lines(cgroup);
   for (std::string line; std::getline(lines, line);) {
     if (line.find("/user.slice/") == std::string::npos) continue;
     const auto session = line.find("/session-");
@@ -74,12 +61,23 @@ std::optional<std::string> session_removing_ipc(const LoginFacts& facts) {
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<std::string> session_removing_ipc(const LoginFacts& facts) {
+  if (facts.uid <= kSystemUidMax || facts.lingering || !removes_ipc(facts.logind_settings))
+    return std::nullopt;
+  return login_session(facts.cgroup);
+}
+
 LoginFacts read_login_facts() {
   namespace fs = std::filesystem;
   LoginFacts facts;
-  facts.cgroup = file_text("/proc/self/cgroup");
+  facts.cgroup = read_file("/proc/self/cgroup");
   facts.uid = static_cast<std::uint32_t>(getuid());
-  facts.logind_settings.push_back(file_text("/etc/systemd/logind.conf"));
+  // Outside a session, or exempt, the rest cannot matter: not read at every skt_init of a batch
+  // job, and no user lookup.
+  if (facts.uid <= kSystemUidMax || !login_session(facts.cgroup)) return facts;
+  facts.logind_settings.push_back(read_file("/etc/systemd/logind.conf"));
   // Drop-ins, by name across the directories (a name in /etc hides the same name further on).
   std::vector<fs::path> drop_ins;
   for (const char* dir :
@@ -96,7 +94,7 @@ LoginFacts read_login_facts() {
   std::sort(drop_ins.begin(), drop_ins.end(),
             [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
   for (const auto& path : drop_ins)
-    facts.logind_settings.push_back(file_text(path));
+    facts.logind_settings.push_back(read_file(path));
   if (const passwd* user = getpwuid(getuid()))
     facts.lingering = fs::exists(fs::path("/var/lib/systemd/linger") / user->pw_name);
   return facts;

@@ -32,13 +32,6 @@ bool has_word(std::string_view list, std::string_view word) {
   return false;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // A file holding one number; "max" (v2's no limit) or anything else unreadable gives nothing.
 std::optional<std::uint64_t> read_number(const std::string& path) {
   std::ifstream in(path);
@@ -61,6 +54,13 @@ std::map<std::string, std::uint64_t> meminfo() {
 }
 
 }  // namespace
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 std::optional<MachineMemory> machine_memory() {
   const auto values = meminfo();

@@ -10,6 +10,9 @@
 
 namespace skt {
 
+// A file's text (of /proc, /sys or /etc); empty when it cannot be read.
+std::string read_file(const std::string& path);
+
 // This machine's memory as /proc/meminfo has it: what new pages can take without the OOM killer
 // (MemAvailable) and the total; nothing where the kernel does not say.
 struct MachineMemory {
