@@ -150,4 +150,23 @@ void Requests::cancel() noexcept {
   }
 }
 
+void wait_reporting_delays(MPI_Request& request, double first_report,
+                           const std::function<void(double waited)>& report) {
+  if (first_report <= 0) {
+    SKT_MPI(MPI_Wait(&request, MPI_STATUS_IGNORE));
+    return;
+  }
+  const double start = MPI_Wtime();
+  double next = first_report;
+  for (int done = 0;;) {
+    SKT_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done != 0) return;
+    const double waited = MPI_Wtime() - start;
+    if (waited >= next) {
+      report(waited);
+      next *= 2;
+    }
+  }
+}
+
 }  // namespace skt

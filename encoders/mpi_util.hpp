@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -58,6 +59,13 @@ class Comm {
 
 // Collective: `root`'s text, on every rank of `comm` (its length first, then its bytes).
 std::string broadcast_string(MPI_Comm comm, std::string text, int root = 0);
+
+// Waits for `request` (a collective's, which cannot be cancelled). Once it has waited
+// `first_report` seconds, and again at each doubling of that, calls `report` with the seconds
+// waited: a collective that some rank never joins waits forever, and whoever watches the job
+// should hear why. With first_report <= 0 it just waits.
+void wait_reporting_delays(MPI_Request& request, double first_report,
+                           const std::function<void(double waited)>& report);
 
 // Byte ranges of one buffer, (offset, length) in order, as one message. With several ranges it
 // travels as one derived datatype, freed once the transfer is posted (MPI keeps it until the

@@ -174,6 +174,18 @@ const std::vector<Option>& options() {
          }
          c.attach_wait_seconds = *seconds;
        }},
+      {"wait_warning", "SKT_WAIT_WARNING",
+       "how long a rank waits at the start of a collective call for the other ranks to make it "
+       "too before it warns (again at each doubling; 0: never)",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         const auto seconds = parse_duration(v);
+         if (!seconds || *seconds < 0) {
+           bad(origin, fmt::format("'{}' is not a duration of 0 or more (seconds, or with a "
+                                   "unit: 90s, 10m)",
+                                   v));
+         }
+         c.wait_warning_seconds = *seconds;
+       }},
       {"monitor", "SKT_MONITOR",
        "host:port where the job's supervisor (skt-run) hears each rank's liveness and progress",
        [](Config& c, const std::string& origin, const std::string& v) {

@@ -70,6 +70,9 @@ struct Config {
   bool find_changes = true;
   // How long a relaunch waits for processes of an earlier launch to let go of the job's segments.
   double attach_wait_seconds = 10;
+  // How long a rank waits at the start of a collective call for the other ranks to make it too
+  // before it warns (then at each doubling); 0: never.
+  double wait_warning_seconds = 60;
   // host:port of the job's supervisor (skt-run), told of each rank's liveness and progress.
   std::string monitor;
   LogLevel log_level = LogLevel::warn;

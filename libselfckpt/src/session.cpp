@@ -240,6 +240,34 @@ void Session::warn_of_logind_removal() const {
 
 Session::~Session() = default;
 
+void Session::enter(CollectiveCall call) {
+  const auto mine = static_cast<std::int32_t>(call);
+  std::vector<std::int32_t> calls(static_cast<std::size_t>(nranks_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  SKT_MPI(
+      MPI_Iallgather(&mine, 1, MPI_INT32_T, calls.data(), 1, MPI_INT32_T, comm_.get(), &request));
+  wait_reporting_delays(request, config_.wait_warning_seconds, [&](double waited) {
+    log_->warn(
+        "this rank has waited {:.1f} s in {} for the other ranks of the context to call it "
+        "too: one may still be computing, or be stopped or stuck; or the program calls it "
+        "on some ranks only (a decision to checkpoint that each rank takes by itself, from "
+        "its own clock or count, splits them: skt_need_checkpoint takes one for all)",
+        waited, call_name(call));
+  });
+  const auto out_of_step = calls_out_of_step(calls);
+  if (!out_of_step) return;
+  throw AgreedError(
+      SKT_ERR_STATE,
+      fmt::format("the ranks made different selfckpt calls at epoch {}: {}. Every rank of a "
+                  "context makes the same collective calls in the same order (skt_recover, "
+                  "skt_checkpoint, skt_checkpoint_dirty, skt_need_checkpoint, skt_finalize with "
+                  "discard); a decision to checkpoint that each rank takes by itself, from "
+                  "its own clock or count, splits them (skt_need_checkpoint takes one for all). "
+                  "None of these calls did anything{}",
+                  epoch_, *out_of_step,
+                  epoch_ > 0 ? fmt::format(": checkpoint {} stands", epoch_) : ""));
+}
+
 void Session::require_recovered(const char* call) const {
   if (!recovered_) {
     throw Error(SKT_ERR_STATE,
@@ -729,6 +757,7 @@ void Session::set_up_store(const GroupShape& shape, int group, int member, int g
 }
 
 std::uint64_t Session::recover() {
+  enter(CollectiveCall::recover);
   if (recovered_) throw Error(SKT_ERR_STATE, "skt_recover may be called only once per context");
   try {
     return restore();
@@ -1320,8 +1349,12 @@ bool Session::restore_from_group_files(const std::vector<Finding>& findings,
 }
 
 void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
-  require_recovered("skt_checkpoint");
-  if (dirty != nullptr) {
+  enter(dirty != nullptr ? CollectiveCall::checkpoint_dirty : CollectiveCall::checkpoint);
+  require_recovered(dirty != nullptr ? "skt_checkpoint_dirty" : "skt_checkpoint");
+  // Each rank declares ranges of its own: one rank's mistake must stop them all, or the others
+  // would wait in the checkpoint for it.
+  effects_->agree([&] {
+    if (dirty == nullptr) return;
     for (const auto& d : *dirty) {
       const RegionEntry* region = store_.layout.region(d.region);
       if (region == nullptr) {
@@ -1335,7 +1368,7 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
                                 d.offset, d.offset + d.length, d.region, region->bytes));
       }
     }
-  }
+  });
   const double start = MPI_Wtime();
   // The flush is about to overwrite the copy a drain may still be reading.
   settle_drain();
@@ -1497,6 +1530,7 @@ void Session::settle_drain() {
 }
 
 bool Session::need_checkpoint() {
+  enter(CollectiveCall::need_checkpoint);
   require_recovered("skt_need_checkpoint");
   if (config_.mtbf_seconds <= 0) {
     throw Error(SKT_ERR_CONFIG,
@@ -1523,6 +1557,7 @@ void Session::finalize(bool discard) {
   // Segments of an ephemeral job can never be found again, so they go in any case; only a
   // requested discard waits for every rank, since a rank that has not finished may still need them.
   if (discard) {
+    enter(CollectiveCall::finalize);
     drain_.abandon();  // the job is complete: its drained epochs are of no more use
     SKT_MPI(MPI_Barrier(comm_.get()));
     // Every rank is done. Each records it before any removes a segment, so that a run ended in

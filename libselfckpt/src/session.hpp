@@ -18,6 +18,7 @@
 #include "encoders/codec.hpp"
 #include "encoders/mpi_util.hpp"
 #include "libselfckpt/src/arena.hpp"
+#include "libselfckpt/src/call_order.hpp"
 #include "libselfckpt/src/config.hpp"
 #include "libselfckpt/src/decision.hpp"
 #include "libselfckpt/src/drain.hpp"
@@ -73,6 +74,9 @@ class Session {
     std::size_t bytes = 0;
   };
 
+  // Collective, first in every collective call: the same error on every rank when the ranks made
+  // different calls (call_order.hpp), and a warning from a rank that waits long for the others.
+  void enter(CollectiveCall call);
   void require_recovered(const char* call) const;
   std::string next_unnamed() const;
   void check_declaration(const char* call, const std::string& name) const;

@@ -4,11 +4,16 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "encoders/codec.hpp"
@@ -451,6 +456,137 @@ TEST(Contexts, OpenAtOnceTheyNeedATagEach) {
   skt::Context again(MPI_COMM_WORLD);
   EXPECT_EQ(again.recover(), 0u);
   again.finalize(true);
+  unsetenv("SKT_RESTART");
+}
+
+namespace {
+
+// What `call` wrote on this process's stderr (where the library logs).
+template <class F>
+std::string stderr_of(F call) {
+  char path[] = "/tmp/skt-stderr-XXXXXX";
+  const int file = mkstemp(path);
+  std::fflush(stderr);
+  const int saved = dup(2);
+  dup2(file, 2);
+  call();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(file);
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  unlink(path);
+  return text;
+}
+
+// The code and message of `call`'s skt::Error, with the message's length the same on every rank.
+template <class F>
+std::pair<int, std::string> error_of(F call) {
+  int code = SKT_OK;
+  std::string message;
+  try {
+    call();
+    ADD_FAILURE() << "the call succeeded";
+  } catch (const skt::Error& e) {
+    code = e.code();
+    message = e.what();
+  }
+  int lengths[2] = {static_cast<int>(message.size()), -static_cast<int>(message.size())};
+  MPI_Allreduce(MPI_IN_PLACE, lengths, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(lengths[0], -lengths[1]) << "the ranks' messages differ: " << message;
+  return {code, message};
+}
+
+}  // namespace
+
+// Ranks that make different collective calls (each deciding by itself to checkpoint) end with the
+// same SKT_ERR_STATE on every rank, naming who called what, and nothing is done: the ranks go on
+// together, and a relaunch restores the checkpoint from before. Until the calls were compared, a
+// rank in skt_need_checkpoint paired its broadcast with another's checkpoint, and one in
+// skt_finalize hung against a checkpoint. A range one rank declares outside its regions stops
+// every rank's checkpoint with its error (the others waited in it). A rank that waits at the start
+// of a call longer than SKT_WAIT_WARNING says so.
+TEST(CallOrder, DifferentCallsAreTheSameErrorOnEveryRank) {
+  const int rank = world_rank();
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  setenv("SKT_GROUP_SIZE", "2", 1);
+  setenv("SKT_SCHEME", "xor", 1);
+  setenv("SKT_MTBF", "1000000d", 1);
+  setenv("SKT_NODE", fmt::format("order{}", rank).c_str(), 1);
+  setenv("SKT_JOB", shared_tag(MPI_COMM_WORLD, "order").c_str(), 1);
+  setenv("SKT_RESTART", "0", 1);
+  const std::string others = size == 2 ? "rank 0" : fmt::format("ranks 0 and 2-{}", size - 1);
+  {
+    Program p(MPI_COMM_WORLD, rank);
+    EXPECT_EQ(p.ctx.recover(), 0u);
+    p.fill(rank, 1);
+    p.ctx.checkpoint();
+    p.fill(rank, 2);
+    auto [code, message] = error_of([&] {
+      if (rank == 1) {
+        p.ctx.need_checkpoint();
+      } else {
+        p.ctx.checkpoint();
+      }
+    });
+    EXPECT_EQ(code, SKT_ERR_STATE);
+    EXPECT_NE(message.find(fmt::format("at epoch 1: skt_checkpoint on {}, skt_need_checkpoint on "
+                                       "rank 1",
+                                       others)),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(p.ctx.stats().epoch, 1u);
+
+    const std::size_t past = p.a.size() * sizeof(double);
+    std::tie(code, message) = error_of([&] {
+      p.ctx.checkpoint_dirty(rank == size - 1 ? std::vector<skt_range>{{"a", past, 8}}
+                                              : std::vector<skt_range>{});
+    });
+    EXPECT_EQ(code, SKT_ERR_ARG);
+    EXPECT_NE(message.find("outside region 'a'"), std::string::npos) << message;
+    EXPECT_EQ(p.ctx.stats().epoch, 1u);
+
+    p.ctx.checkpoint();
+    EXPECT_EQ(p.ctx.stats().epoch, 2u);
+    p.fill(rank, 3);
+    std::tie(code, message) = error_of([&] {
+      if (rank == 0) {
+        p.ctx.finalize(true);
+      } else {
+        p.ctx.checkpoint();
+      }
+    });
+    EXPECT_EQ(code, SKT_ERR_STATE);
+    EXPECT_NE(message.find("at epoch 2: skt_finalize on rank 0, skt_checkpoint on rank"),
+              std::string::npos)
+        << message;
+  }
+  setenv("SKT_RESTART", "1", 1);
+  setenv("SKT_WAIT_WARNING", "0.05", 1);
+  {
+    Program p(MPI_COMM_WORLD, rank);
+    EXPECT_EQ(p.ctx.recover(), 2u) << "the finalize that met a checkpoint removed nothing";
+    EXPECT_TRUE(p.identical(rank, 2));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+      const std::string said = stderr_of([&] { p.ctx.checkpoint(); });
+      EXPECT_NE(said.find("this rank has waited "), std::string::npos) << said;
+      EXPECT_NE(said.find(" s in skt_checkpoint for the other ranks of the context to call it"),
+                std::string::npos)
+          << said;
+    } else {
+      // The others arrive late: busy, as a rank still computing would be.
+      const double start = MPI_Wtime();
+      while (MPI_Wtime() - start < 0.3) {
+      }
+      p.ctx.checkpoint();
+    }
+    p.ctx.finalize(true);
+  }
+  unsetenv("SKT_WAIT_WARNING");
+  unsetenv("SKT_MTBF");
   unsetenv("SKT_RESTART");
 }
 

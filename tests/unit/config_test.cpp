@@ -117,6 +117,11 @@ TEST(Config, ModesSchemesAndMtbf) {
   EXPECT_NE(config_error("", {{"SKT_SCHEME", "rs"}, {"SKT_PARITY", "4"}, {"SKT_GROUP_SIZE", "4"}})
                 .find("at least 5 ranks"),
             std::string::npos);
+  EXPECT_DOUBLE_EQ(load_config("", {}).wait_warning_seconds, 60.0);
+  EXPECT_DOUBLE_EQ(load_config("", {{"SKT_WAIT_WARNING", "10m"}}).wait_warning_seconds, 600.0);
+  EXPECT_DOUBLE_EQ(load_config("", {{"SKT_WAIT_WARNING", "0"}}).wait_warning_seconds, 0.0);
+  EXPECT_NE(config_error("", {{"SKT_WAIT_WARNING", "-1"}}).find("duration of 0 or more"),
+            std::string::npos);
   EXPECT_EQ(parse_duration("90"), 90.0);
   EXPECT_EQ(parse_duration("30m"), 1800.0);
   EXPECT_EQ(parse_duration("2d"), 172800.0);
