@@ -21,6 +21,12 @@ enum class CollectiveCall : std::int32_t {
   finalize,
 };
 
+// How ranks come to make different calls, and the way out: both the error and the warning of a
+// long wait say it.
+inline constexpr const char* kDecisionsOfTheirOwn =
+    "a decision to checkpoint that each rank takes by itself, from its own clock or count, "
+    "splits them (skt_need_checkpoint takes one for all)";
+
 // The API function, as a program calls it: "skt_checkpoint", ...
 const char* call_name(CollectiveCall call);
 

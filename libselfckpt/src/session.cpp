@@ -250,9 +250,8 @@ void Session::enter(CollectiveCall call) {
     log_->warn(
         "this rank has waited {:.1f} s in {} for the other ranks of the context to call it "
         "too: one may still be computing, or be stopped or stuck; or the program calls it "
-        "on some ranks only (a decision to checkpoint that each rank takes by itself, from "
-        "its own clock or count, splits them: skt_need_checkpoint takes one for all)",
-        waited, call_name(call));
+        "on some ranks only: {}",
+        waited, call_name(call), kDecisionsOfTheirOwn);
   });
   const auto out_of_step = calls_out_of_step(calls);
   if (!out_of_step) return;
@@ -261,10 +260,8 @@ void Session::enter(CollectiveCall call) {
       fmt::format("the ranks made different selfckpt calls at epoch {}: {}. Every rank of a "
                   "context makes the same collective calls in the same order (skt_recover, "
                   "skt_checkpoint, skt_checkpoint_dirty, skt_need_checkpoint, skt_finalize with "
-                  "discard); a decision to checkpoint that each rank takes by itself, from "
-                  "its own clock or count, splits them (skt_need_checkpoint takes one for all). "
-                  "None of these calls did anything{}",
-                  epoch_, *out_of_step,
+                  "discard); {}. None of these calls did anything{}",
+                  epoch_, *out_of_step, kDecisionsOfTheirOwn,
                   epoch_ > 0 ? fmt::format(": checkpoint {} stands", epoch_) : ""));
 }
 
