@@ -22,6 +22,12 @@
  * Every call returns 0 or a negative SKT_ERR_* code; skt_strerror names the code and
  * skt_last_error gives the full message of the calling thread's last failure. The library never
  * exits or aborts the process.
+ *
+ * Every rank of a context makes the same collective calls in the same order (skt_recover,
+ * skt_checkpoint, skt_checkpoint_dirty, skt_need_checkpoint, skt_finalize with discard): decide to
+ * checkpoint on one rank and broadcast it, or with skt_need_checkpoint, never from each rank's own
+ * clock. Each of these calls first compares which call every rank made; ranks in different calls
+ * all get SKT_ERR_STATE, naming who called what, and nothing is done.
  */
 #ifndef SELFCKPT_SELFCKPT_H
 #define SELFCKPT_SELFCKPT_H
@@ -45,7 +51,8 @@ enum skt_error {
   SKT_ERR_MPI = -4,           /* an MPI call failed */
   SKT_ERR_UNRECOVERABLE = -5, /* a group lost more members than its scheme tolerates */
   SKT_ERR_MISMATCH = -6,      /* the relaunch differs from the checkpoint (regions, settings) */
-  SKT_ERR_STATE = -7,         /* a call out of order (e.g. skt_alloc after skt_recover) */
+  SKT_ERR_STATE = -7,         /* a call out of order (skt_alloc after skt_recover; ranks in
+                                 different collective calls) */
   SKT_ERR_NOMEM = -8,         /* out of memory */
   SKT_ERR_STALE = -9,         /* segments of this job left over from an earlier run */
   SKT_ERR_INTERNAL = -10,     /* a bug in selfckpt: please report it */
