@@ -33,6 +33,10 @@ struct Options {
   int regions = 2;
   int crash_at = -1;
   int crash_rank = -1;
+  // From its first checkpoint after iteration asking_after on, this rank asks skt_need_checkpoint
+  // where the others checkpoint: a decision each rank takes by itself.
+  int asking_rank = -1;
+  int asking_after = 0;
   bool crash_launcher = false;  // at --crash-at, --crash-rank kills its launcher, not itself
   bool stop_launcher = false;   // at --crash-at, --crash-rank stops its launcher and goes on
   bool suspend_job = false;     // at --crash-at, --crash-rank suspends its Slurm job (launch 0)
@@ -315,7 +319,11 @@ int run(const Options& given) {
     }
     if (o.checkpoint_every > 0 &&
         state.iteration % static_cast<std::uint64_t>(o.checkpoint_every) == 0) {
-      ctx.checkpoint();
+      if (world == o.asking_rank && static_cast<int>(state.iteration) > o.asking_after) {
+        if (ctx.need_checkpoint()) ctx.checkpoint();
+      } else {
+        ctx.checkpoint();
+      }
     }
     if (static_cast<int>(state.iteration) == o.stop_after && launch_number() == 0) {
       ctx.finalize(false);
@@ -391,6 +399,11 @@ int main(int argc, char** argv) {
                "region sizes from 1/8 to 3 times --bytes, unevenly, the same on every rank");
   app.add_option("--crash-at", o.crash_at, "iteration after which --crash-rank kills itself");
   app.add_option("--crash-rank", o.crash_rank, "rank that crashes at --crash-at");
+  app.add_option("--asking-rank", o.asking_rank,
+                 "rank that asks skt_need_checkpoint where the others checkpoint (a decision of "
+                 "its own), after --asking-after");
+  app.add_option("--asking-after", o.asking_after,
+                 "iteration after which --asking-rank asks instead of checkpointing");
   app.add_flag("--crash-launcher", o.crash_launcher,
                "at --crash-at, --crash-rank kills its launcher (mpirun) instead of itself");
   app.add_flag("--stop-launcher", o.stop_launcher,

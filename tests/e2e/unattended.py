@@ -33,6 +33,10 @@
   before anything is launched (its checkpoint is of the first one), and --dry-run says so;
   --new-command resumes with a change that leaves the computation alone; a job that failed before
   its first checkpoint runs with another command;
+- calls out of step: a rank that asks skt_need_checkpoint where the others checkpoint stops every
+  rank with the same error naming who called what (exit 2, not retried; MPI had paired the calls'
+  messages, or hung), and the corrected program resumes with --new-command from the checkpoint
+  before;
 - killed while creating: a rank killed while the pages of its new checkpoint segment are mapped
   (seconds for a large segment; where the OOM killer strikes) leaves a segment that skt-shm lists
   as the job's (the header comes first: one without it was listed by no tool and held its memory
@@ -476,6 +480,26 @@ def another_command(d, cluster, checks, reference):
     cluster.clean(job)
 
 
+def calls_out_of_step(d, cluster, checks, reference):
+    """Rank 2 decides by itself whether to checkpoint (it asks skt_need_checkpoint where the others
+    call skt_checkpoint), from its second checkpoint on. MPI paired the two calls' messages, or
+    hung; now every rank stops with the same error naming who called what (exit 2, not retried),
+    the first checkpoint stands, and the corrected program resumes from it."""
+    job = cluster.new_job("wsplit")
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS + ["--asking-rank", "2", "--asking-after", "4"]),
+                      env={"SKT_MTBF": "1000d"})
+    checks.expect(code == 2 and "the ranks made different selfckpt calls at epoch 1: skt_checkpoint on ranks "
+                  "0-1 and 3, skt_need_checkpoint on rank 2" in out and "checkpoint 1 stands" in out
+                  and out.count("testapp rank") == len(NODES) and "relaunched" not in out
+                  and "not relaunching" in out,
+                  f"a rank asking where the others checkpoint: every rank says who called what, exit 2 (got "
+                  f"{code}), not relaunched", out)
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS, extra=["--new-command"]))
+    checks.expect(code == 0 and result_of(out) == reference and "reports restored epoch 1" in out,
+                  "the corrected program, resumed with --new-command: restored epoch 1, right result", out)
+    checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
+
+
 def killed_while_creating(d, cluster, checks, reference):
     job = cluster.new_job("create")
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
@@ -680,7 +704,8 @@ def main(argv):
     with tempfile.TemporaryDirectory() as root:
         d = harness.SktRun(options, root)
         for case in (stopped_rank, words_lost, deadlock, resume_after_signals, launch_failures, remote_environment,
-                     isolation, ended_while_finishing, leftovers, another_command, killed_while_creating,
+                     isolation, ended_while_finishing, leftovers, another_command, calls_out_of_step,
+                     killed_while_creating,
                      stopped_launcher,
                      stopped_after_work, launcher_outliving_ranks, launcher_ended_from_outside,
                      state_disk_full):
