@@ -1346,8 +1346,10 @@ bool Session::restore_from_group_files(const std::vector<Finding>& findings,
 }
 
 void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
-  enter(dirty != nullptr ? CollectiveCall::checkpoint_dirty : CollectiveCall::checkpoint);
-  require_recovered(dirty != nullptr ? "skt_checkpoint_dirty" : "skt_checkpoint");
+  const CollectiveCall call =
+      dirty != nullptr ? CollectiveCall::checkpoint_dirty : CollectiveCall::checkpoint;
+  enter(call);
+  require_recovered(call_name(call));
   // Each rank declares ranges of its own: one rank's mistake must stop them all, or the others
   // would wait in the checkpoint for it.
   effects_->agree([&] {

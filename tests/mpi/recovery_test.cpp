@@ -4,14 +4,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -461,25 +458,6 @@ TEST(Contexts, OpenAtOnceTheyNeedATagEach) {
 
 namespace {
 
-// What `call` wrote on this process's stderr (where the library logs).
-template <class F>
-std::string stderr_of(F call) {
-  char path[] = "/tmp/skt-stderr-XXXXXX";
-  const int file = mkstemp(path);
-  std::fflush(stderr);
-  const int saved = dup(2);
-  dup2(file, 2);
-  call();
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  close(file);
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  unlink(path);
-  return text;
-}
-
 // The code and message of `call`'s skt::Error, with the message's length the same on every rank.
 template <class F>
 std::pair<int, std::string> error_of(F call) {
@@ -571,7 +549,10 @@ TEST(CallOrder, DifferentCallsAreTheSameErrorOnEveryRank) {
     EXPECT_TRUE(p.identical(rank, 2));
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
-      const std::string said = stderr_of([&] { p.ctx.checkpoint(); });
+      // The library logs to stderr.
+      testing::internal::CaptureStderr();
+      p.ctx.checkpoint();
+      const std::string said = testing::internal::GetCapturedStderr();
       EXPECT_NE(said.find("this rank has waited "), std::string::npos) << said;
       EXPECT_NE(said.find(" s in skt_checkpoint for the other ranks of the context to call it"),
                 std::string::npos)
