@@ -26,6 +26,7 @@
 #include <sstream>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "daemon/probe.hpp"
 #include "daemon/process.hpp"
@@ -45,6 +46,7 @@ constexpr int kExitOutOfSpares = 5;
 constexpr int kExitRestartBudget = 6;
 constexpr int kExitLaunchFailed = 7;
 constexpr int kExitStuckAfterWork = 8;
+constexpr int kExitStalledAgain = 9;
 
 // A job tag leaves room for the sub-jobs a program derives from it (skt-hpl's TAG+t12).
 constexpr std::size_t kMaxJobTag = 48;
@@ -537,6 +539,8 @@ std::optional<int> drained_epoch_count(const Options& o, const Plan& plan, Log& 
 struct Outcome {
   int code = 0;
   std::optional<std::string> hung;       // why skt-run ended it as hung
+  // It was ended as hung for making no progress (every rank beat), having reached this epoch.
+  std::optional<std::uint64_t> stalled_at;
   std::optional<std::string> dead_node;  // a node a probe found dead while it ran
   // Why a run whose work had ended, every context closed, did not end by itself: skt-run ended it
   // because its ranks did not leave MPI_Finalize, or one stopped before it; or its launcher ended
@@ -854,9 +858,10 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
       ::kill(child.pid, SIGCONT);
       stopped_since = -1;
     }
-    if (const auto why = watch.hung(now())) {
+    if (const double at = now(); const auto why = watch.hung(at)) {
       if (suspended_on_purpose(*why)) continue;
       out.hung = *why;
+      out.stalled_at = watch.stalled_at(at);
       log_("the run is hung: {}; ending it", *why);
       end_run(child);
       killed = true;
@@ -1043,6 +1048,7 @@ int Supervisor::run() {
     }
     const Outcome out = supervise(child, restart, state_.cadence);
     state_.cadence = std::max(state_.cadence, out.cadence);
+    const auto stalled_before = std::exchange(state_.stalled_at, out.stalled_at);
     if (out.restored && *out.restored == 0 && restart != 0) {
       // Epochs count from 1: the relaunch found no checkpoint (the run before died before its
       // first one) and started afresh.
@@ -1103,6 +1109,22 @@ int Supervisor::run() {
            kept_hint(code == 2));
       save(code == 3 ? "unrecoverable" : "failed", fmt::format("exit {}: {}", code, why));
       return code;
+    }
+    if (out.stalled_at && stalled_before == out.stalled_at) {
+      // The relaunch restored the checkpoint the run before stalled after, and stalled again
+      // before the next: a deadlock of the program, or work longer than the bound, repeats at
+      // every relaunch. Relaunching would spend the allocation on the same hang until
+      // --max-restarts.
+      log_(
+          "run {} stalled at epoch {} as the run before it did: it does not get past that point, "
+          "and a relaunch would restore the same checkpoint and stall the same way; not "
+          "relaunching. A deadlock of the program (see which calls the ranks waited in, above) "
+          "is fixed in the program, which then resumes with --new-command; work that takes "
+          "longer than the bound without a checkpoint resumes with the same command and a "
+          "larger --hang-timeout or --progress-floor; {}",
+          state_.launches, *out.stalled_at, kept_hint());
+      save("failed", fmt::format("stalled twice at epoch {}: {}", *out.stalled_at, *out.hung));
+      return kExitStalledAgain;
     }
     // No rank spoke and the launcher reported no process of the program ending: it never ran. A
     // launcher that refused the launch says why (Open MPI frames its reason in rules), and would
@@ -1218,7 +1240,9 @@ int run(int argc, char** argv) {
       "saying why (not retried; one killed or silent is relaunched); 8 its work ended, but its\n"
       "ranks did not leave the program by themselves (stuck in or stopped before MPI_Finalize,\n"
       "or ended in it: killed, or by a failing launcher; its own code unknown; not retried);\n"
-      "128+N stopped by signal N.\n"
+      "9 a relaunch stalled (every rank beat, no checkpoint came) at the epoch the run before\n"
+      "it stalled at: a deadlock of the program, or work longer than the bound, that every\n"
+      "relaunch would repeat; 128+N stopped by signal N.\n"
       "Every exit says what is left of the job and how to remove it.");
   Options o;
   app.add_option("--nodes", o.nodes, "nodes, comma separated (n1,n2,...)");

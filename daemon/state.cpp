@@ -85,6 +85,7 @@ std::string format_state(const JobState& s) {
       s.status, s.launches, fmt::join(s.ranklist, " "), fmt::join(s.spares, " "), s.cadence,
       s.note);
   if (s.checkpointed) text += "checkpointed yes\n";
+  if (s.stalled_at) text += fmt::format("stalled-at {}\n", *s.stalled_at);
   if (!s.directory.empty()) text += fmt::format("directory {}\n", escape_line(s.directory));
   // One line per word: a word may hold spaces, or be empty.
   for (const auto& word : s.command)
@@ -127,6 +128,10 @@ std::optional<JobState> parse_state(const std::string& text) {
       } else if (key == "checkpointed") {
         if (value != "yes" && value != "no") return std::nullopt;
         s.checkpointed = value == "yes";
+      } else if (key == "stalled-at") {
+        std::size_t used = 0;
+        s.stalled_at = std::stoull(value, &used);
+        if (used != value.size() || value.front() == '-') return std::nullopt;
       } else if (key == "directory" || key == "argument") {
         const auto text = unescape_line(value);
         if (!text) return std::nullopt;

@@ -26,6 +26,9 @@ struct JobState {
   std::vector<std::string> command;
   // A run committed or restored a checkpoint: there is one to resume.
   bool checkpointed = false;
+  // The last run was ended as hung for making no progress (every rank beat, none checkpointed)
+  // after reaching this epoch: a relaunch that stalls there again would stall at every relaunch.
+  std::optional<std::uint64_t> stalled_at;
 
   bool operator==(const JobState&) const = default;
 };

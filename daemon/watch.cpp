@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <sstream>
 
+#include "libselfckpt/src/call_order.hpp"
 #include "libselfckpt/src/job_tag.hpp"
+#include "libselfckpt/src/monitor.hpp"
 
 namespace skt::run {
 
@@ -23,6 +25,7 @@ std::optional<Heard> parse_heard(std::string_view line) {
   const bool of_process = h.kind == "live" || h.kind == "finalize" || h.kind == "exit";
   h.process = said && !of_process ? extra : h.rank;
   if (said && of_process) h.open_contexts = extra;
+  if (said && h.kind == "beat") in >> h.waiting_in;
   return h;
 }
 
@@ -61,7 +64,7 @@ void Watchdog::heard(const Heard& h, double now) {
     said_bye_.insert({h.job, h.rank});
   } else if (said_bye_.count({h.job, h.rank}) == 0) {
     // Any other word of a context says it is open, its hello lost or not.
-    voices_[{h.job, h.rank}] = Voice{now, h.process};
+    voices_[{h.job, h.rank}] = Voice{now, h.process, h.waiting_in};
   }
   if (h.kind == "recovered" || h.kind == "recovered-storage") {
     if (!restored_ || h.epoch > *restored_) restored_ = h.epoch;
@@ -143,6 +146,36 @@ std::optional<std::string> Watchdog::stuck_after_work(double now) const {
 }
 
 std::optional<std::string> Watchdog::hung(double now) const {
+  if (auto why = silent_or_unstarted(now)) return why;
+  return not_getting_on(now);
+}
+
+std::optional<std::uint64_t> Watchdog::stalled_at(double now) const {
+  if (silent_or_unstarted(now) || !not_getting_on(now)) return std::nullopt;
+  // A stall is of ranks that run: one that missed its last beats may be stopping (a bound shorter
+  // than --silence finds a stopped rank first), and a stopped rank is no deadlock of the program.
+  constexpr double kMissedBeats = 3.0 * Monitor::kBeatMilliseconds / 1000;
+  for (const auto& [key, voice] : voices_) {
+    if (now - voice.last > kMissedBeats) return std::nullopt;
+  }
+  std::uint64_t reached = restored_.value_or(0);
+  for (const auto& commit : commits_)
+    reached = std::max(reached, commit.second);
+  return reached;
+}
+
+std::string Watchdog::calls_waited_in() const {
+  std::vector<std::string> calls(static_cast<std::size_t>(ranks_), "none");
+  bool any = false;
+  for (const auto& [key, voice] : voices_) {
+    if (voice.waiting_in.empty() || voice.process >= ranks_) continue;
+    calls[static_cast<std::size_t>(voice.process)] = voice.waiting_in;
+    any = true;
+  }
+  return any ? ranks_by_label(calls) : std::string();
+}
+
+std::optional<std::string> Watchdog::silent_or_unstarted(double now) const {
   if (contexts_open()) {
     if (auto why = stuck_in_finalize(now)) return why;
   }
@@ -172,18 +205,28 @@ std::optional<std::string> Watchdog::hung(double now) const {
         "--startup)",
         ranks_ - static_cast<int>(started_.size()), ranks_, first, limits_.startup);
   }
-  const auto bound = progress_bound();
-  if (bound && !voices_.empty() && now - last_progress_ > *bound) {
-    return fmt::format(
-        "no checkpoint for {:.1f} s, beyond its bound of {:.1f} s ({}): every rank beats, but "
-        "none gets on (a deadlock?)",
-        now - last_progress_, *bound,
-        limits_.progress_fixed
-            ? std::string("--hang-timeout")
-            : fmt::format("{:.0f} x the {:.1f} s seen between checkpoints, at least {:.0f} s",
-                          limits_.progress_factor, cadence_, limits_.progress_floor));
-  }
   return std::nullopt;
+}
+
+std::optional<std::string> Watchdog::not_getting_on(double now) const {
+  const auto bound = progress_bound();
+  if (!bound || voices_.empty() || now - last_progress_ <= *bound) return std::nullopt;
+  const std::string calls = calls_waited_in();
+  return fmt::format(
+      "no checkpoint for {:.1f} s, beyond its bound of {:.1f} s ({}): every rank beats, but "
+      "none gets on (a deadlock?){}",
+      now - last_progress_, *bound,
+      limits_.progress_fixed
+          ? std::string("--hang-timeout")
+          : fmt::format("{:.0f} x the {:.1f} s seen between checkpoints, at least {:.0f} s",
+                        limits_.progress_factor, cadence_, limits_.progress_floor),
+      calls.empty() ? std::string()
+                    : fmt::format(
+                          "; the selfckpt calls the ranks wait in for the others: {} (ranks that "
+                          "wait in one while others are in the program's own communication are a "
+                          "deadlock of the program: every rank makes the same selfckpt calls in "
+                          "the same order)",
+                          calls));
 }
 
 std::optional<std::string> Watchdog::launcher_overdue(double now) const {

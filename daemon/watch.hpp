@@ -17,6 +17,11 @@
 // every rank entered it or exited, one still in it after the same bound is stuck there (a frozen
 // MPI daemon or node holds it). With a context still open that is a hang like any other; with none,
 // the program's work ended, and what ends its run is the supervisor's choice.
+// A context's beat names the collective call its rank waits in for the others, if it does: a run
+// that stops getting on (every rank beats, no checkpoint comes) says which ranks wait in which
+// call and which are elsewhere, and at which epoch it stalled. A run that stalls again at the
+// epoch the run before it stalled at would stall at every relaunch (a deadlock of the program,
+// work longer than the bound): skt-run stops there.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +46,8 @@ struct Heard {
   int process = 0;
   // A process's (live, finalize): how many of its contexts are open, if the library says.
   std::optional<int> open_contexts;
+  // A context's beat: the collective call its rank waits in for the others ("skt_checkpoint").
+  std::string waiting_in;
 };
 std::optional<Heard> parse_heard(std::string_view line);
 
@@ -64,6 +71,10 @@ class Watchdog {
   void heard(const Heard& heard, double now);
   // Why the run is hung at `now`, in words; nothing while it is not.
   std::optional<std::string> hung(double now) const;
+  // When the run is hung at `now` because it stopped getting on (every rank beats, none
+  // checkpoints within the bound): the epoch it reached, its latest commit or else the epoch it
+  // restored (0: none). Nothing otherwise.
+  std::optional<std::uint64_t> stalled_at(double now) const;
   // Why the launcher is overdue at `now` (every rank exited, the bound ago), in words; nothing
   // while it is not.
   std::optional<std::string> launcher_overdue(double now) const;
@@ -98,6 +109,13 @@ class Watchdog {
 
  private:
   bool ours(const Heard& h) const;
+  // Why the run is hung at `now` for a rank silent, or one that did not start; nothing otherwise.
+  std::optional<std::string> silent_or_unstarted(double now) const;
+  // Why the run is hung at `now` for want of a checkpoint within the bound; nothing otherwise.
+  std::optional<std::string> not_getting_on(double now) const;
+  // Which ranks wait in which collective call, "skt_checkpoint on ranks 0-1, none on rank 2"; empty
+  // when none does (or the library does not say).
+  std::string calls_waited_in() const;
   double launcher_bound() const;
   bool every_rank_exited() const { return static_cast<int>(exits_.size()) == ranks_; }
   bool every_rank_finalizing_or_exited() const;
@@ -113,8 +131,9 @@ class Watchdog {
   double started_at_;  // the launch, or the end of a pardon
   int ranks_;
   struct Voice {
-    double last;  // when it last spoke
-    int process;  // the world rank of its process
+    double last;             // when it last spoke
+    int process;             // the world rank of its process
+    std::string waiting_in;  // the collective call it waits in for the others, as it last said
   };
   // Each (context, rank) open, as far as its datagrams tell; a context that said bye is gone.
   std::map<std::pair<std::string, int>, Voice> voices_;

@@ -43,20 +43,27 @@ std::optional<std::string> calls_out_of_step(std::span<const std::int32_t> calls
   if (std::all_of(calls.begin(), calls.end(), [&](std::int32_t c) { return c == calls[0]; })) {
     return std::nullopt;
   }
-  std::vector<std::int32_t> seen;  // each call once, in the order of its lowest rank
+  std::vector<std::string> names;
   for (const std::int32_t c : calls) {
-    if (std::find(seen.begin(), seen.end(), c) == seen.end()) seen.push_back(c);
+    const char* name = call_name(static_cast<CollectiveCall>(c));
+    names.push_back(name != nullptr ? name : fmt::format("an unknown call ({})", c));
+  }
+  return ranks_by_label(names);
+}
+
+std::string ranks_by_label(std::span<const std::string> labels) {
+  std::vector<std::string> seen;  // each label once, in the order of its lowest rank
+  for (const auto& label : labels) {
+    if (std::find(seen.begin(), seen.end(), label) == seen.end()) seen.push_back(label);
   }
   std::vector<std::string> parts;
-  for (const std::int32_t c : seen) {
+  for (const auto& label : seen) {
     std::vector<int> ranks;
-    for (std::size_t r = 0; r < calls.size(); ++r) {
-      if (calls[r] == c) ranks.push_back(static_cast<int>(r));
+    for (std::size_t r = 0; r < labels.size(); ++r) {
+      if (labels[r] == label) ranks.push_back(static_cast<int>(r));
     }
-    const char* name = call_name(static_cast<CollectiveCall>(c));
-    parts.push_back(fmt::format("{} on rank{} {}",
-                                name != nullptr ? name : fmt::format("an unknown call ({})", c),
-                                ranks.size() == 1 ? "" : "s", rank_ranges(ranks)));
+    parts.push_back(
+        fmt::format("{} on rank{} {}", label, ranks.size() == 1 ? "" : "s", rank_ranges(ranks)));
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }

@@ -38,4 +38,8 @@ std::string rank_ranges(std::span<const int> ranks);
 // skt_finalize on rank 1". A value that names no call reads as "an unknown call (N)".
 std::optional<std::string> calls_out_of_step(std::span<const std::int32_t> calls);
 
+// The ranks grouped by their label (labels[r] is rank r's), the labels in the order of their
+// lowest rank: "skt_checkpoint on ranks 0 and 2-3, none on rank 1".
+std::string ranks_by_label(std::span<const std::string> labels);
+
 }  // namespace skt

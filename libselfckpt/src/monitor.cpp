@@ -160,16 +160,17 @@ Monitor::~Monitor() {
   if (fd_ >= 0) close(fd_);
 }
 
-void Monitor::send(const char* kind) {
-  const std::string line = fmt::format("skt1 {} {} {} {} {} {} {}\n", job_, rank_, launch_,
-                                       getpid(), kind, epoch_.load(), world_rank_);
+void Monitor::send(const char* kind, const char* call) {
+  const std::string line =
+      fmt::format("skt1 {} {} {} {} {} {} {}{}{}\n", job_, rank_, launch_, getpid(), kind,
+                  epoch_.load(), world_rank_, call != nullptr ? " " : "", call != nullptr ? call : "");
   send_line(fd_, to_, line);
 }
 
 void Monitor::beat() {
   std::unique_lock lock(mutex_);
   while (!wake_.wait_for(lock, std::chrono::milliseconds(kBeatMilliseconds), [&] { return stop_; }))
-    send("beat");
+    send("beat", waiting_in_.load());
 }
 
 void Monitor::recovered(std::uint64_t epoch, bool from_storage) {

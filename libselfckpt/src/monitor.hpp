@@ -17,6 +17,10 @@
 // silent too. The process's reports end with the number of its contexts open, so that a hello or
 // a bye lost on the way (UDP; a supervisor stopped or busy while its socket filled) costs the
 // supervisor one beat, not its knowledge of which contexts are open.
+// A context's beat while its rank waits at the start of a collective call for the other ranks to
+// make it ends with that call's name ("skt_checkpoint"): a supervisor that ends a run for making no
+// progress can then say which ranks wait in which call and which are elsewhere (in the program's
+// own communication: a deadlock of the program).
 #pragma once
 
 #include <netinet/in.h>
@@ -54,9 +58,12 @@ class Monitor {
 
   void recovered(std::uint64_t epoch, bool from_storage);
   void committed(std::uint64_t epoch);
+  // The collective call this rank waits in for the others (a name that lives as long as the
+  // program, from call_name), or nullptr once they all made it.
+  void waiting_in(const char* call) noexcept { waiting_in_ = call; }
 
  private:
-  void send(const char* kind);
+  void send(const char* kind, const char* call = nullptr);
   void beat();
 
   std::string job_;
@@ -67,6 +74,7 @@ class Monitor {
   int fd_ = -1;
   sockaddr_in to_{};
   std::atomic<std::uint64_t> epoch_{0};
+  std::atomic<const char*> waiting_in_{nullptr};
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;

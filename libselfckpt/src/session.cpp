@@ -246,13 +246,22 @@ void Session::enter(CollectiveCall call) {
   MPI_Request request = MPI_REQUEST_NULL;
   SKT_MPI(
       MPI_Iallgather(&mine, 1, MPI_INT32_T, calls.data(), 1, MPI_INT32_T, comm_.get(), &request));
-  wait_reporting_delays(request, config_.wait_warning_seconds, [&](double waited) {
-    log_->warn(
-        "this rank has waited {:.1f} s in {} for the other ranks of the context to call it "
-        "too: one may still be computing, or be stopped or stuck; or the program calls it "
-        "on some ranks only: {}",
-        waited, call_name(call), kDecisionsOfTheirOwn);
-  });
+  // The supervisor learns from the beats which call this rank waits in, should the run stop
+  // getting on: the one thing that tells a deadlock of the program from a slow rank.
+  if (monitor_) monitor_->waiting_in(call_name(call));
+  try {
+    wait_reporting_delays(request, config_.wait_warning_seconds, [&](double waited) {
+      log_->warn(
+          "this rank has waited {:.1f} s in {} for the other ranks of the context to call it "
+          "too: one may still be computing, or be stopped or stuck; or the program calls it "
+          "on some ranks only: {}",
+          waited, call_name(call), kDecisionsOfTheirOwn);
+    });
+  } catch (...) {
+    if (monitor_) monitor_->waiting_in(nullptr);
+    throw;
+  }
+  if (monitor_) monitor_->waiting_in(nullptr);
   const auto out_of_step = calls_out_of_step(calls);
   if (!out_of_step) return;
   throw AgreedError(

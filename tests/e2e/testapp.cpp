@@ -37,6 +37,11 @@ struct Options {
   // where the others checkpoint: a decision each rank takes by itself.
   int asking_rank = -1;
   int asking_after = 0;
+  // From its first checkpoint after iteration waiting_after on, on every launch, this rank waits in
+  // an MPI_Barrier of its own where the others checkpoint: a deadlock of the program, which every
+  // relaunch repeats.
+  int waiting_rank = -1;
+  int waiting_after = 0;
   bool crash_launcher = false;  // at --crash-at, --crash-rank kills its launcher, not itself
   bool stop_launcher = false;   // at --crash-at, --crash-rank stops its launcher and goes on
   bool suspend_job = false;     // at --crash-at, --crash-rank suspends its Slurm job (launch 0)
@@ -321,6 +326,8 @@ int run(const Options& given) {
         state.iteration % static_cast<std::uint64_t>(o.checkpoint_every) == 0) {
       if (world == o.asking_rank && static_cast<int>(state.iteration) > o.asking_after) {
         if (ctx.need_checkpoint()) ctx.checkpoint();
+      } else if (world == o.waiting_rank && static_cast<int>(state.iteration) > o.waiting_after) {
+        MPI_Barrier(MPI_COMM_WORLD);
       } else {
         ctx.checkpoint();
       }
@@ -404,6 +411,11 @@ int main(int argc, char** argv) {
                  "its own), after --asking-after");
   app.add_option("--asking-after", o.asking_after,
                  "iteration after which --asking-rank asks instead of checkpointing");
+  app.add_option("--waiting-rank", o.waiting_rank,
+                 "rank that waits in an MPI_Barrier where the others checkpoint (a deadlock), "
+                 "after --waiting-after, on every launch");
+  app.add_option("--waiting-after", o.waiting_after,
+                 "iteration after which --waiting-rank waits instead of checkpointing");
   app.add_flag("--crash-launcher", o.crash_launcher,
                "at --crash-at, --crash-rank kills its launcher (mpirun) instead of itself");
   app.add_flag("--stop-launcher", o.stop_launcher,

@@ -37,6 +37,10 @@
   rank with the same error naming who called what (exit 2, not retried; MPI had paired the calls'
   messages, or hung), and the corrected program resumes with --new-command from the checkpoint
   before;
+- stalled again: a rank that waits in the program's own barrier where the others checkpoint, at
+  every launch (a deadlock of the program): each hung run names the call each rank waits in, and
+  the relaunch that stalls at the epoch the run before stalled at ends the job with exit 9 (it
+  had been relaunched into the same hang until --max-restarts); the corrected program resumes;
 - killed while creating: a rank killed while the pages of its new checkpoint segment are mapped
   (seconds for a large segment; where the OOM killer strikes) leaves a segment that skt-shm lists
   as the job's (the header comes first: one without it was listed by no tool and held its memory
@@ -500,6 +504,32 @@ def calls_out_of_step(d, cluster, checks, reference):
     checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
 
 
+def stalled_again(d, cluster, checks, reference):
+    """Rank 2 waits in an MPI_Barrier of its own where the others checkpoint, from its second
+    checkpoint on, at every launch: a deadlock of the program, which a relaunch repeats. skt-run
+    ended each run as hung and relaunched it into the same hang until --max-restarts; now the hung
+    run says which call each rank waits in, the relaunch that stalls at the epoch the run before
+    stalled at ends the job (exit 9, the checkpoint kept), and the corrected program resumes."""
+    job = cluster.new_job("wstall")
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS + ["--waiting-rank", "2", "--waiting-after", "4"],
+                                extra=["--hang-timeout", "3", "--max-restarts", "5"]))
+    checks.expect(out.count("the selfckpt calls the ranks wait in for the others: skt_checkpoint on ranks 0-1 "
+                            "and 3, none on rank 2") == 2,
+                  "each hung run names the call the ranks wait in, and the rank elsewhere", out)
+    checks.expect(code == 9 and out.count("relaunched (run") == 1
+                  and "run 2 stalled at epoch 1 as the run before it did" in out
+                  and "reports restored epoch 1" in out and "not relaunching" in out,
+                  f"the relaunch that stalls at the same epoch ends the job: exit 9 (got {code}) after one "
+                  "relaunch, not --max-restarts of them", out)
+    state = status_of(d, job)
+    checks.expect(state["status"] == "failed" and state.get("stalled-at") == "1",
+                  f"the state says the job failed, stalled at epoch 1 (got {state})")
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS, extra=["--new-command"]))
+    checks.expect(code == 0 and result_of(out) == reference and "reports restored epoch 1" in out,
+                  "the corrected program, resumed with --new-command: restored epoch 1, right result", out)
+    checks.expect(cluster.segment_count(job) == 0, "no segment of the job is left")
+
+
 def killed_while_creating(d, cluster, checks, reference):
     job = cluster.new_job("create")
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
@@ -705,7 +735,7 @@ def main(argv):
         d = harness.SktRun(options, root)
         for case in (stopped_rank, words_lost, deadlock, resume_after_signals, launch_failures, remote_environment,
                      isolation, ended_while_finishing, leftovers, another_command, calls_out_of_step,
-                     killed_while_creating,
+                     stalled_again, killed_while_creating,
                      stopped_launcher,
                      stopped_after_work, launcher_outliving_ranks, launcher_ended_from_outside,
                      state_disk_full):

@@ -39,6 +39,7 @@ TEST(JobState, RoundTripsThroughItsText) {
   s.directory = "/scratch/my runs/100%\nnew";
   s.command = {"./heat3d", "", "a b", "50%", "line\r\nend", "%0A"};
   s.checkpointed = true;
+  s.stalled_at = 7;
   EXPECT_EQ(parse_state(format_state(s)), s);
   JobState none;
   none.job = "j";
@@ -53,6 +54,8 @@ TEST(JobState, RejectsWhatIsNotAState) {
   EXPECT_FALSE(parse_state("job j\nargument 100%\n").has_value());  // not an escape
   EXPECT_FALSE(parse_state("job j\ndirectory /a%zz\n").has_value());
   EXPECT_FALSE(parse_state("job j\ncheckpointed maybe\n").has_value());
+  EXPECT_FALSE(parse_state("job j\nstalled-at -1\n").has_value());
+  EXPECT_FALSE(parse_state("job j\nstalled-at 3x\n").has_value());
 }
 
 TEST(JobState, ACheckpointResumesOnlyUnderTheCommandThatMadeIt) {
@@ -132,7 +135,7 @@ TEST(DefaultJobTag, TheSameCommandInTheSamePlaceIsTheSameJob) {
 // As a library that does not say a context's process or a process's open contexts would.
 Heard said(const std::string& job, int rank, const std::string& kind, std::uint64_t epoch = 0,
            int launch = 0) {
-  return Heard{job, rank, launch, 1000 + rank, kind, epoch, rank, std::nullopt};
+  return Heard{job, rank, launch, 1000 + rank, kind, epoch, rank, std::nullopt, {}};
 }
 
 // A process's beat, or its finalize report, as this library sends them: with its open contexts.
@@ -183,6 +186,10 @@ TEST(Watchdog, ReadsTheLibrarysDatagrams) {
   EXPECT_FALSE(parse_heard("skt2 j 0 0 1 beat 0").has_value());
   EXPECT_FALSE(parse_heard("skt1 j -1 0 1 beat 0").has_value());
   EXPECT_FALSE(parse_heard("skt1 j 0 0").has_value());
+  EXPECT_TRUE(context->waiting_in.empty());
+  const auto waiting = parse_heard("skt1 run-1 2 0 4242 beat 3 2 skt_checkpoint\n");
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(waiting->waiting_in, "skt_checkpoint");
 }
 
 TEST(Watchdog, ASilentRankIsHungAndOneThatSaidByeIsNot) {
@@ -334,6 +341,56 @@ TEST(Watchdog, NoCheckpointForThreeCadencesIsADeadlock) {
   const auto why = w.hung(86);
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("no checkpoint for 61.0 s"), std::string::npos) << *why;
+}
+
+TEST(Watchdog, AStallSaysWhichCallsTheRanksWaitInAndTheEpochItReached) {
+  WatchLimits limits;
+  limits.silence = 5;
+  limits.progress_fixed = 10;
+  Watchdog w("j", 0, 4, limits, 0, 0);
+  each_rank_says(w, 4, "recovered", 1, 3);
+  each_rank_says(w, 4, "commit", 2, 4);
+  // Ranks 0, 1 and 3 wait in skt_checkpoint from t = 3; rank 2 is in the program's own
+  // communication, beating without a call.
+  const auto beats_until = [&](double to) {
+    for (double t = 3; t <= to; t += 1) {
+      for (const int rank : {0, 1, 3}) {
+        auto beat = parse_heard(fmt::format("skt1 j {} 0 4242 beat 4 {} skt_checkpoint", rank, rank));
+        ASSERT_TRUE(beat.has_value());
+        w.heard(*beat, t);
+      }
+      w.heard(said("j", 2, "beat", 4), t);
+    }
+  };
+  beats_until(12);
+  EXPECT_FALSE(w.hung(12).has_value());
+  EXPECT_FALSE(w.stalled_at(12).has_value());
+  beats_until(13);
+  expect_hung_saying(w, 13, "the selfckpt calls the ranks wait in for the others: skt_checkpoint "
+                            "on ranks 0-1 and 3, none on rank 2");
+  EXPECT_EQ(w.stalled_at(13), 4u);  // its commit, not the epoch it restored
+  // Ranks that missed their last three beats may be stopping, not stalled: a bound shorter than
+  // --silence sees them first.
+  ASSERT_TRUE(w.hung(16.5).has_value());
+  EXPECT_FALSE(w.stalled_at(16.5).has_value());
+  // A rank that falls silent is a hang of another kind: not a stall of the program.
+  EXPECT_NE(w.hung(19)->find("rank 0 has been silent"), std::string::npos) << *w.hung(19);
+  EXPECT_FALSE(w.stalled_at(19).has_value());
+
+  // A run that restored epoch 3 and committed nothing stalled at 3; with no rank in a call, its
+  // words name none.
+  Watchdog restored("j", 0, 2, limits, 0, 0);
+  each_rank_says(restored, 2, "recovered", 1, 3);
+  for (double t = 2; t <= 12; t += 1)
+    each_rank_says(restored, 2, "beat", t, 3);
+  EXPECT_EQ(restored.stalled_at(12), 3u);
+  EXPECT_EQ(restored.hung(12)->find("wait in"), std::string::npos) << *restored.hung(12);
+  // And a run with no checkpoint at all stalled at 0.
+  Watchdog fresh("j", 0, 1, limits, 0, 0);
+  fresh.heard(said("j", 0, "hello"), 0);
+  for (double t = 1; t <= 11; t += 1)
+    fresh.heard(said("j", 0, "beat"), t);
+  EXPECT_EQ(fresh.stalled_at(11), 0u);
 }
 
 TEST(Watchdog, TheFloorAndTheFixedBound) {
