@@ -538,7 +538,7 @@ std::optional<int> drained_epoch_count(const Options& o, const Plan& plan, Log& 
 // How one launch went.
 struct Outcome {
   int code = 0;
-  std::optional<std::string> hung;       // why skt-run ended it as hung
+  std::optional<std::string> hung;  // why skt-run ended it as hung
   // It was ended as hung for making no progress (every rank beat), having reached this epoch.
   std::optional<std::uint64_t> stalled_at;
   std::optional<std::string> dead_node;  // a node a probe found dead while it ran

@@ -220,13 +220,13 @@ std::optional<std::string> Watchdog::not_getting_on(double now) const {
           ? std::string("--hang-timeout")
           : fmt::format("{:.0f} x the {:.1f} s seen between checkpoints, at least {:.0f} s",
                         limits_.progress_factor, cadence_, limits_.progress_floor),
-      calls.empty() ? std::string()
-                    : fmt::format(
-                          "; the selfckpt calls the ranks wait in for the others: {} (ranks that "
-                          "wait in one while others are in the program's own communication are a "
-                          "deadlock of the program: every rank makes the same selfckpt calls in "
-                          "the same order)",
-                          calls));
+      calls.empty()
+          ? std::string()
+          : fmt::format("; the selfckpt calls the ranks wait in for the others: {} (ranks that "
+                        "wait in one while others are in the program's own communication are a "
+                        "deadlock of the program: every rank makes the same selfckpt calls in "
+                        "the same order)",
+                        calls));
 }
 
 std::optional<std::string> Watchdog::launcher_overdue(double now) const {

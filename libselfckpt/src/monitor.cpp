@@ -161,9 +161,9 @@ Monitor::~Monitor() {
 }
 
 void Monitor::send(const char* kind, const char* call) {
-  const std::string line =
-      fmt::format("skt1 {} {} {} {} {} {} {}{}{}\n", job_, rank_, launch_, getpid(), kind,
-                  epoch_.load(), world_rank_, call != nullptr ? " " : "", call != nullptr ? call : "");
+  const std::string line = fmt::format("skt1 {} {} {} {} {} {} {}{}{}\n", job_, rank_, launch_,
+                                       getpid(), kind, epoch_.load(), world_rank_,
+                                       call != nullptr ? " " : "", call != nullptr ? call : "");
   send_line(fd_, to_, line);
 }
 

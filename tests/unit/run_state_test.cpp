@@ -355,7 +355,8 @@ TEST(Watchdog, AStallSaysWhichCallsTheRanksWaitInAndTheEpochItReached) {
   const auto beats_until = [&](double to) {
     for (double t = 3; t <= to; t += 1) {
       for (const int rank : {0, 1, 3}) {
-        auto beat = parse_heard(fmt::format("skt1 j {} 0 4242 beat 4 {} skt_checkpoint", rank, rank));
+        auto beat =
+            parse_heard(fmt::format("skt1 j {} 0 4242 beat 4 {} skt_checkpoint", rank, rank));
         ASSERT_TRUE(beat.has_value());
         w.heard(*beat, t);
       }
@@ -366,8 +367,9 @@ TEST(Watchdog, AStallSaysWhichCallsTheRanksWaitInAndTheEpochItReached) {
   EXPECT_FALSE(w.hung(12).has_value());
   EXPECT_FALSE(w.stalled_at(12).has_value());
   beats_until(13);
-  expect_hung_saying(w, 13, "the selfckpt calls the ranks wait in for the others: skt_checkpoint "
-                            "on ranks 0-1 and 3, none on rank 2");
+  expect_hung_saying(w, 13,
+                     "the selfckpt calls the ranks wait in for the others: skt_checkpoint "
+                     "on ranks 0-1 and 3, none on rank 2");
   EXPECT_EQ(w.stalled_at(13), 4u);  // its commit, not the epoch it restored
   // Ranks that missed their last three beats may be stopping, not stalled: a bound shorter than
   // --silence sees them first.
