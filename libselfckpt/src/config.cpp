@@ -163,6 +163,24 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& origin, const std::string& v) {
          c.find_changes = boolean(origin, v);
        }},
+      {"check_declared", "SKT_CHECK_DECLARED",
+       "how skt_checkpoint_dirty checks that nothing changed outside the declared ranges: all, "
+       "sample or off",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         const std::string m = lower(v);
+         if (m == "all") {
+           c.check_declared = CheckDeclared::all;
+         } else if (m == "sample") {
+           c.check_declared = CheckDeclared::sample;
+         } else if (m == "off") {
+           c.check_declared = CheckDeclared::off;
+         } else {
+           bad(origin, fmt::format("unknown check '{}' (all: every call compares the workspace "
+                                   "outside the declared ranges; sample: the first call whole, "
+                                   "then a sixteenth per call; off)",
+                                   v));
+         }
+       }},
       {"attach_wait", "SKT_ATTACH_WAIT",
        "how long a relaunch waits for an earlier launch's processes to let go of the segments",
        [](Config& c, const std::string& origin, const std::string& v) {

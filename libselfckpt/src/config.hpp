@@ -37,6 +37,12 @@ enum class FaultStep {
 enum class Mode { self, single, twin };
 std::string_view mode_name(Mode mode) noexcept;
 
+// How skt_checkpoint_dirty checks the program's promise that nothing changed outside the declared
+// ranges, by comparing the workspace with the committed copy there: in every call; in a sample
+// (the first incremental call of a run whole, then a rotating sixteenth of the workspace per call);
+// or never.
+enum class CheckDeclared { all, sample, off };
+
 // What happens at an armed fault point.
 enum class FaultAction {
   kill,      // the process dies (SIGKILL), with no clean-up
@@ -68,6 +74,7 @@ struct Config {
   bool huge_pages = false;
   // skt_checkpoint compares W with B to encode only the blocks that changed (self mode, xor, rs).
   bool find_changes = true;
+  CheckDeclared check_declared = CheckDeclared::sample;
   // How long a relaunch waits for processes of an earlier launch to let go of the job's segments.
   double attach_wait_seconds = 10;
   // How long a rank waits at the start of a collective call for the other ranks to make it too

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "libselfckpt/src/format.hpp"
@@ -94,9 +95,12 @@ std::vector<std::uint64_t> StreamLayout::changed_blocks(
   return changed;
 }
 
-std::vector<std::uint64_t> StreamLayout::differing_blocks(
-    const enc::StripeGeometry& geometry, const enc::ChunkList& workspace,
-    const enc::ChunkList& copy, const std::set<std::string>& settled) const {
+std::vector<std::uint64_t> StreamLayout::differing_blocks(const enc::StripeGeometry& geometry,
+                                                          const enc::ChunkList& workspace,
+                                                          const enc::ChunkList& copy,
+                                                          const std::set<std::string>& settled,
+                                                          std::uint64_t period,
+                                                          std::uint64_t phase) const {
   std::vector<std::uint64_t> changed(chunks, 0);
   const std::uint64_t whole = geometry.block_mask(0, chunk_bytes);
   for (std::uint64_t c = 0; c < stage_chunks; ++c)
@@ -108,6 +112,7 @@ std::vector<std::uint64_t> StreamLayout::differing_blocks(
     const std::size_t end = e.offset + e.bytes;
     for (std::size_t c = begin / chunk_bytes; c <= (end - 1) / chunk_bytes; ++c) {
       const std::uint64_t j = stage_chunks + c;
+      if (j % period != phase) continue;
       const std::size_t from = c * chunk_bytes;
       const std::size_t low = std::max(begin, from) - from;
       const std::size_t high = std::min(end, from + chunk_bytes) - from;
@@ -136,6 +141,22 @@ std::uint64_t StreamLayout::changed_bytes(const enc::StripeGeometry& geometry,
       bytes += std::min(run.end, valid) - std::min(run.begin, valid);
   }
   return bytes;
+}
+
+std::optional<StreamLayout::Undeclared> StreamLayout::undeclared(
+    const enc::StripeGeometry& geometry, const enc::ChunkList& stream,
+    const std::vector<std::uint64_t>& actual, const std::vector<std::uint64_t>& declared) const {
+  std::vector<std::uint64_t> missed(actual.size(), 0);
+  std::optional<Undeclared> out;
+  for (std::size_t j = 0; j < actual.size(); ++j) {
+    missed[j] = actual[j] & ~declared[j];
+    if (missed[j] == 0 || out) continue;
+    const std::size_t block = geometry.block_bytes();
+    const auto first = static_cast<std::size_t>(std::countr_zero(missed[j]));
+    out = Undeclared{describe(j, first * block, (first + 1) * block), 0};
+  }
+  if (out) out->bytes = changed_bytes(geometry, stream, missed);
+  return out;
 }
 
 std::string StreamLayout::describe(std::uint64_t chunk, std::size_t first, std::size_t last) const {

@@ -80,11 +80,25 @@ struct StreamLayout {
   // Per stream chunk, the blocks in which the regions of `workspace` differ from those of the
   // committed copy `copy`, found by comparing them byte for byte (exact: no hash can collide), and
   // the whole stage, which every checkpoint stages anew. Regions that `settled` names are not
-  // compared: the program declared that they no longer change.
+  // compared: the program declared that they no longer change. Only the stream chunks j with
+  // j % period == phase are compared (a sample; the others read as unchanged).
   std::vector<std::uint64_t> differing_blocks(const enc::StripeGeometry& geometry,
                                               const enc::ChunkList& workspace,
                                               const enc::ChunkList& copy,
-                                              const std::set<std::string>& settled) const;
+                                              const std::set<std::string>& settled,
+                                              std::uint64_t period = 1,
+                                              std::uint64_t phase = 0) const;
+  // Blocks that `actual` marks (found changed) and `declared` does not (the program's ranges): the
+  // first of them as describe() says it, and the bytes of them all in `stream`. Nothing when the
+  // declared blocks cover every change.
+  struct Undeclared {
+    std::string first;
+    std::uint64_t bytes = 0;
+  };
+  std::optional<Undeclared> undeclared(const enc::StripeGeometry& geometry,
+                                       const enc::ChunkList& stream,
+                                       const std::vector<std::uint64_t>& actual,
+                                       const std::vector<std::uint64_t>& declared) const;
   // The bytes of `stream` (its chunks as chunks_at cut them) that blocks marked in `changed` cover.
   static std::uint64_t changed_bytes(const enc::StripeGeometry& geometry,
                                      const enc::ChunkList& stream,

@@ -1390,6 +1390,7 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
   last_scan_seconds_ = 0;
   if (dirty != nullptr) {
     changed = store_.layout.changed_blocks(store_.geometry, *dirty);
+    if (incremental) check_declared(changed, next);
   } else if (incremental && config_.find_changes) {
     changed = store_.layout.differing_blocks(store_.geometry, store_.workspace,
                                              store_.copy_of(next), static_settled_);
@@ -1416,6 +1417,39 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
                                   last_changed_bytes_, store_.layout.workspace_bytes(),
                                   dirty != nullptr ? ", as declared" : "")
                     : std::string("in full"));
+}
+
+void Session::check_declared(std::vector<std::uint64_t>& declared, std::uint64_t next) {
+  // The ranges are a promise that nothing else changed. A length in elements where bytes were
+  // meant, or a write the program forgot, breaks it without a sign: those bytes would come back
+  // old after a failure, a wrong answer. So W is compared with B outside them, and what differs is
+  // protected all the same. A change missed once is likely to be missed again: from then on every
+  // call compares in full, as skt_checkpoint does.
+  constexpr std::uint64_t kSamplePeriod = 16;
+  if (config_.check_declared == CheckDeclared::off && !declared_untrusted_) return;
+  const bool whole =
+      declared_untrusted_ || config_.check_declared == CheckDeclared::all || declared_checks_ == 0;
+  const std::uint64_t period = whole ? 1 : kSamplePeriod;
+  const std::uint64_t phase = whole ? 0 : declared_checks_ % kSamplePeriod;
+  ++declared_checks_;
+  const double start = MPI_Wtime();
+  const auto actual = store_.layout.differing_blocks(
+      store_.geometry, store_.workspace, store_.copy_of(next), static_settled_, period, phase);
+  last_scan_seconds_ = MPI_Wtime() - start;
+  const auto missed = store_.layout.undeclared(store_.geometry, store_.workspace, actual, declared);
+  if (!missed) return;
+  for (std::size_t j = 0; j < declared.size(); ++j)
+    declared[j] |= actual[j];
+  if (!declared_untrusted_) {
+    log_->warn(
+        "skt_checkpoint_dirty: this rank changed bytes outside the ranges it declared ({} first; "
+        "{} bytes in all, counted in whole blocks): they are protected all the same, and from "
+        "now on every skt_checkpoint_dirty of this rank compares its whole "
+        "workspace, as skt_checkpoint does. Declare every byte changed since the last "
+        "checkpoint (an skt_range's offset and length are in bytes), or call skt_checkpoint",
+        missed->first, missed->bytes);
+  }
+  declared_untrusted_ = true;
 }
 
 void Session::renew_removed_segments() {

@@ -151,6 +151,10 @@ class Session {
   // Collective: puts new segments in place of this rank's segments removed from outside while the
   // job runs, before a checkpoint writes into them.
   void renew_removed_segments();
+  // Adds to `declared` (the blocks of skt_checkpoint_dirty's ranges) the blocks that changed
+  // outside them, found by comparing W with the copy of epoch `next` as config_.check_declared
+  // says, and warns of them once.
+  void check_declared(std::vector<std::uint64_t>& declared, std::uint64_t next);
   std::size_t staged_bytes() const;
   // What this launch created and has not committed anything to.
   void remove_created_segments();
@@ -215,6 +219,9 @@ class Session {
   // Regions skt_mark_static named: compared by the next checkpoint, then settled (not compared).
   std::set<std::string> static_marked_;
   std::set<std::string> static_settled_;
+  std::uint64_t declared_checks_ = 0;  // incremental skt_checkpoint_dirty calls checked so far
+  // The declared ranges missed a change once: every later call compares the whole workspace.
+  bool declared_untrusted_ = false;
 };
 
 }  // namespace skt

@@ -3,7 +3,8 @@
 iteration (SKT_HPL_CRASH), by process crash (memory kept) and node loss (memory destroyed, rank
 moved to a spare node), with xor and Reed-Solomon, for N a multiple of NB·P and NB·Q and for an N
 that is not, with look-ahead depths 1, 2 and 3. The relaunch must restore a checkpoint, resume at
-its panel, report the restore, and end PASSED with the very same residual as a run without faults
+its panel, report the restore (every checkpoint comparing the workspace outside the ranges
+skt-hpl declares, which must cover every change), and end PASSED with the very same residual as a run without faults
 and without checkpoints (a restore is bit-exact, and a checkpoint changes no bit of the arithmetic:
 the panels in flight are applied in the pieces the iterations after it would have used). And
 netlib's own HPL.dat (864 tests on 4 ranks) runs whole, killed in the middle and relaunched: every test PASSED, as with netlib's xhpl. A loss
@@ -84,8 +85,10 @@ def run_case(cluster, config, step, mode, dat, reference):
     mates = [victim + k * (nranks // group_size) for k in range(1, parity)]
     job = cluster.new_job(f"hpl{scheme}{step[:3]}{mode[0]}")
     nodes = [f"n{r}" for r in range(nranks)]
+    # Every checkpoint compares the workspace outside the ranges skt-hpl declares: one it missed
+    # would be unprotected.
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": str(group_size), "SKT_SCHEME": scheme,
-           "SKT_PARITY": str(parity)}
+           "SKT_PARITY": str(parity), "SKT_CHECK_DECLARED": "all"}
     args = ["--checkpoint-every", str(EVERY), dat]
 
     def lose():
@@ -119,6 +122,8 @@ def run_case(cluster, config, step, mode, dat, reference):
             return ("hung", "the relaunch hung")
         if final.code != 0 or "PASSED" not in final.out:
             return ("wrong", f"relaunch did not pass: {final.describe()}")
+        if "outside the ranges it declared" in final.err:
+            return ("wrong", f"skt-hpl's declared ranges missed a change: {final.describe()}")
         if residual_line(final.out) != reference:
             return ("wrong", f"residual {residual_line(final.out)!r}, expected {reference!r}")
         where = restored(final.out)
@@ -136,6 +141,23 @@ def run_case(cluster, config, step, mode, dat, reference):
         return ("exact", f"epoch {epoch}")
     finally:
         cluster.clean(job)
+
+
+def declared_ranges_cover_every_change(cluster, config, dat, reference, failures):
+    """A run with checkpoints and no fault, each incremental one (all but the first) comparing the
+    workspace with the committed copy outside the ranges skt-hpl declares: none may have changed."""
+    scheme, parity, group_size, p, q, _, _, _ = config
+    job = cluster.new_job("hpldecl")
+    try:
+        run = cluster.launch([f"n{r}" for r in range(p * q)], ["--checkpoint-every", str(EVERY), dat],
+                             {"SKT_JOB": job, "SKT_RESTART": "0", "SKT_GROUP_SIZE": str(group_size),
+                              "SKT_SCHEME": scheme, "SKT_PARITY": str(parity), "SKT_CHECK_DECLARED": "all"})
+    finally:
+        cluster.clean(job)
+    report(run.code == 0 and "PASSED" in run.out and residual_line(run.out) == reference
+           and "outside the ranges it declared" not in run.err,
+           "checkpoints comparing the workspace outside skt-hpl's declared ranges find no change there, "
+           "and the residual is the reference's", run, failures)
 
 
 def report(ok, what, run, failures):
@@ -579,6 +601,7 @@ def main(argv):
                 print(f"FAILED: the run without faults: {run.describe()}", file=sys.stderr)
                 return 1
             print(f"{scheme} m={parity} G={group_size} grid {p}x{q}, N={n} NB={NB} depth {depth}: {reference}")
+            declared_ranges_cover_every_change(cluster, config, dat, reference, failures)
             if config is CONFIGS[0]:
                 beyond_tolerance(cluster, dat, reference, tmp, failures)
             for step in steps if not options.quick else steps[-2:]:

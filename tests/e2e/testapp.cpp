@@ -67,6 +67,10 @@ struct Options {
   // the next; none of region 0 with static_first (set up once and marked static).
   int touch_percent = 100;
   bool static_first = false;
+  // Checkpoints declare what the iterations since the last one rewrote (skt_checkpoint_dirty):
+  // "bytes" exactly; "elements" each length in 8-byte elements where bytes are meant, the slip a
+  // program makes. Empty: skt_checkpoint.
+  std::string declare;
   // A region holding a pointer to each data region, set up once, as C codes keep a table of row
   // pointers: after a recovery, each must still point at its region.
   bool pointer_table = false;
@@ -87,6 +91,23 @@ Window stepped(const Options& o, std::size_t k, std::size_t size, std::uint64_t 
   const std::size_t bytes = size * static_cast<std::size_t>(o.touch_percent) / 100 / 8 * 8;
   const std::size_t begin = (iteration * 104729u) % (size - bytes + 1) / 8 * 8;
   return {begin, bytes};
+}
+
+// The ranges of each region that the iterations since the last checkpoint (every
+// --checkpoint-every) rewrote, as --declare says: in bytes, or lengths in 8-byte elements.
+std::vector<skt_range> touched_since_last_checkpoint(
+    const std::vector<skt::Region<std::uint8_t>>& regions, const std::vector<std::string>& names,
+    const Options& o, std::uint64_t iteration) {
+  std::vector<skt_range> ranges;
+  const std::size_t unit = o.declare == "elements" ? sizeof(double) : 1;
+  for (std::size_t k = 0; k < regions.size(); ++k) {
+    for (std::uint64_t it = iteration - static_cast<std::uint64_t>(o.checkpoint_every);
+         it < iteration; ++it) {
+      const Window w = stepped(o, k, regions[k].size(), it);
+      ranges.push_back({names[k].c_str(), w.begin, w.bytes / unit});
+    }
+  }
+  return ranges;
 }
 
 // SKT_RESTART's value: 0 on a first launch (or when unset).
@@ -235,8 +256,10 @@ int run(const Options& given) {
   MPI_Comm_rank(comm, &rank);
   skt::Context ctx(comm);
   std::vector<skt::Region<std::uint8_t>> regions;
+  std::vector<std::string> names;
   for (int k = 0; k < o.regions; ++k) {
-    regions.push_back(ctx.alloc<std::uint8_t>(fmt::format("data{}", k), region_bytes(o, rank, k)));
+    names.push_back(fmt::format("data{}", k));
+    regions.push_back(ctx.alloc<std::uint8_t>(names.back(), region_bytes(o, rank, k)));
   }
   skt::Region<std::uint8_t*> table;
   if (o.pointer_table) table = ctx.alloc<std::uint8_t*>("table", regions.size());
@@ -328,6 +351,8 @@ int run(const Options& given) {
         if (ctx.need_checkpoint()) ctx.checkpoint();
       } else if (world == o.waiting_rank && static_cast<int>(state.iteration) > o.waiting_after) {
         MPI_Barrier(MPI_COMM_WORLD);
+      } else if (!o.declare.empty()) {
+        ctx.checkpoint_dirty(touched_since_last_checkpoint(regions, names, o, state.iteration));
       } else {
         ctx.checkpoint();
       }
@@ -443,6 +468,10 @@ int main(int argc, char** argv) {
                  "must survive)")
       ->check(CLI::IsMember({"zero", "random"}));
   app.add_option("--seed", o.seed, "data seed");
+  app.add_option("--declare", o.declare,
+                 "checkpoints declare what changed since the last (skt_checkpoint_dirty): bytes, "
+                 "or elements (lengths in 8-byte elements, a program's slip)")
+      ->check(CLI::IsMember({"bytes", "elements"}));
   app.add_option("--touch-percent", o.touch_percent,
                  "share of each region an iteration rewrites (a window that moves)")
       ->check(CLI::Range(1, 100));

@@ -122,6 +122,11 @@ TEST(Config, ModesSchemesAndMtbf) {
   EXPECT_DOUBLE_EQ(load_config("", {{"SKT_WAIT_WARNING", "0"}}).wait_warning_seconds, 0.0);
   EXPECT_NE(config_error("", {{"SKT_WAIT_WARNING", "-1"}}).find("duration of 0 or more"),
             std::string::npos);
+  EXPECT_EQ(load_config("", {}).check_declared, CheckDeclared::sample);
+  EXPECT_EQ(load_config("", {{"SKT_CHECK_DECLARED", "ALL"}}).check_declared, CheckDeclared::all);
+  EXPECT_EQ(load_config("", {{"SKT_CHECK_DECLARED", "off"}}).check_declared, CheckDeclared::off);
+  EXPECT_NE(config_error("", {{"SKT_CHECK_DECLARED", "yes"}}).find("unknown check 'yes'"),
+            std::string::npos);
   EXPECT_EQ(parse_duration("90"), 90.0);
   EXPECT_EQ(parse_duration("30m"), 1800.0);
   EXPECT_EQ(parse_duration("2d"), 172800.0);

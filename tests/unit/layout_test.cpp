@@ -125,6 +125,42 @@ TEST(Layout, ComparingTheWorkspaceWithItsCopyFindsExactlyTheBlocksThatDiffer) {
   }
 }
 
+TEST(Layout, ASampleComparesEveryPeriodthChunkAndUndeclaredChangesAreNamed) {
+  const auto l = StreamLayout::plan(entries(), 128, 16384, 4096);
+  enc::StripeGeometry g;
+  g.chunk_bytes = 4096;  // blocks of 64 bytes
+  std::vector<std::byte> w_stage(128), w_regions(16384), b_stage(128), b_regions(16384);
+  const auto w = l.chunks_at(w_stage.data(), w_regions.data());
+  const auto b = l.chunks_at(b_stage.data(), b_regions.data());
+  w_regions[9999] = std::byte{1};          // a's last byte: block 28 of chunk 3
+  w_regions[12288 + 4095] = std::byte{1};  // b's last byte: block 63 of chunk 4
+  // Chunks 1, 3 (phase 1 of 2), then 2, 4 (phase 0): the stage is whole either way.
+  auto odd = l.differing_blocks(g, w, b, {}, 2, 1);
+  EXPECT_EQ(odd[0], ~std::uint64_t{0});
+  EXPECT_EQ(odd[3], std::uint64_t{1} << 28);
+  EXPECT_EQ(odd[4], 0u);
+  auto even = l.differing_blocks(g, w, b, {}, 2, 0);
+  EXPECT_EQ(even[3], 0u);
+  EXPECT_EQ(even[4], std::uint64_t{1} << 63);
+
+  // Declared: a's bytes 9992..9999 covers block 28 of chunk 3; b's last byte is not declared.
+  const auto actual = l.differing_blocks(g, w, b, {});
+  auto declared = l.changed_blocks(g, {{"a", 9992, 8}});
+  auto missed = l.undeclared(g, w, actual, declared);
+  ASSERT_TRUE(missed.has_value());
+  EXPECT_EQ(missed->first, "region 'b' bytes 4032..4095");
+  EXPECT_EQ(missed->bytes, 64u);
+  // Both undeclared: the first in stream order is named, and both blocks counted.
+  declared = l.changed_blocks(g, {});
+  missed = l.undeclared(g, w, actual, declared);
+  ASSERT_TRUE(missed.has_value());
+  EXPECT_EQ(missed->first, "region 'a' bytes 9984..9999");
+  EXPECT_EQ(missed->bytes, 128u);
+  // Declared, however loosely (a range that only touches the block), nothing is missed.
+  declared = l.changed_blocks(g, {{"a", 9990, 1}, {"b", 4090, 1}});
+  EXPECT_FALSE(l.undeclared(g, w, actual, declared).has_value());
+}
+
 TEST(Layout, DescribesWhatAChunkHolds) {
   const auto l = StreamLayout::plan(entries(), 128, 16384, 4096);
   EXPECT_EQ(l.describe(0, 64, 70), "private object 'state'");

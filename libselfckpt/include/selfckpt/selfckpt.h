@@ -109,9 +109,13 @@ typedef struct skt_range {
  * these ranges (each rank its own; count may be 0) changed since the last checkpoint, so only the
  * stripes they touch are encoded, sent and flushed: D = C + code(W - B) over them. Protected
  * regions always count as changed. The committed copy and checksums come out identical to a full
- * checkpoint's. Bytes changed outside the ranges are not protected: after a failure they come
- * back as they were at the last full checkpoint that covered them. The first checkpoint after a
- * fresh start, the sum scheme, and the single and double modes always checkpoint in full. */
+ * checkpoint's. The library checks the promise (SKT_CHECK_DECLARED): the first such call of a run
+ * compares the whole workspace with the committed copy outside the ranges, later calls a rotating
+ * sixteenth of it (or every call all of it, or none); bytes found changed there are protected all
+ * the same, with a warning naming them, and from then on every call compares in full. Bytes changed
+ * outside the ranges that no check saw are not protected: after a failure they come back as they
+ * were at the last checkpoint that covered them. The first checkpoint after a fresh start, the sum
+ * scheme, and the single and double modes always checkpoint in full. */
 int skt_checkpoint_dirty(skt_context* ctx, const skt_range* ranges, size_t count);
 
 /* Collective. Sets *need to 1 when the optimum checkpoint interval has passed since the last
