@@ -25,7 +25,12 @@ std::optional<Heard> parse_heard(std::string_view line) {
   const bool of_process = h.kind == "live" || h.kind == "finalize" || h.kind == "exit";
   h.process = said && !of_process ? extra : h.rank;
   if (said && of_process) h.open_contexts = extra;
-  if (said && h.kind == "beat") in >> h.waiting_in;
+  // A call's name, printed in skt-run's log: anything else a datagram carries there is dropped.
+  if (said && h.kind == "beat" && in >> h.waiting_in &&
+      !std::all_of(h.waiting_in.begin(), h.waiting_in.end(),
+                   [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; })) {
+    h.waiting_in.clear();
+  }
   return h;
 }
 

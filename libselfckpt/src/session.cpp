@@ -1426,7 +1426,7 @@ void Session::check_declared(std::vector<std::uint64_t>& declared, std::uint64_t
   // protected all the same. A change missed once is likely to be missed again: from then on every
   // call compares in full, as skt_checkpoint does.
   constexpr std::uint64_t kSamplePeriod = 16;
-  if (config_.check_declared == CheckDeclared::off && !declared_untrusted_) return;
+  if (config_.check_declared == CheckDeclared::off) return;
   const bool whole =
       declared_untrusted_ || config_.check_declared == CheckDeclared::all || declared_checks_ == 0;
   const std::uint64_t period = whole ? 1 : kSamplePeriod;

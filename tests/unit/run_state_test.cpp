@@ -190,6 +190,9 @@ TEST(Watchdog, ReadsTheLibrarysDatagrams) {
   const auto waiting = parse_heard("skt1 run-1 2 0 4242 beat 3 2 skt_checkpoint\n");
   ASSERT_TRUE(waiting.has_value());
   EXPECT_EQ(waiting->waiting_in, "skt_checkpoint");
+  const auto garbled = parse_heard("skt1 run-1 2 0 4242 beat 3 2 \x1b[2Jskt\n");
+  ASSERT_TRUE(garbled.has_value());
+  EXPECT_TRUE(garbled->waiting_in.empty());
 }
 
 TEST(Watchdog, ASilentRankIsHungAndOneThatSaidByeIsNot) {
