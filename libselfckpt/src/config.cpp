@@ -44,6 +44,28 @@ constexpr std::array<std::pair<LogLevel, std::string_view>, 6> kLogLevels{{
     {LogLevel::off, "off"},
 }};
 
+constexpr std::array<std::pair<Mode, std::string_view>, 3> kModes{{
+    {Mode::self, "self"},
+    {Mode::single, "single"},
+    {Mode::twin, "double"},
+}};
+
+constexpr std::array<std::pair<CheckDeclared, std::string_view>, 3> kDeclaredChecks{{
+    {CheckDeclared::all, "all"},
+    {CheckDeclared::sample, "sample"},
+    {CheckDeclared::off, "off"},
+}};
+
+// The value a table names `name` (already in lower case); nothing if none does.
+template <class T, std::size_t N>
+std::optional<T> named(const std::array<std::pair<T, std::string_view>, N>& table,
+                       std::string_view name) {
+  for (const auto& [value, text] : table) {
+    if (text == name) return value;
+  }
+  return std::nullopt;
+}
+
 std::string lower(std::string_view text) {
   std::string out(text);
   std::transform(out.begin(), out.end(), out.begin(),
@@ -114,16 +136,9 @@ const std::vector<Option>& options() {
        }},
       {"mode", "SKT_MODE", "self, single or double",
        [](Config& c, const std::string& origin, const std::string& v) {
-         const std::string m = lower(v);
-         if (m == "self") {
-           c.mode = Mode::self;
-         } else if (m == "single") {
-           c.mode = Mode::single;
-         } else if (m == "double") {
-           c.mode = Mode::twin;
-         } else {
-           bad(origin, fmt::format("unknown mode '{}' (self, single or double)", v));
-         }
+         const auto mode = named(kModes, lower(v));
+         if (!mode) bad(origin, fmt::format("unknown mode '{}' (self, single or double)", v));
+         c.mode = *mode;
        }},
       {"mtbf", "SKT_MTBF", "mean time between failures, for skt_need_checkpoint",
        [](Config& c, const std::string& origin, const std::string& v) {
@@ -167,19 +182,14 @@ const std::vector<Option>& options() {
        "how skt_checkpoint_dirty checks that nothing changed outside the declared ranges: all, "
        "sample or off",
        [](Config& c, const std::string& origin, const std::string& v) {
-         const std::string m = lower(v);
-         if (m == "all") {
-           c.check_declared = CheckDeclared::all;
-         } else if (m == "sample") {
-           c.check_declared = CheckDeclared::sample;
-         } else if (m == "off") {
-           c.check_declared = CheckDeclared::off;
-         } else {
+         const auto check = named(kDeclaredChecks, lower(v));
+         if (!check) {
            bad(origin, fmt::format("unknown check '{}' (all: every call compares the workspace "
                                    "outside the declared ranges; sample: the first call whole, "
                                    "then a sixteenth per call; off)",
                                    v));
          }
+         c.check_declared = *check;
        }},
       {"attach_wait", "SKT_ATTACH_WAIT",
        "how long a relaunch waits for an earlier launch's processes to let go of the segments",
@@ -360,13 +370,8 @@ void validate(const Config& c) {
 }  // namespace
 
 std::string_view mode_name(Mode mode) noexcept {
-  switch (mode) {
-    case Mode::self:
-      return "self";
-    case Mode::single:
-      return "single";
-    case Mode::twin:
-      return "double";
+  for (const auto& [m, name] : kModes) {
+    if (m == mode) return name;
   }
   return "?";
 }
@@ -471,11 +476,8 @@ std::optional<std::size_t> parse_size(const std::string& text) {
 
 std::optional<LogLevel> parse_log_level(const std::string& text) {
   const std::string v = lower(text);
-  for (const auto& [level, name] : kLogLevels) {
-    if (v == name) return level;
-  }
   if (v == "warning") return LogLevel::warn;
-  return std::nullopt;
+  return named(kLogLevels, v);
 }
 
 std::optional<FaultSpec> parse_fault(const std::string& text) {
@@ -486,10 +488,9 @@ std::optional<FaultSpec> parse_fault(const std::string& text) {
   const std::string_view rank = std::string_view(text).substr(
       first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
   FaultSpec spec;
-  const auto named = std::find_if(kFaultSteps.begin(), kFaultSteps.end(),
-                                  [&](const auto& entry) { return entry.second == step; });
-  if (named == kFaultSteps.end()) return std::nullopt;
-  spec.step = named->first;
+  const auto fault_step = named(kFaultSteps, step);
+  if (!fault_step) return std::nullopt;
+  spec.step = *fault_step;
   const auto r = parse_integer<int>(rank);
   if (!r || *r < 0) return std::nullopt;
   spec.rank = *r;

@@ -85,13 +85,26 @@ TEST(Layout, DirtyRangesBecomeTheBlocksTheyTouchAndTheStageAlways) {
   EXPECT_EQ(changed[4], (std::uint64_t{1} << 63) | (std::uint64_t{1} << 62));
 }
 
+// The layout of entries() with a workspace and a committed copy of it, all zero, in chunks of 4096
+// bytes (blocks of 64).
+struct ComparedStreams {
+  StreamLayout l = StreamLayout::plan(entries(), 128, 16384, 4096);
+  enc::StripeGeometry g = [] {
+    enc::StripeGeometry geometry;
+    geometry.chunk_bytes = 4096;
+    return geometry;
+  }();
+  std::vector<std::byte> w_stage = std::vector<std::byte>(128),
+                         w_regions = std::vector<std::byte>(16384),
+                         b_stage = std::vector<std::byte>(128),
+                         b_regions = std::vector<std::byte>(16384);
+  enc::ChunkList w = l.chunks_at(w_stage.data(), w_regions.data());
+  enc::ChunkList b = l.chunks_at(b_stage.data(), b_regions.data());
+};
+
 TEST(Layout, ComparingTheWorkspaceWithItsCopyFindsExactlyTheBlocksThatDiffer) {
-  const auto l = StreamLayout::plan(entries(), 128, 16384, 4096);
-  enc::StripeGeometry g;
-  g.chunk_bytes = 4096;  // blocks of 64 bytes
-  std::vector<std::byte> w_stage(128), w_regions(16384), b_stage(128), b_regions(16384);
-  const auto w = l.chunks_at(w_stage.data(), w_regions.data());
-  const auto b = l.chunks_at(b_stage.data(), b_regions.data());
+  ComparedStreams s;
+  auto& [l, g, w_stage, w_regions, b_stage, b_regions, w, b] = s;
   auto all_zero_but_stage = [&](const std::vector<std::uint64_t>& changed) {
     for (std::size_t j = 1; j < changed.size(); ++j)
       if (changed[j] != 0) return false;
@@ -126,12 +139,8 @@ TEST(Layout, ComparingTheWorkspaceWithItsCopyFindsExactlyTheBlocksThatDiffer) {
 }
 
 TEST(Layout, ASampleComparesEveryPeriodthChunkAndUndeclaredChangesAreNamed) {
-  const auto l = StreamLayout::plan(entries(), 128, 16384, 4096);
-  enc::StripeGeometry g;
-  g.chunk_bytes = 4096;  // blocks of 64 bytes
-  std::vector<std::byte> w_stage(128), w_regions(16384), b_stage(128), b_regions(16384);
-  const auto w = l.chunks_at(w_stage.data(), w_regions.data());
-  const auto b = l.chunks_at(b_stage.data(), b_regions.data());
+  ComparedStreams s;
+  auto& [l, g, w_stage, w_regions, b_stage, b_regions, w, b] = s;
   w_regions[9999] = std::byte{1};          // a's last byte: block 28 of chunk 3
   w_regions[12288 + 4095] = std::byte{1};  // b's last byte: block 63 of chunk 4
   // Chunks 1, 3 (phase 1 of 2), then 2, 4 (phase 0): the stage is whole either way.
