@@ -28,6 +28,7 @@
 #include <thread>
 #include <utility>
 
+#include "daemon/output.hpp"
 #include "daemon/probe.hpp"
 #include "daemon/process.hpp"
 #include "daemon/ranklist.hpp"
@@ -76,10 +77,11 @@ class Log {
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
         1000;
-    fmt::print(stderr, "[skt-run {:%H:%M:%S}.{:03d} +{:.3f}s] {}\n",
-               fmt::localtime(std::chrono::system_clock::to_time_t(now)), ms, seconds_since(start_),
-               fmt::format(format, std::forward<Args>(args)...));
-    std::fflush(stderr);
+    output::write(
+        STDERR_FILENO,
+        fmt::format("[skt-run {:%H:%M:%S}.{:03d} +{:.3f}s] {}\n",
+                    fmt::localtime(std::chrono::system_clock::to_time_t(now)), ms,
+                    seconds_since(start_), fmt::format(format, std::forward<Args>(args)...)));
   }
 
  private:
@@ -593,15 +595,14 @@ std::string launcher_reason(const std::deque<std::string>& last_errors) {
 // lines say why a launcher failed).
 class Passthrough {
  public:
-  Passthrough(int fd, FILE* to, std::deque<std::string>* tail) : fd_(fd), to_(to), tail_(tail) {}
+  Passthrough(int fd, int to, std::deque<std::string>* tail) : fd_(fd), to_(to), tail_(tail) {}
   // Returns false at the end of the stream.
   bool read_some() {
     char buffer[8192];
     const ssize_t n = ::read(fd_, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) return true;
     if (n <= 0) return false;
-    std::fwrite(buffer, 1, static_cast<std::size_t>(n), to_);
-    std::fflush(to_);
+    output::write(to_, std::string_view(buffer, static_cast<std::size_t>(n)));
     if (tail_ != nullptr) {
       pending_.append(buffer, static_cast<std::size_t>(n));
       std::size_t end;
@@ -616,7 +617,7 @@ class Passthrough {
 
  private:
   int fd_;
-  FILE* to_;
+  int to_;
   std::deque<std::string>* tail_;
   std::string pending_;
 };
@@ -738,8 +739,8 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
     }
     note_checkpointed(watch);
   };
-  Passthrough stdout_copy(child.out.get(), stdout, nullptr);
-  Passthrough stderr_copy(child.err.get(), stderr, &out.last_errors);
+  Passthrough stdout_copy(child.out.get(), STDOUT_FILENO, nullptr);
+  Passthrough stderr_copy(child.err.get(), STDERR_FILENO, &out.last_errors);
   bool out_open = true, err_open = true, killed = false;
   std::optional<Ended> ended;
   std::optional<int> ranks_code;  // the run's exit when skt-run ended a launcher that outlived it
@@ -778,6 +779,8 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
     const int ready = ::poll(fds, 4, 200);
     if (ready < 0 && errno != EINTR)
       throw std::system_error(errno, std::generic_category(), "poll");
+    output::divert_if_broken(STDOUT_FILENO);
+    output::divert_if_broken(STDERR_FILENO);
     if ((fds[0].revents & (POLLIN | POLLHUP)) != 0) {
       out_open = stdout_copy.read_some();
     }
@@ -1233,6 +1236,9 @@ int run(int argc, char** argv) {
       "has a checkpoint, another command, or the same from another directory, is refused (exit\n"
       "2; --new-command resumes with it): the checkpoint is of the computation the last launch\n"
       "made. One skt-run at a time drives a job; a second one is refused.\n"
+      "The job outlives the operator's session: output that cannot be written (a pipe's reader\n"
+      "gone, a terminal hung up) goes on in the state directory's 'output'; under nohup, SIGHUP\n"
+      "stays ignored (else it stops the job, as SIGINT and SIGTERM do).\n"
       "Exit codes: 0 success (the job's segments removed); 2 bad usage or configuration, here or\n"
       "in the program (its limits and resources too: not retried); 3 the program found its\n"
       "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares (or too\n"
@@ -1403,16 +1409,22 @@ int run(int argc, char** argv) {
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
-  for (const int sig : {SIGINT, SIGTERM, SIGHUP})
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    // One ignored already stays so: nohup ignores SIGHUP so that the job outlives the session,
+    // and a shell without job control SIGINT for a command started with &.
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
     sigaction(sig, &action, nullptr);
+  }
+  output::divert_failures_to(dir->file("output"));
   Supervisor supervisor(o, plan, *dir, log);
   try {
     return supervisor.run();
   } catch (const WriteError& e) {
-    fmt::print(stderr,
-               "skt-run: job {}: {}; nothing was launched: make that place writable, or give "
-               "another (--state-dir, --ranklist-out)\n",
-               o.job, e.what());
+    output::write(STDERR_FILENO,
+                  fmt::format("skt-run: job {}: {}; nothing was launched: make that place "
+                              "writable, or give another (--state-dir, --ranklist-out)\n",
+                              o.job, e.what()));
     return kExitUsage;
   }
 }
@@ -1421,10 +1433,15 @@ int run(int argc, char** argv) {
 }  // namespace skt::run
 
 int main(int argc, char** argv) {
+  // Started with a standard descriptor closed (`>&-`), skt-run would open its state or a socket
+  // there and write its output into it.
+  for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) ::open("/dev/null", O_RDWR);
+  }
   try {
     return skt::run::run(argc, argv);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "skt-run: {}\n", e.what());
+    skt::run::output::write(STDERR_FILENO, fmt::format("skt-run: {}\n", e.what()));
     return 1;
   }
 }

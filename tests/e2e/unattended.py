@@ -45,7 +45,10 @@
   (seconds for a large segment; where the OOM killer strikes) leaves a segment that skt-shm lists
   as the job's (the header comes first: one without it was listed by no tool and held its memory
   until the machine rebooted); the relaunch takes it as nothing, replaces it, and runs the job to
-  the right result, leaving no segment."""
+  the right result, leaving no segment;
+- the operator's session ends: skt-run's output pipe loses its reader (ssh dropped, `| tee`
+  ended), or, under nohup, skt-run gets the session's SIGHUP: the job goes on and finishes right,
+  the output kept in the state directory (skt-run died of SIGPIPE, or stopped the job)."""
 
 import os
 import re
@@ -726,6 +729,52 @@ def state_disk_full(d, cluster, checks, reference):
         cluster.clean(job)
 
 
+def session_ended(d, cluster, checks, reference):
+    """The operator's session ends while the job runs. Its output read by a pipe whose reader goes
+    (the ssh connection that started skt-run drops, a `| tee` is ended): skt-run used to die of
+    SIGPIPE at its next line, its run with it. Started under nohup, the SIGHUP of the session's end:
+    skt-run used to stop the job, having replaced nohup's ignoring of it by its own handler. Both
+    jobs must finish on their own, right, the first one's output in its state directory."""
+    job = cluster.new_job("wgone")
+    process = d.start(d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"], extra=["--progress-floor", "2"]))
+    before = []
+    for line in process.stdout:
+        before.append(line)
+        if line.startswith("PAUSED"):
+            break
+    process.stdout.close()
+    try:
+        process.wait(timeout=d.options.timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    kept_path = os.path.join(d.state_dir(job), "output")
+    kept = open(kept_path).read() if os.path.exists(kept_path) else ""
+    checks.expect(process.returncode == 0 and result_of(kept) == reference and "reports restored epoch 2" in kept,
+                  "its output's reader gone mid-run: skt-run goes on, relaunches the hung run, and the job "
+                  "finishes right (exit 0), its output kept in the state directory",
+                  f"exit {process.returncode}\n" + "".join(before) + "--- output file:\n" + kept)
+    checks.expect(re.search(r"skt-run's standard (output|error) (is closed at the other end|could not be "
+                            r"written \(Broken pipe\)): it goes on in this file", kept) is not None,
+                  "the kept output says when and why it was diverted", kept)
+    checks.expect(not harness.processes_of(job) and cluster.segment_count(job) == 0,
+                  "no process or segment of the job is left")
+    cluster.clean(job)
+
+    job = cluster.new_job("whup")
+    process = d.start(["nohup", *d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"],
+                                           extra=["--progress-floor", "2"])])
+
+    def hang_up(line, _):
+        if line.startswith("PAUSED"):
+            os.kill(process.pid, signal.SIGHUP)  # nohup runs skt-run in its own process
+
+    out = d.drive(process, hang_up)
+    checks.expect(process.returncode == 0 and result_of(out) == reference and "reports restored epoch 2" in out,
+                  "under nohup, the session's SIGHUP is ignored: the job finishes right", out)
+    cluster.clean(job)
+
+
 def main(argv):
     options = harness.arguments(argv, tools=("run", "inject"), timeout=180)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
@@ -738,7 +787,7 @@ def main(argv):
                      stalled_again, killed_while_creating,
                      stopped_launcher,
                      stopped_after_work, launcher_outliving_ranks, launcher_ended_from_outside,
-                     state_disk_full):
+                     state_disk_full, session_ended):
             case(d, cluster, checks, reference)
         left = os.listdir(harness.transport_directory("skt-run"))
         checks.expect(not left, "every launch's Open MPI shared-memory files were removed, those of the runs "
