@@ -641,6 +641,9 @@ class Supervisor {
   // The words every exit ends with: what is left of the job, and how to resume it (if the same
   // command can) or remove it.
   std::string kept_hint(bool resumable = true) const;
+  // How a checkpoint found without state is resumed: the program judges its command, unless
+  // --new-command says it is this one's.
+  std::string inherited_terms() const;
 
   Options& o_;
   Plan& plan_;
@@ -692,6 +695,12 @@ void Supervisor::record(const std::function<void()>& write) {
         "job's segments alone)",
         e.what());
   }
+}
+
+std::string Supervisor::inherited_terms() const {
+  if (o_.new_command) return "with this command, whatever command wrote it (--new-command)";
+  return "if this command, from this directory, wrote it (SKT_RESTART=auto: the program refuses "
+         "another command's checkpoint; --new-command resumes it with this one)";
 }
 
 std::string Supervisor::kept_hint(bool resumable) const {
@@ -994,9 +1003,10 @@ int Supervisor::run() {
     if (const auto found = local_segment_count(o_); found && *found > 0) {
       log_(
           "{} segment{} of job {} exist from an earlier run that skt-run has no state of: resuming "
-          "from them (skt-shm clean --job {} first to start afresh)",
-          *found, *found == 1 ? "" : "s", o_.job, o_.job);
+          "from them {} (skt-shm clean --job {} first to start afresh)",
+          *found, *found == 1 ? "" : "s", o_.job, inherited_terms(), o_.job);
       fresh = false;
+      state_.inherited = true;
     }
   }
   if (fresh && !(loaded && loaded->status == "unrecoverable")) {
@@ -1004,10 +1014,11 @@ int Supervisor::run() {
     if (const auto found = drained_epoch_count(o_, plan_, log_); found && *found > 0) {
       log_(
           "{} drained epoch{} of job {} exist{} from an earlier run that skt-run has no state of: "
-          "resuming from {} (skt-drain remove --job {} first to start afresh)",
+          "resuming from {} {} (skt-drain remove --job {} first to start afresh)",
           *found, *found == 1 ? "" : "s", o_.job, *found == 1 ? "s" : "",
-          *found == 1 ? "it" : "them", o_.job);
+          *found == 1 ? "it" : "them", inherited_terms(), o_.job);
       fresh = false;
+      state_.inherited = true;
     }
   }
   log_("job {}: {} ranks on {} ({} per node), spares: {}; probe {}; launch {}; state in {}", o_.job,
@@ -1023,15 +1034,23 @@ int Supervisor::run() {
     const auto argv_run = launch_command(o_, plan_);
     // A first launch is one with nothing behind it: the library then refuses old segments.
     const int restart = fresh ? 0 : std::max(state_.launches, 1);
+    // SKT_RESTART=1 would tell the program to take a checkpoint of unknown origin as its own,
+    // whatever command wrote it (skt-run without its state used to: another computation under the
+    // job's tag restored it and gave a wrong result with exit 0).
+    const bool judged = state_.inherited && !o_.new_command;
+    const std::string restart_text = judged ? "auto" : std::to_string(restart);
     fresh = false;
+    // A socket of its own for each launch: what the ranks of an earlier one still send (orphans,
+    // or datagrams late in a buffer) cannot reach this launch's watchdog, even when both carry the
+    // same launch number (0 under auto, as SKT_RESTART unset says).
+    listener_ = Listener();
     ++state_.launches;
     save("running", fmt::format("launch {} under skt-run pid {}", state_.launches, ::getpid()));
     launching_ = true;
     const auto launched = Clock::now();
     const TransportDir transport = plan_.local ? TransportDir(state_.launches) : TransportDir();
-    EnvChanges environment{{"SKT_JOB", o_.job},
-                           {"SKT_RESTART", std::to_string(restart)},
-                           {"SKT_MONITOR", monitor_address()}};
+    EnvChanges environment{
+        {"SKT_JOB", o_.job}, {"SKT_RESTART", restart_text}, {"SKT_MONITOR", monitor_address()}};
     for (const auto& variable : transport.environment())
       environment.push_back(variable);
     Supervised child;
@@ -1045,11 +1064,13 @@ int Supervisor::run() {
     }
     if (failed_at) {
       log_("relaunched (run {}, SKT_RESTART={}) {:.3f} s after the failure was seen",
-           state_.launches, restart, seconds_since(*failed_at));
+           state_.launches, restart_text, seconds_since(*failed_at));
     } else {
-      log_("launched (SKT_RESTART={}): {}", restart, shell_quoted(argv_run));
+      log_("launched (SKT_RESTART={}): {}", restart_text, shell_quoted(argv_run));
     }
-    const Outcome out = supervise(child, restart, state_.cadence);
+    const Outcome out = supervise(child, judged ? 0 : restart, state_.cadence);
+    // The program took the checkpoint as its own (restored), or found none: this job's from now.
+    if (out.restored) state_.inherited = false;
     state_.cadence = std::max(state_.cadence, out.cadence);
     const auto stalled_before = std::exchange(state_.stalled_at, out.stalled_at);
     if (out.restored && *out.restored == 0 && restart != 0) {
@@ -1108,8 +1129,16 @@ int Supervisor::run() {
                               "checkpoint, or a resource it lacks (see its message)"
                         : code == 3 ? "unrecoverable (a group lost more than it tolerates)"
                                     : "the result failed verification";
-      log_("run {} ended with exit {}: {}; not relaunching; {}", state_.launches, code, why,
-           kept_hint(code == 2));
+      // A checkpoint found without state and refused as another command's: the same command
+      // would be refused again.
+      const bool refused_inherited = code == 2 && state_.inherited;
+      log_("run {} ended with exit {}: {}; not relaunching; {}{}", state_.launches, code, why,
+           kept_hint(code == 2 && !refused_inherited),
+           refused_inherited
+               ? "; if the program refused the checkpoint as another command's, resume it with "
+                 "the command that wrote it, or, where this one leaves the computation as it was "
+                 "(an output file, a progress option), with --new-command"
+               : "");
       save(code == 3 ? "unrecoverable" : "failed", fmt::format("exit {}: {}", code, why));
       return code;
     }
@@ -1372,8 +1401,12 @@ int run(int argc, char** argv) {
         fmt::print(stderr, "skt-run: {}\n", e.what());
         return kExitOutOfSpares;
       }
-      how = fmt::format("resumes after {} launch{}", loaded->launches,
-                        loaded->launches == 1 ? "" : "es");
+      how = fmt::format("resumes after {} launch{}{}", loaded->launches,
+                        loaded->launches == 1 ? "" : "es",
+                        loaded->inherited ? ", if this command wrote its checkpoint" : "");
+    } else if (const auto found = plan.local ? local_segment_count(o) : std::nullopt;
+               found && *found > 0) {
+      how = "resumes the segments skt-run has no state of, if this command wrote them";
     }
     fmt::print("{}\n", shell_quoted(launch_command(o, plan)));
     fmt::print("# job {} ({}), {} ranks on {}, spares: {}, probe {}, state in {}\n", o.job, how,

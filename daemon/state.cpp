@@ -85,6 +85,7 @@ std::string format_state(const JobState& s) {
       s.status, s.launches, fmt::join(s.ranklist, " "), fmt::join(s.spares, " "), s.cadence,
       s.note);
   if (s.checkpointed) text += "checkpointed yes\n";
+  if (s.inherited) text += "inherited yes\n";
   if (s.stalled_at) text += fmt::format("stalled-at {}\n", *s.stalled_at);
   if (!s.directory.empty()) text += fmt::format("directory {}\n", escape_line(s.directory));
   // One line per word: a word may hold spaces, or be empty.
@@ -95,7 +96,7 @@ std::string format_state(const JobState& s) {
 
 bool command_changed(const JobState& last, const std::string& directory,
                      const std::vector<std::string>& command) {
-  if (last.command.empty() || !last.checkpointed) return false;
+  if (last.command.empty() || !last.checkpointed || last.inherited) return false;
   return last.command != command || last.directory != directory;
 }
 
@@ -125,9 +126,9 @@ std::optional<JobState> parse_state(const std::string& text) {
         s.cadence = std::stod(value);
       } else if (key == "note") {
         s.note = value;
-      } else if (key == "checkpointed") {
+      } else if (key == "checkpointed" || key == "inherited") {
         if (value != "yes" && value != "no") return std::nullopt;
-        s.checkpointed = value == "yes";
+        (key == "checkpointed" ? s.checkpointed : s.inherited) = value == "yes";
       } else if (key == "stalled-at") {
         std::size_t used = 0;
         s.stalled_at = std::stoull(value, &used);

@@ -26,6 +26,11 @@ struct JobState {
   std::vector<std::string> command;
   // A run committed or restored a checkpoint: there is one to resume.
   bool checkpointed = false;
+  // The job's checkpoint was found by a skt-run that had no state of it (its state directory lost,
+  // or the job first ran under mpirun by hand): the command that wrote it is unknown here, so the
+  // program judges (SKT_RESTART=auto: it resumes only what the same command wrote) until a launch
+  // restores it or starts afresh.
+  bool inherited = false;
   // The last run was ended as hung for making no progress (every rank beat, none checkpointed)
   // after reaching this epoch: a relaunch that stalls there again would stall at every relaunch.
   std::optional<std::uint64_t> stalled_at;
@@ -42,7 +47,7 @@ std::optional<JobState> parse_state(const std::string& text);
 // (other arguments, or relative paths read elsewhere), whose checkpoint it would restore. Before
 // any checkpoint there is nothing to restore (the usual case: a mistyped argument, which the
 // program refused), and a state that kept no command (an older skt-run's) is taken at its word:
-// not changed.
+// not changed. Nor is an inherited checkpoint's, whose command only the program knows.
 bool command_changed(const JobState& last, const std::string& directory,
                      const std::vector<std::string>& command);
 

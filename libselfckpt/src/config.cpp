@@ -284,9 +284,22 @@ const std::vector<Option>& options() {
          }
          c.fault = fault;
        }},
-      {"restart", "SKT_RESTART", "relaunch count (0 = first launch)",
+      {"restart", "SKT_RESTART", "relaunch count (0 = first launch; auto: as unset)",
        [](Config& c, const std::string& origin, const std::string& v) {
-         c.restart = integer_in(origin, v, 0, 1 << 30);
+         // auto says, as unset does, that nothing is known of the run that wrote a checkpoint
+         // found (skt-run without state of it): the program resumes it only if the same command
+         // wrote it. A value, unlike an unset variable, also overrides a file's.
+         if (lower(v) == "auto") {
+           c.restart.reset();
+           return;
+         }
+         const auto count = parse_integer<int>(v);
+         if (!count || *count < 0) {
+           bad(origin, fmt::format("'{}' is not a relaunch count (0: a first launch; 1 and up: a "
+                                   "relaunch of the run that wrote the checkpoint) or auto",
+                                   v));
+         }
+         c.restart = *count;
        }},
   };
   return table;

@@ -430,15 +430,16 @@ void Session::refuse_another_command(std::uint64_t recorded, const std::string& 
   if (config_.restart || recorded == 0) return;
   const Command command = this_command();
   if (recorded == command.print) return;
-  throw Error(SKT_ERR_MISMATCH,
-              fmt::format("job '{}' has a checkpoint written by another command, or from another "
-                          "directory, than this one ({}): restored into another computation it "
-                          "gives a wrong result, and SKT_RESTART is unset, so nothing says that "
-                          "this is a relaunch of that run. To resume it with this command, "
-                          "relaunch with SKT_RESTART=1 (in a batch script: "
-                          "SKT_RESTART=${{SLURM_RESTART_COUNT:-0}}); to run this command as a job "
-                          "of its own, give it another SKT_JOB, or remove the checkpoint ({})",
-                          config_.job, command.shown, removal));
+  throw Error(
+      SKT_ERR_MISMATCH,
+      fmt::format("job '{}' has a checkpoint written by another command, or from another "
+                  "directory, than this one ({}): restored into another computation it "
+                  "gives a wrong result, and SKT_RESTART is unset (or auto), so nothing "
+                  "says that this is a relaunch of that run. To resume it with this command, "
+                  "relaunch with SKT_RESTART=1 (in a batch script: "
+                  "SKT_RESTART=${{SLURM_RESTART_COUNT:-0}}); to run this command as a job "
+                  "of its own, give it another SKT_JOB, or remove the checkpoint ({})",
+                  config_.job, command.shown, removal));
 }
 
 Finding Session::inspect_checkpoint() {

@@ -110,10 +110,12 @@ std::vector<skt_range> touched_since_last_checkpoint(
   return ranges;
 }
 
-// SKT_RESTART's value: 0 on a first launch (or when unset).
+// SKT_RESTART's value: 0 on a first launch (or when unset); -1 for auto, a resume of segments
+// whose launches skt-run has no state of, where no launch's test behaviour applies.
 int launch_number() {
   const char* restart = std::getenv("SKT_RESTART");
-  return restart != nullptr ? std::atoi(restart) : 0;
+  if (restart == nullptr) return 0;
+  return std::string_view(restart) == "auto" ? -1 : std::atoi(restart);
 }
 
 // Whether `points` ("L:K", launch and iteration) has this launch's `iteration`: a point where a

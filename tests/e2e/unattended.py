@@ -48,7 +48,10 @@
   the right result, leaving no segment;
 - the operator's session ends: skt-run's output pipe loses its reader (ssh dropped, `| tee`
   ended), or, under nohup, skt-run gets the session's SIGHUP: the job goes on and finishes right,
-  the output kept in the state directory (skt-run died of SIGPIPE, or stopped the job)."""
+  the output kept in the state directory (skt-run died of SIGPIPE, or stopped the job);
+- state lost: skt-run without its state, given another computation under a stopped job's tag, has
+  it refused by the program (exit 2, nothing changed; it restored the other's data, a wrong result
+  with exit 0), and the command that wrote the checkpoint resumes it."""
 
 import os
 import re
@@ -233,7 +236,8 @@ def resume_after_signals(d, cluster, checks, reference):
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
     cluster.wait_detached(job)
-    code, out = d.run(d.command(job, NODES, 0, APP_ARGS))
+    # The same command: under SKT_RESTART=auto the program resumes only what it wrote.
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"]))
     checks.expect(code == 0 and result_of(out) == reference and "resuming from them" in out
                   and "reports restored epoch 2" in out,
                   "segments skt-run has no state of: resumed from (epoch 2), right result", out)
@@ -775,6 +779,45 @@ def session_ended(d, cluster, checks, reference):
     cluster.clean(job)
 
 
+def state_lost(d, cluster, checks, reference):
+    """A job stopped with its checkpoint kept, then skt-run without its state (the directory lost,
+    another --state-dir, another user's XDG_STATE_HOME) given another computation under the same
+    --job: skt-run resumed segments it had no state of with SKT_RESTART=1, which told the program
+    to take them whatever command wrote them, and the other computation restored this one's data: a
+    wrong result with exit 0. Now the program judges (SKT_RESTART=auto): it refuses another
+    command's checkpoint (exit 2, nothing changed), and the command that wrote it resumes it."""
+    job = cluster.new_job("wlost")
+    first = d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"])
+
+    def stop(line, _):
+        if line.startswith("PAUSED"):
+            os.kill(process.pid, signal.SIGTERM)
+
+    process = d.start(first)
+    d.drive(process, stop)
+    before = cluster.digests(job)
+    checks.expect(process.returncode == 128 + signal.SIGTERM and before,
+                  "the first run is stopped with its checkpoint kept")
+    elsewhere = [d.options.run, *first[1:]]
+    elsewhere[elsewhere.index("--state-dir") + 1] = d.state_dir(job) + "-elsewhere"
+    other = list(elsewhere)
+    other[other.index("--pause"):other.index("--pause") + 2] = ["--seed", "2"]
+    dry = other[:other.index("--")] + ["--dry-run"] + other[other.index("--"):]
+    done = subprocess.run(dry, capture_output=True, text=True, env=harness.daemon_env())
+    checks.expect(done.returncode == 0 and "resumes the segments skt-run has no state of, if this "
+                  "command wrote them" in done.stdout, "--dry-run says so", done.stdout + done.stderr)
+    code, out = d.run(other)
+    checks.expect(code == 2 and "written by another command" in out and "--seed 2" in out
+                  and cluster.digests(job) == before and "the same command resumes it" not in out
+                  and "with --new-command" in out,
+                  "without its state, another computation under the job's tag is refused (exit 2), "
+                  "changing nothing, and told how to resume", f"exit {code}\n{out}")
+    code, out = d.run(elsewhere)
+    checks.expect(code == 0 and result_of(out) == reference and "reports restored epoch 2" in out,
+                  "the command that wrote the checkpoint resumes it there (epoch 2), right", out)
+    cluster.clean(job)
+
+
 def main(argv):
     options = harness.arguments(argv, tools=("run", "inject"), timeout=180)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
@@ -787,7 +830,7 @@ def main(argv):
                      stalled_again, killed_while_creating,
                      stopped_launcher,
                      stopped_after_work, launcher_outliving_ranks, launcher_ended_from_outside,
-                     state_disk_full, session_ended):
+                     state_disk_full, session_ended, state_lost):
             case(d, cluster, checks, reference)
         left = os.listdir(harness.transport_directory("skt-run"))
         checks.expect(not left, "every launch's Open MPI shared-memory files were removed, those of the runs "

@@ -65,6 +65,18 @@ TEST(Config, FileNamedBySktConfig) {
   EXPECT_EQ(c.restart, 3);
 }
 
+TEST(Config, RestartAutoIsUnsetAndOverridesTheFile) {
+  TempFile file("restart = 3\n");
+  EXPECT_FALSE(load_config(file.path(), {{"SKT_RESTART", "auto"}}).restart.has_value());
+  EXPECT_FALSE(load_config("", {{"SKT_RESTART", "AUTO"}}).restart.has_value());
+  EXPECT_EQ(load_config("", {{"SKT_RESTART", "0"}}).restart, 0);
+  for (const char* bad : {"-1", "x", "1.5"}) {
+    const std::string m = config_error("", {{"SKT_RESTART", bad}});
+    EXPECT_NE(m.find("is not a relaunch count"), std::string::npos) << m;
+    EXPECT_NE(m.find("or auto"), std::string::npos) << m;
+  }
+}
+
 TEST(Config, UnknownKeysAreErrorsThatListTheKnownOnes) {
   TempFile file("group_size = 4\ngroup_szie = 8\n");
   const std::string m = config_error(file.path(), {});

@@ -39,6 +39,7 @@ TEST(JobState, RoundTripsThroughItsText) {
   s.directory = "/scratch/my runs/100%\nnew";
   s.command = {"./heat3d", "", "a b", "50%", "line\r\nend", "%0A"};
   s.checkpointed = true;
+  s.inherited = true;
   s.stalled_at = 7;
   EXPECT_EQ(parse_state(format_state(s)), s);
   JobState none;
@@ -54,6 +55,7 @@ TEST(JobState, RejectsWhatIsNotAState) {
   EXPECT_FALSE(parse_state("job j\nargument 100%\n").has_value());  // not an escape
   EXPECT_FALSE(parse_state("job j\ndirectory /a%zz\n").has_value());
   EXPECT_FALSE(parse_state("job j\ncheckpointed maybe\n").has_value());
+  EXPECT_FALSE(parse_state("job j\ninherited 1\n").has_value());
   EXPECT_FALSE(parse_state("job j\nstalled-at -1\n").has_value());
   EXPECT_FALSE(parse_state("job j\nstalled-at 3x\n").has_value());
 }
@@ -75,6 +77,9 @@ TEST(JobState, ACheckpointResumesOnlyUnderTheCommandThatMadeIt) {
   JobState refused = last;  // the program refused a mistyped argument before any checkpoint
   refused.checkpointed = false;
   EXPECT_FALSE(command_changed(refused, "/runs", {"heat3d", "96", "96", "96", "100", "10"}));
+  JobState inherited = last;  // found without state: the program knows which command wrote it
+  inherited.inherited = true;
+  EXPECT_FALSE(command_changed(inherited, "/runs", {"heat3d", "96", "96", "96", "100", "10"}));
 }
 
 TEST(StateDir, SavesLoadsAndLetsOneSktRunDriveTheJob) {
