@@ -917,6 +917,14 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
             "is the ranks', {}",
             ended->code, *ranks_code);
       }
+    } else if (watch.work_ended() && watch.failed_exit() == ended->code) {
+      // A rank's own verdict (2, 3, 4), which the launcher passed on after ending the ranks
+      // still in MPI_Finalize: the run's exit is known. It used to be taken as unknown (exit 8).
+      ranks_code = ended->code;
+      log_(
+          "a rank exited with {} after its work, and the launcher ended the ranks still in "
+          "MPI_Finalize with that code: the run's exit is {}",
+          ended->code, ended->code);
     } else if (watch.work_ended()) {
       out.stuck_after_work = fmt::format(
           "the launcher ended with exit {} once every rank had entered MPI_Finalize, every "

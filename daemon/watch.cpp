@@ -243,10 +243,14 @@ std::optional<std::string> Watchdog::launcher_overdue(double now) const {
 
 std::optional<int> Watchdog::exit_code() const {
   if (!every_rank_exited()) return std::nullopt;
+  return failed_exit().value_or(0);
+}
+
+std::optional<int> Watchdog::failed_exit() const {
   for (const auto& [rank, code] : exits_) {
     if (code != 0) return code;
   }
-  return 0;
+  return std::nullopt;
 }
 
 }  // namespace skt::run

@@ -83,6 +83,10 @@ class Watchdog {
   void pardon(double now);
   // Once every rank exited: the first nonzero exit code in rank order, else 0.
   std::optional<int> exit_code() const;
+  // The first nonzero exit code a rank reported, in rank order, whether or not every rank exited
+  // (Open MPI's mpirun ends the others when one fails, and exits with its code); nothing while none
+  // did.
+  std::optional<int> failed_exit() const;
   // Why a rank is stuck in MPI_Finalize at `now`, in words; nothing while none is.
   std::optional<std::string> stuck_in_finalize(double now) const;
   // Why a rank is stuck after its work at `now`: stuck in MPI_Finalize, or silent with no context

@@ -51,7 +51,9 @@
   the output kept in the state directory (skt-run died of SIGPIPE, or stopped the job);
 - state lost: skt-run without its state, given another computation under a stopped job's tag, has
   it refused by the program (exit 2, nothing changed; it restored the other's data, a wrong result
-  with exit 0), and the command that wrote the checkpoint resumes it."""
+  with exit 0), and the command that wrote the checkpoint resumes it;
+- a verdict after the work: a rank exits with 4 from MPI_Finalize on and mpirun ends the others
+  there with that code: the run's exit is 4 (it was taken for unknown, exit 8)."""
 
 import os
 import re
@@ -818,6 +820,22 @@ def state_lost(d, cluster, checks, reference):
     cluster.clean(job)
 
 
+def verdict_after_work(d, cluster, checks, reference):
+    """The program's own verdict after its work: its replay finds the restored data wrong (ranges
+    declared in elements, the check of declared ranges off, a crash after a commit), the ranks exit
+    with 4 from MPI_Finalize on, and Open MPI's mpirun, at the first of them, ends the others there
+    and exits with that code. skt-run took the run's exit for unknown (exit 8); it is the program's
+    verdict, 4."""
+    job = cluster.new_job("wverdict")
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS + ["--regions", "3", "--declare", "elements"]),
+                      env={"SKT_CHECK_DECLARED": "off", "SKT_FAULT": "committed:2:3"})
+    # Whether mpirun ends the other ranks before they report their exit is a race: with every
+    # report in, the ranks' codes were the run's already (4); without, skt-run said 8.
+    checks.expect(code == 4 and "RECOVERY MISMATCH" in out and "the result failed verification" in out,
+                  "a rank's verdict passed on by the launcher is the run's exit (4), not unknown (8)", out)
+    cluster.clean(job)
+
+
 def main(argv):
     options = harness.arguments(argv, tools=("run", "inject"), timeout=180)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
@@ -830,7 +848,7 @@ def main(argv):
                      stalled_again, killed_while_creating,
                      stopped_launcher,
                      stopped_after_work, launcher_outliving_ranks, launcher_ended_from_outside,
-                     state_disk_full, session_ended, state_lost):
+                     state_disk_full, session_ended, state_lost, verdict_after_work):
             case(d, cluster, checks, reference)
         left = os.listdir(harness.transport_directory("skt-run"))
         checks.expect(not left, "every launch's Open MPI shared-memory files were removed, those of the runs "

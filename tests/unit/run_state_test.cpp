@@ -511,7 +511,11 @@ TEST(Watchdog, TheWorkEndedOnceEveryRankReachedMpiFinalizeWithNoContextOpen) {
   EXPECT_FALSE(w.work_ended());  // and has not entered MPI_Finalize
   w.heard(said("j", 2, "finalize"), 8);
   EXPECT_TRUE(w.work_ended());
-  EXPECT_FALSE(w.exit_code().has_value());  // two ranks never said how they exited
+  EXPECT_FALSE(w.exit_code().has_value());    // two ranks never said how they exited
+  EXPECT_FALSE(w.failed_exit().has_value());  // and the one that did succeeded
+  w.heard(said("j", 2, "exit", 4), 9);        // its verdict, which ends the others' in mpirun
+  EXPECT_EQ(w.failed_exit(), 4);
+  EXPECT_FALSE(w.exit_code().has_value());  // still not every rank's
   // In MPI_Finalize with a context open (never closed), its work may not have ended.
   Watchdog open("j", 0, 1, WatchLimits{}, 0, 0);
   open.heard(said("j", 0, "hello"), 0);
