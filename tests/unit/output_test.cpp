@@ -20,6 +20,16 @@
 namespace skt::run {
 namespace {
 
+// A child's wait status: a normal exit with code 0, else how it ended.
+::testing::AssertionResult ExitedWithZero(int status) {
+  if (WIFSIGNALED(status))
+    return ::testing::AssertionFailure() << "killed by signal " << WTERMSIG(status);
+  if (!WIFEXITED(status)) return ::testing::AssertionFailure() << "wait status " << status;
+  if (WEXITSTATUS(status) != 0)
+    return ::testing::AssertionFailure() << "exit " << WEXITSTATUS(status);
+  return ::testing::AssertionSuccess();
+}
+
 class Output : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -72,8 +82,7 @@ TEST_F(Output, AWriteIntoAPipeWithoutReaderGoesOnInTheFallbackAndIsAnnounced) {
     output::write(STDOUT_FILENO, "second line\n");
     return output::diverted_to() == fallback ? 0 : 1;
   });
-  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(ExitedWithZero(status));
   const std::string kept = read(fallback);
   EXPECT_NE(kept.find("skt-run's standard output could not be written (Broken pipe): it goes on "
                       "in this file\nfirst line\nsecond line\n"),
@@ -94,8 +103,7 @@ TEST_F(Output, ABrokenPipeIsDivertedBeforeAProgramStartedWritesIntoIt) {
     // A probe or a tool inherits the descriptor: without the divert it would die of SIGPIPE.
     return std::system("echo from a program") == 0 ? 0 : 1;
   });
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(ExitedWithZero(status));
   const std::string kept = read(fallback);
   EXPECT_NE(kept.find("skt-run's standard output is closed at the other end: it goes on in this "
                       "file\nfrom a program\n"),
@@ -110,8 +118,7 @@ TEST_F(Output, AFallbackThatCannotBeOpenedDropsTheOutputAndNothingDies) {
     output::write(STDOUT_FILENO, "lost too\n");
     return output::diverted_to().empty() ? 0 : 1;
   });
-  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(ExitedWithZero(status));
 }
 
 TEST_F(Output, ProgramsStartedKeepSigpipeAsTheyWouldHaveHadIt) {
@@ -121,8 +128,7 @@ TEST_F(Output, ProgramsStartedKeepSigpipeAsTheyWouldHaveHadIt) {
     const int shell = std::system("kill -PIPE $$");
     return WIFSIGNALED(shell) && WTERMSIG(shell) == SIGPIPE ? 0 : 1;
   });
-  ASSERT_TRUE(WIFEXITED(caught));
-  EXPECT_EQ(WEXITSTATUS(caught), 0) << "a program started did not die of SIGPIPE";
+  EXPECT_TRUE(ExitedWithZero(caught)) << "a program started did not die of SIGPIPE";
   // Ignored by whoever started skt-run: it stays ignored.
   const int ignored = with_stdout_unread([&] {
     ::signal(SIGPIPE, SIG_IGN);
@@ -131,8 +137,7 @@ TEST_F(Output, ProgramsStartedKeepSigpipeAsTheyWouldHaveHadIt) {
     ::sigaction(SIGPIPE, nullptr, &now);
     return now.sa_handler == SIG_IGN ? 0 : 1;
   });
-  ASSERT_TRUE(WIFEXITED(ignored));
-  EXPECT_EQ(WEXITSTATUS(ignored), 0);
+  EXPECT_TRUE(ExitedWithZero(ignored));
 }
 
 }  // namespace
