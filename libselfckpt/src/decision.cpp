@@ -95,6 +95,13 @@ Candidates restore_candidates(Mode mode, std::span<const Finding> findings) {
   return c;
 }
 
+bool holds_epoch(std::span<const Finding> findings) {
+  return std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
+    const ControlState& s = f.state;
+    return f.valid != 0 && std::max({s.committed, s.encoded, s.agreed}) >= 1;
+  });
+}
+
 std::optional<std::int64_t> completed_epoch(std::span<const Finding> findings) {
   for (const auto& f : findings) {
     if (f.valid != 0 && f.state.finished >= 0) return f.state.finished;

@@ -36,6 +36,9 @@ struct Finding {
   std::int32_t members[kMaxGroupSize] = {};
   std::uint64_t recorded_layouts[kMaxGroupSize] = {};  // every member's layout, as recorded
   std::uint64_t lineage = 0;                           // the start it descends from (when valid)
+  // Its segments were written by another command, or from another directory, than this launch's,
+  // and SKT_RESTART is unset (or auto): nothing says this launch is a relaunch of that run.
+  std::int32_t other_command = 0;
   // What this launch declared.
   std::uint64_t layout_hash = 0;
   std::uint64_t stage_bytes = 0;
@@ -47,6 +50,12 @@ struct Finding {
 // and is back. Their epochs count the other start's checkpoints, and the same number may name
 // other data, so they are no checkpoint of this one: the ranks are rebuilt as if lost.
 std::vector<int> stale_ranks(std::span<const Finding> findings);
+
+// Whether any rank's segments hold data of an epoch (encoded, agreed or committed): another
+// command's segments that hold none are what a run left that stopped before its first checkpoint
+// (a mistyped argument, a crash at once), nobody's checkpoint, and a launch may take them as
+// nothing.
+bool holds_epoch(std::span<const Finding> findings);
 
 // A checkpoint segment of the job that a node of this launch holds for a rank this launch places
 // on another node: the ranks were mapped to the nodes in another order (another host order or

@@ -426,11 +426,17 @@ bool Session::release(void* ptr) {
   return arena_->release(static_cast<std::byte*>(ptr));
 }
 
+bool Session::another_command(std::uint64_t recorded) const {
+  return !config_.restart && recorded != 0 && recorded != this_command().print;
+}
+
 void Session::refuse_another_command(std::uint64_t recorded, const std::string& removal) const {
-  if (config_.restart || recorded == 0) return;
+  if (another_command(recorded)) throw another_command_error(removal);
+}
+
+Error Session::another_command_error(const std::string& removal) const {
   const Command command = this_command();
-  if (recorded == command.print) return;
-  throw Error(
+  return Error(
       SKT_ERR_MISMATCH,
       fmt::format("job '{}' has a checkpoint written by another command, or from another "
                   "directory, than this one ({}): restored into another computation it "
@@ -502,7 +508,8 @@ Finding Session::inspect_checkpoint() {
                     "protect the same private objects",
                     declared.workspace_bytes(), all.size(), info.stage_bytes + info.regions_bytes));
   }
-  refuse_another_command(info.command, "skt-shm clean --job " + config_.job);
+  // Judged once every rank's finding is in (restore): whether the segments hold a checkpoint.
+  f.other_command = another_command(info.command) ? 1 : 0;
   const auto state = read_control(checkpoint_.base());
   if (!state) {
     log_->warn("this rank's control block is unreadable: treated as lost");
@@ -821,6 +828,22 @@ std::uint64_t Session::restore() {
     findings[static_cast<std::size_t>(r)].valid = 0;
   }
   mine = findings[static_cast<std::size_t>(rank_)];
+  if (std::any_of(findings.begin(), findings.end(),
+                  [](const Finding& f) { return f.other_command; })) {
+    // Restored into this computation, that one's checkpoint gives a wrong result. What a run of
+    // it left before its first checkpoint is nobody's: taken as nothing, as this command's is.
+    const bool held = holds_epoch(findings);
+    effects_->agree([&] {
+      if (held && mine.other_command)
+        throw another_command_error("skt-shm clean --job " + config_.job);
+    });
+    if (rank_ == 0) {
+      log_->warn(
+          "job '{}' has segments of another command, or from another directory, than this one, "
+          "which hold no checkpoint (its run stopped before its first): they are taken as nothing",
+          config_.job);
+    }
+  }
   // An earlier run completed the job and was ended while removing its segments: what is left of
   // them is no checkpoint, and the job starts again as after removals that finished.
   const std::optional<std::int64_t> completed = completed_epoch(findings);

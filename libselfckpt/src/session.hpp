@@ -103,6 +103,8 @@ class Session {
   // (`recorded`: CheckpointInfo::command) is not resumed: throws SKT_ERR_MISMATCH, naming
   // `removal`, the command that removes it.
   void refuse_another_command(std::uint64_t recorded, const std::string& removal) const;
+  bool another_command(std::uint64_t recorded) const;
+  Error another_command_error(const std::string& removal) const;
   void set_up_store(const GroupShape& shape, int group, int member, int groups,
                     std::uint64_t lineage, bool keep_existing);
   // The bytes of memory this job's ranks are about to take: those on this rank's machine, and

@@ -90,7 +90,9 @@ def another_computation_under_the_tag(cluster, checks):
     command (another seed here) finds the checkpoint of a run that was killed. Nothing says it is a
     relaunch of that run: it is refused with exit 2, saying how to resume and how to run apart,
     and changes nothing. The same command, or SKT_RESTART=1, resumes. Before, the other command
-    restored the killed run's data: a wrong result with exit 0."""
+    restored the killed run's data: a wrong result with exit 0. What a run of another command left
+    before its first checkpoint (a crash at once, as a mistyped input gives) holds nothing of it:
+    the command run next starts afresh over it (it was refused, as if it held a checkpoint)."""
     job = cluster.new_job("iso-cmd")
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
     nodes = [f"n{r}" for r in range(4)]
@@ -98,6 +100,17 @@ def another_computation_under_the_tag(cluster, checks):
     other = APP_ARGS + ["--seed", "2", "--verify-recovery"]
     reference = cluster.reference(4, APP_ARGS + ["--seed", "1"])
     try:
+        early = cluster.launch(nodes, other + ["--crash-at", "1", "--crash-rank", "1"], dict(env, SKT_RESTART="0"))
+        checks.expect(early.code not in (0, 2, 3) and cluster.segment_count(job) > 0,
+                      "a run of another command crashes before its first checkpoint, its segments left", early)
+        after = cluster.launch(nodes, first, dict(env, SKT_FAULT="committed:1:2"))
+        checks.expect(after.code not in (0, 2, 3) and "which hold no checkpoint" in after.err,
+                      "the command run next under the tag (SKT_RESTART unset) takes them as nothing, says "
+                      "so, and checkpoints until a crash after epoch 2", after)
+        resumed = cluster.launch(nodes, first, env)
+        checks.expect(resumed.code == 0 and resumed.result == reference and resumed.epoch == 2,
+                      "its checkpoint is its own: the same command resumes epoch 2, right", resumed)
+        cluster.clean(job)
         killed = cluster.launch(nodes, first, dict(env, SKT_RESTART="0", SKT_FAULT="flush:1:2"))
         checks.expect(killed.code not in (0, 2, 3) and not killed.hung,
                       "the first run is killed in the middle of its second checkpoint", killed)

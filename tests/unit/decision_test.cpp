@@ -51,6 +51,18 @@ TEST(Candidates, NothingValidOrNothingCommittedIsAFreshStart) {
   EXPECT_TRUE(restore_candidates(Mode::single, f).epochs.empty());
 }
 
+TEST(Candidates, AnEpochEncodedAnywhereIsACheckpointHeld) {
+  auto f = steady(0);
+  EXPECT_FALSE(holds_epoch(f));  // stopped before its first checkpoint: nobody's data
+  f[6].state.encoded = 1;        // in the middle of the first: a rank encoded it
+  EXPECT_TRUE(holds_epoch(f));
+  f[6].valid = 0;  // a record that did not survive says nothing
+  EXPECT_FALSE(holds_epoch(f));
+  f[2].state.agreed = 1;
+  EXPECT_TRUE(holds_epoch(f));
+  EXPECT_TRUE(holds_epoch(steady(3)));
+}
+
 TEST(Candidates, AJobCompletedIsSeenFromAnySurvivingRecord) {
   auto f = steady(4);
   EXPECT_FALSE(completed_epoch(f).has_value());
