@@ -979,12 +979,21 @@ int Supervisor::run() {
            command_change(*loaded, o_));
     }
     // "running" with the lock free: the skt-run that wrote it died (its run died with it).
-    log_("resuming job {} after {} launch{} ({}): ranks on {}, spares: {}", o_.job,
-         loaded->launches, loaded->launches == 1 ? "" : "es",
-         loaded->status == "running" ? "the skt-run of the last one died: " + loaded->note
-                                     : loaded->note,
-         fmt::join(nodes_of(loaded->ranklist), ","),
-         loaded->spares.empty() ? "none" : fmt::format("{}", fmt::join(loaded->spares, ",")));
+    log_(
+        "resuming job {} after {} launch{} ({}): ranks on {}, spares: {}; resuming its checkpoint "
+        "{}",
+        o_.job, loaded->launches, loaded->launches == 1 ? "" : "es",
+        loaded->status == "running" ? "the skt-run of the last one died: " + loaded->note
+                                    : loaded->note,
+        fmt::join(nodes_of(loaded->ranklist), ","),
+        loaded->spares.empty() ? "none" : fmt::format("{}", fmt::join(loaded->spares, ",")),
+        inherited_terms());
+    // What happened to the job's segments since the state was written, no skt-run saw: a commit
+    // whose report never arrived (skt-run killed first, a datagram lost), or a run of another
+    // computation under mpirun by hand after they were removed. SKT_RESTART=1 would have the
+    // program take them whatever command wrote them (a wrong result with exit 0); the program
+    // judges instead, until a launch restores them or starts afresh.
+    state_.inherited = true;
     try {
       resume_plan(*loaded, o_, plan_, log_);
     } catch (const OutOfSpares& e) {
@@ -1272,7 +1281,10 @@ int run(int argc, char** argv) {
       "whose node is no longer given moves to an unused one, as after a node loss. Once the job\n"
       "has a checkpoint, another command, or the same from another directory, is refused (exit\n"
       "2; --new-command resumes with it): the checkpoint is of the computation the last launch\n"
-      "made. One skt-run at a time drives a job; a second one is refused.\n"
+      "made. A resume's first launch gets SKT_RESTART=auto: what became of the segments since,\n"
+      "no skt-run saw, so the program resumes only a checkpoint of the same command line from\n"
+      "the same directory, and refuses another's. One skt-run at a time drives a job; a second\n"
+      "one is refused.\n"
       "The job outlives the operator's session: output that cannot be written (a pipe's reader\n"
       "gone, a terminal hung up) goes on in the state directory's 'output'; under nohup, SIGHUP\n"
       "stays ignored (else it stops the job, as SIGINT and SIGTERM do).\n"
@@ -1409,9 +1421,9 @@ int run(int argc, char** argv) {
         fmt::print(stderr, "skt-run: {}\n", e.what());
         return kExitOutOfSpares;
       }
-      how = fmt::format("resumes after {} launch{}{}", loaded->launches,
-                        loaded->launches == 1 ? "" : "es",
-                        loaded->inherited ? ", if this command wrote its checkpoint" : "");
+      how = fmt::format(
+          "resumes after {} launch{}{}", loaded->launches, loaded->launches == 1 ? "" : "es",
+          o.new_command ? " (--new-command)" : ", if this command wrote its checkpoint");
     } else if (const auto found = plan.local ? local_segment_count(o) : std::nullopt;
                found && *found > 0) {
       how = "resumes the segments skt-run has no state of, if this command wrote them";

@@ -26,10 +26,12 @@ struct JobState {
   std::vector<std::string> command;
   // A run committed or restored a checkpoint: there is one to resume.
   bool checkpointed = false;
-  // The job's checkpoint was found by a skt-run that had no state of it (its state directory lost,
-  // or the job first ran under mpirun by hand): the command that wrote it is unknown here, so the
-  // program judges (SKT_RESTART=auto: it resumes only what the same command wrote) until a launch
-  // restores it or starts afresh.
+  // The command that wrote the job's checkpoint, if it has one, is unknown here: it was found by a
+  // skt-run that had no state of it (its state directory lost, or the job first ran under mpirun
+  // by hand), or the job is resumed, and no skt-run saw what happened to its segments since (a
+  // commit whose report never arrived, another computation run by hand). The program judges
+  // (SKT_RESTART=auto: it resumes only what the same command wrote) until a launch restores the
+  // checkpoint or starts afresh.
   bool inherited = false;
   // The last run was ended as hung for making no progress (every rank beat, none checkpointed)
   // after reaching this epoch: a relaunch that stalls there again would stall at every relaunch.

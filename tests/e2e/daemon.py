@@ -397,7 +397,8 @@ def bad_input(d, checks):
         with open(state + "/dry2/state") as f:
             unchanged = f.read() == saved
         checks.expect(done.returncode == 0 and "-n 2 env SKT_NODE=n3" in done.stdout and "SKT_NODE=n1" not in done.stdout
-                      and "(resumes after 1 launch), 4 ranks on n3,n2, spares: n4" in done.stdout
+                      and "(resumes after 1 launch, if this command wrote its checkpoint), 4 ranks on n3,n2, spares: n4"
+                      in done.stdout
                       and "node n1 of the last launch is not in --nodes: its ranks move to n3" in done.stderr
                       and unchanged,
                       "--dry-run of a stopped job shows its resume: the ranks of n1, no longer given, on n3; "

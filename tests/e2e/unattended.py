@@ -52,6 +52,10 @@
 - state lost: skt-run without its state, given another computation under a stopped job's tag, has
   it refused by the program (exit 2, nothing changed; it restored the other's data, a wrong result
   with exit 0), and the command that wrote the checkpoint resumes it;
+- a commit skt-run never heard (a job stopped before its first checkpoint, its tag then used by
+  hand by another computation that checkpointed): the resume's first launch leaves the program to
+  judge, which refuses the other's checkpoint (exit 2, nothing changed; it was restored into the
+  first command's computation);
 - a verdict after the work: a rank exits with 4 from MPI_Finalize on and mpirun ends the others
   there with that code: the run's exit is 4 (it was taken for unknown, exit 8)."""
 
@@ -820,6 +824,55 @@ def state_lost(d, cluster, checks, reference):
     cluster.clean(job)
 
 
+def commit_unheard(d, cluster, checks, reference):
+    """A commit skt-run never heard: its state says the job has no checkpoint, but the job's
+    segments hold one. Here the job is stopped before its first checkpoint; its segments are
+    removed, as the program says to when another command meets them, and another computation
+    (another seed) runs under mpirun by hand, checkpoints, and is killed. skt-run killed before a
+    commit's datagram reaches it, or a lost datagram, leaves the same state. The
+    original command under skt-run resumed with SKT_RESTART=1, which told the program to take the
+    checkpoint whatever command wrote it: the other computation's data, a wrong result with exit 0.
+    Now a resume leaves the program to judge (SKT_RESTART=auto): another command's checkpoint is
+    refused (exit 2, nothing changed); once it is removed, the original command runs right."""
+    job = cluster.new_job("wunheard")
+    first = d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:2"])
+
+    def stop(line, _):
+        if line.startswith("PAUSED"):
+            os.kill(process.pid, signal.SIGTERM)
+
+    process = d.start(first)
+    d.drive(process, stop)
+    state = status_of(d, job)
+    checks.expect(process.returncode == 128 + signal.SIGTERM and state["status"] == "stopped"
+                  and "checkpointed" not in state,
+                  "the job is stopped before its first checkpoint: its state says it has none", state)
+    cluster.clean(job)
+    run = cluster.start(NODES, APP_ARGS + ["--seed", "2", "--pause", "0:6"],
+                        {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"})[0]
+    for line in run.stdout:
+        if line.startswith("PAUSED"):
+            break
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    cluster.wait_detached(job)
+    before = cluster.digests(job)
+    dry = first[:first.index("--")] + ["--dry-run"] + first[first.index("--"):]
+    done = subprocess.run(dry, capture_output=True, text=True, env=harness.daemon_env())
+    checks.expect(done.returncode == 0 and "if this command wrote its checkpoint" in done.stdout,
+                  "--dry-run says the resume is the program's to judge", done.stdout + done.stderr)
+    code, out = d.run(first)
+    checks.expect(code == 2 and "written by another command" in out and "launched (SKT_RESTART=auto)" in out
+                  and cluster.digests(job) == before and "with --new-command" in out,
+                  "the original command on a checkpoint another computation wrote unheard: refused "
+                  "(exit 2), nothing changed, and told how to resume", f"exit {code}\n{out}")
+    cluster.clean(job)
+    code, out = d.run(d.command(job, NODES, 0, APP_ARGS))
+    checks.expect(code == 0 and result_of(out) == reference,
+                  "once that checkpoint is removed, the original command runs right", out)
+    cluster.clean(job)
+
+
 def verdict_after_work(d, cluster, checks, reference):
     """The program's own verdict after its work: its replay finds the restored data wrong (ranges
     declared in elements, the check of declared ranges off, a crash after a commit), the ranks exit
@@ -848,7 +901,7 @@ def main(argv):
                      stalled_again, killed_while_creating,
                      stopped_launcher,
                      stopped_after_work, launcher_outliving_ranks, launcher_ended_from_outside,
-                     state_disk_full, session_ended, state_lost, verdict_after_work):
+                     state_disk_full, session_ended, state_lost, commit_unheard, verdict_after_work):
             case(d, cluster, checks, reference)
         left = os.listdir(harness.transport_directory("skt-run"))
         checks.expect(not left, "every launch's Open MPI shared-memory files were removed, those of the runs "
