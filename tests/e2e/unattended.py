@@ -829,9 +829,9 @@ def commit_unheard(d, cluster, checks, reference):
     segments hold one. Here the job is stopped before its first checkpoint; its segments are
     removed, as the program says to when another command meets them, and another computation
     (another seed) runs under mpirun by hand, checkpoints, and is killed. skt-run killed before a
-    commit's datagram reaches it, or a lost datagram, leaves the same state. The
-    original command under skt-run resumed with SKT_RESTART=1, which told the program to take the
-    checkpoint whatever command wrote it: the other computation's data, a wrong result with exit 0.
+    commit's datagram reaches it, or a lost datagram, leaves the same state. The original command
+    under skt-run resumed with SKT_RESTART=1, which told the program to take the checkpoint
+    whatever command wrote it: the other computation's data, a wrong result with exit 0.
     Now a resume leaves the program to judge (SKT_RESTART=auto): another command's checkpoint is
     refused (exit 2, nothing changed); once it is removed, the original command runs right."""
     job = cluster.new_job("wunheard")
