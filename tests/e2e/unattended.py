@@ -825,52 +825,54 @@ def state_lost(d, cluster, checks, reference):
 
 
 def commit_unheard(d, cluster, checks, reference):
-    """A commit skt-run never heard: its state says the job has no checkpoint, but the job's
-    segments hold one. Here the job is stopped before its first checkpoint; its segments are
-    removed, as the program says to when another command meets them, and another computation
-    (another seed) runs under mpirun by hand, checkpoints, and is killed. skt-run killed before a
-    commit's datagram reaches it, or a lost datagram, leaves the same state. The original command
-    under skt-run resumed with SKT_RESTART=1, which told the program to take the checkpoint
-    whatever command wrote it: the other computation's data, a wrong result with exit 0.
-    Now a resume leaves the program to judge (SKT_RESTART=auto): another command's checkpoint is
-    refused (exit 2, nothing changed); once it is removed, the original command runs right."""
-    job = cluster.new_job("wunheard")
-    first = d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:2"])
+    """What happened to a job's segments while no skt-run watched. Its state says it has no
+    checkpoint (stopped before its first one; skt-run killed before a commit's datagram reaches
+    it, or a lost datagram, leaves the same), or says it has one (stopped after its second); then
+    its segments are removed, as the program says to when another command meets them, and another
+    computation (another seed) runs under mpirun by hand, checkpoints, and is killed. The original
+    command under skt-run resumed with SKT_RESTART=1, which told the program to take the
+    checkpoint whatever command wrote it: the other computation's data, a wrong result with exit
+    0. Now a resume leaves the program to judge (SKT_RESTART=auto): another command's checkpoint
+    is refused (exit 2, nothing changed); once it is removed, the original command runs right."""
+    for pause, says in (("0:2", "no checkpoint"), ("0:6", "a checkpoint")):
+        job = cluster.new_job("wunheard")
+        first = d.command(job, NODES, 0, APP_ARGS + ["--pause", pause])
 
-    def stop(line, _):
-        if line.startswith("PAUSED"):
-            os.kill(process.pid, signal.SIGTERM)
+        def stop(line, _):
+            if line.startswith("PAUSED"):
+                os.kill(process.pid, signal.SIGTERM)
 
-    process = d.start(first)
-    d.drive(process, stop)
-    state = status_of(d, job)
-    checks.expect(process.returncode == 128 + signal.SIGTERM and state["status"] == "stopped"
-                  and "checkpointed" not in state,
-                  "the job is stopped before its first checkpoint: its state says it has none", state)
-    cluster.clean(job)
-    run = cluster.start(NODES, APP_ARGS + ["--seed", "2", "--pause", "0:6"],
-                        {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"})[0]
-    for line in run.stdout:
-        if line.startswith("PAUSED"):
-            break
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
-    cluster.wait_detached(job)
-    before = cluster.digests(job)
-    dry = first[:first.index("--")] + ["--dry-run"] + first[first.index("--"):]
-    done = subprocess.run(dry, capture_output=True, text=True, env=harness.daemon_env())
-    checks.expect(done.returncode == 0 and "if this command wrote its checkpoint" in done.stdout,
-                  "--dry-run says the resume is the program's to judge", done.stdout + done.stderr)
-    code, out = d.run(first)
-    checks.expect(code == 2 and "written by another command" in out and "launched (SKT_RESTART=auto)" in out
-                  and cluster.digests(job) == before and "with --new-command" in out,
-                  "the original command on a checkpoint another computation wrote unheard: refused "
-                  "(exit 2), nothing changed, and told how to resume", f"exit {code}\n{out}")
-    cluster.clean(job)
-    code, out = d.run(d.command(job, NODES, 0, APP_ARGS))
-    checks.expect(code == 0 and result_of(out) == reference,
-                  "once that checkpoint is removed, the original command runs right", out)
-    cluster.clean(job)
+        process = d.start(first)
+        d.drive(process, stop)
+        state = status_of(d, job)
+        checks.expect(process.returncode == 128 + signal.SIGTERM and state["status"] == "stopped"
+                      and ("checkpointed" in state) == (pause == "0:6"),
+                      f"the job is stopped after iteration {pause[2:]}: its state says it has {says}", state)
+        cluster.clean(job)
+        run = cluster.start(NODES, APP_ARGS + ["--seed", "2", "--pause", "0:6"],
+                            {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"})[0]
+        for line in run.stdout:
+            if line.startswith("PAUSED"):
+                break
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        cluster.wait_detached(job)
+        before = cluster.digests(job)
+        dry = first[:first.index("--")] + ["--dry-run"] + first[first.index("--"):]
+        done = subprocess.run(dry, capture_output=True, text=True, env=harness.daemon_env())
+        checks.expect(done.returncode == 0 and "if this command wrote its checkpoint" in done.stdout,
+                      "--dry-run says the resume is the program's to judge", done.stdout + done.stderr)
+        code, out = d.run(first)
+        checks.expect(code == 2 and "written by another command" in out and "launched (SKT_RESTART=auto)" in out
+                      and cluster.digests(job) == before and "with --new-command" in out,
+                      f"the state saying {says}, the original command on a checkpoint another computation "
+                      "wrote by hand: refused (exit 2), nothing changed, and told how to resume",
+                      f"exit {code}\n{out}")
+        cluster.clean(job)
+        code, out = d.run(d.command(job, NODES, 0, APP_ARGS))
+        checks.expect(code == 0 and result_of(out) == reference,
+                      "once that checkpoint is removed, the original command runs right", out)
+        cluster.clean(job)
 
 
 def verdict_after_work(d, cluster, checks, reference):
