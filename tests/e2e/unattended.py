@@ -85,6 +85,19 @@ def status_of(d, job):
         return dict(line.split(" ", 1) for line in f.read().splitlines() if " " in line)
 
 
+def killed_at_pause(cluster, job, args, env):
+    """Runs the test program under mpirun by hand, as an operator may between skt-runs, and kills
+    its process group (SIGKILL) at its first PAUSED line: the job's segments stay, with what it
+    committed. Returns once no process holds them."""
+    run = cluster.start(NODES, args, env)[0]
+    for line in run.stdout:
+        if line.startswith("PAUSED"):
+            break
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    cluster.wait_detached(job)
+
+
 def stopped_rank(d, cluster, checks, reference):
     """SIGSTOP on one rank: no crash, no exit, only silence."""
     job = cluster.new_job("wstop")
@@ -234,14 +247,8 @@ def resume_after_signals(d, cluster, checks, reference):
 
     # Segments without skt-run's state (lost, or the job first ran under mpirun by hand).
     job = cluster.new_job("rnostate")
-    run = cluster.start([f"{n}" for n in NODES], APP_ARGS + ["--pause", "0:6"],
-                        {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0"})[0]
-    for line in run.stdout:
-        if line.startswith("PAUSED"):
-            break
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
-    cluster.wait_detached(job)
+    killed_at_pause(cluster, job, APP_ARGS + ["--pause", "0:6"],
+                    {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0"})
     # The same command: under SKT_RESTART=auto the program resumes only what it wrote.
     code, out = d.run(d.command(job, NODES, 0, APP_ARGS + ["--pause", "0:6"]))
     checks.expect(code == 0 and result_of(out) == reference and "resuming from them" in out
@@ -377,13 +384,7 @@ def isolation(d, cluster, checks, reference):
     # A job's tag covers its sub-jobs (TAG+name), not another job whose tag starts alike.
     base = cluster.new_job("tag")
     other = base + ".2"
-    run = cluster.start(NODES, APP_ARGS + ["--pause", "0:6"], {"SKT_JOB": other, "SKT_RESTART": "0"})[0]
-    for line in run.stdout:
-        if line.startswith("PAUSED"):
-            break
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
-    cluster.wait_detached(other)
+    killed_at_pause(cluster, other, APP_ARGS + ["--pause", "0:6"], {"SKT_JOB": other, "SKT_RESTART": "0"})
     before = cluster.segment_count(other)
     subprocess.run([d.options.shm, "clean", "--job", base], check=True, capture_output=True)
     checks.expect(before > 0 and cluster.segment_count(other) == before,
@@ -396,13 +397,7 @@ def leftovers(d, cluster, checks, reference):
     # ranks that found nothing remove what they created.
     job = cluster.new_job("more")
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
-    run = cluster.start(NODES, APP_ARGS + ["--pause", "0:6"], dict(env, SKT_RESTART="0"))[0]
-    for line in run.stdout:
-        if line.startswith("PAUSED"):
-            break
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
-    cluster.wait_detached(job)
+    killed_at_pause(cluster, job, APP_ARGS + ["--pause", "0:6"], dict(env, SKT_RESTART="0"))
     refused = cluster.launch(NODES + ["n5", "n6"], APP_ARGS, dict(env, SKT_RESTART="1"))
     listing = cluster.shm_tool("list", "--job", job)
     ranks = sorted({int(line.split()[3]) for line in listing.splitlines()[1:] if line.strip()})
@@ -849,14 +844,8 @@ def commit_unheard(d, cluster, checks, reference):
                       and ("checkpointed" in state) == (pause == "0:6"),
                       f"the job is stopped after iteration {pause[2:]}: its state says it has {says}", state)
         cluster.clean(job)
-        run = cluster.start(NODES, APP_ARGS + ["--seed", "2", "--pause", "0:6"],
-                            {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"})[0]
-        for line in run.stdout:
-            if line.startswith("PAUSED"):
-                break
-        os.killpg(run.pid, signal.SIGKILL)
-        run.wait()
-        cluster.wait_detached(job)
+        killed_at_pause(cluster, job, APP_ARGS + ["--seed", "2", "--pause", "0:6"],
+                        {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"})
         before = cluster.digests(job)
         dry = first[:first.index("--")] + ["--dry-run"] + first[first.index("--"):]
         done = subprocess.run(dry, capture_output=True, text=True, env=harness.daemon_env())
