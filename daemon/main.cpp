@@ -440,14 +440,31 @@ void write_ranklist(const std::string& path, const std::vector<std::string>& ran
   write_whole(path, text);
 }
 
-// How many segments of the job this host holds (skt-shm list); nothing when that cannot be known.
-std::optional<int> local_segment_count(const Options& o) {
+// How many segments of the job the nodes of `plan` hold (skt-shm list on each: through the launcher
+// on other hosts, within --probe-timeout); nothing when that cannot be known.
+std::optional<int> segment_count(const Options& o, const Plan& plan) {
   const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
   if (tool.empty()) return std::nullopt;
-  const Captured r = capture({tool, "list", "--job", o.job}, {{"SKT_LOG", "off"}});
-  if (r.code != 0) return std::nullopt;
-  const auto lines = std::count(r.out.begin(), r.out.end(), '\n');
-  return static_cast<int>(std::max<long>(lines - 1, 0));  // less the heading
+  std::vector<std::string> argv{tool, "list", "--job", o.job};
+  Captured r;
+  if (plan.local) {
+    r = capture(argv, {{"SKT_LOG", "off"}});
+  } else {
+    const auto nodes = nodes_of(plan.ranklist);
+    auto prefix = launcher_prefix(o, &nodes);
+    argv.insert(argv.begin(), prefix.begin(), prefix.end());
+    r = capture_each({argv}, o.probe_timeout).front();
+  }
+  if (r.code != 0 || r.timed_out) return std::nullopt;
+  // A line per segment, its job in the third column (the tag or one of its sub-jobs, skt-hpl's
+  // JOB+t0); a heading per node, and the launcher's lines, are not.
+  int segments = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto words = split_words(line);
+    segments += words.size() > 2 && skt::job_covers(o.job, words[2]) ? 1 : 0;
+  }
+  return segments;
 }
 
 // Removes the job's segments on every node of the ranklist.
@@ -706,7 +723,7 @@ std::string Supervisor::inherited_terms() const {
 std::string Supervisor::kept_hint(bool resumable) const {
   const std::string resume = resumable ? ": the same command resumes it" : "";
   if (plan_.local) {
-    const auto kept = local_segment_count(o_);
+    const auto kept = segment_count(o_, plan_);
     if (kept && *kept == 0) {
       return fmt::format("no segment of job {} is left (state in {})", o_.job, dir_.path());
     }
@@ -1014,14 +1031,26 @@ int Supervisor::run() {
   state_.directory = o_.directory;
   state_.command = o_.command;
   bool fresh = !resuming;
-  if (fresh && plan_.local) {
+  if (fresh) {
     // Segments without skt-run's state: the job ran without it (mpirun by hand), or its state
-    // directory is lost. The program decides whether they are a checkpoint it can resume.
-    if (const auto found = local_segment_count(o_); found && *found > 0) {
+    // directory is lost. The program decides whether they are a checkpoint it can resume; told
+    // SKT_RESTART=0 it refused them, and on other hosts, where skt-run did not count them, the way
+    // out it named (skt-shm clean) destroyed a checkpoint the same command could resume.
+    const auto found = segment_count(o_, plan_);
+    const std::string where = plan_.local ? "" : " on each node";
+    if (found && *found > 0) {
       log_(
           "{} segment{} of job {} exist from an earlier run that skt-run has no state of: resuming "
-          "from them {} (skt-shm clean --job {} first to start afresh)",
-          *found, *found == 1 ? "" : "s", o_.job, inherited_terms(), o_.job);
+          "from them {} (skt-shm clean --job {}{} first to start afresh)",
+          *found, *found == 1 ? "" : "s", o_.job, inherited_terms(), o_.job, where);
+    } else if (!found) {
+      log_(
+          "skt-run has no state of job {} and could not count its segments (skt-shm list{} failed): "
+          "resuming from those an earlier run may have left, {}, and else starting afresh (skt-shm clean --job "
+          "{}{} first to start afresh regardless)",
+          o_.job, where, inherited_terms(), o_.job, where);
+    }
+    if (!found || *found > 0) {
       fresh = false;
       state_.inherited = true;
     }
@@ -1281,10 +1310,11 @@ int run(int argc, char** argv) {
       "whose node is no longer given moves to an unused one, as after a node loss. Once the job\n"
       "has a checkpoint, another command, or the same from another directory, is refused (exit\n"
       "2; --new-command resumes with it): the checkpoint is of the computation the last launch\n"
-      "made. A resume's first launch gets SKT_RESTART=auto: what became of the segments since,\n"
-      "no skt-run saw, so the program resumes only a checkpoint of the same command line from\n"
-      "the same directory, and refuses another's. One skt-run at a time drives a job; a second\n"
-      "one is refused.\n"
+      "made. A resume's first launch gets SKT_RESTART=auto, and so does the first launch of a\n"
+      "job without a state whose nodes keep segments of it (skt-shm list on each): what became\n"
+      "of the segments since, no skt-run saw, so the program resumes only a checkpoint of the\n"
+      "same command line from the same directory, and refuses another's. One skt-run at a time\n"
+      "drives a job; a second one is refused.\n"
       "The job outlives the operator's session: output that cannot be written (a pipe's reader\n"
       "gone, a terminal hung up) goes on in the state directory's 'output'; under nohup, SIGHUP\n"
       "stays ignored (else it stops the job, as SIGINT and SIGTERM do).\n"
@@ -1424,8 +1454,10 @@ int run(int argc, char** argv) {
       how = fmt::format(
           "resumes after {} launch{}{}", loaded->launches, loaded->launches == 1 ? "" : "es",
           o.new_command ? " (--new-command)" : ", if this command wrote its checkpoint");
-    } else if (const auto found = plan.local ? local_segment_count(o) : std::nullopt;
-               found && *found > 0) {
+    } else if (!plan.local && !(loaded && loaded->status == "unrecoverable")) {
+      how = "starts afresh, unless its nodes keep segments of an earlier run: skt-run counts them "
+            "at launch, and the program resumes them if this command wrote them";
+    } else if (const auto found = segment_count(o, plan); found && *found > 0) {
       how = "resumes the segments skt-run has no state of, if this command wrote them";
     }
     fmt::print("{}\n", shell_quoted(launch_command(o, plan)));

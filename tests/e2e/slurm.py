@@ -15,6 +15,12 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
 - The job suspended in Slurm (scontrol suspend, as an operator or a preempting job does): every rank
   stops and goes silent, on purpose. The daemon waits for the resume instead of relaunching, even
   while the controller itself is frozen (SIGSTOP) and cannot say whether the job is suspended.
+- The state directory lost after the job's second checkpoint (it was on a login node's disk, or
+  the command is run again with another --state-dir): the same command counts the segments on
+  the nodes and resumes them; another command under the job's tag is refused (exit 2) and changes
+  nothing. skt-run used to launch with SKT_RESTART=0 there: the program refused the segments and
+  told the operator to remove them, a checkpoint the same command could resume. A first launch
+  over nodes without segments is still told SKT_RESTART=0.
 - A batch job requeued after its second checkpoint (same job id, so the same skt-run state) comes
   back on other nodes: skt-run resumes it there, moving the ranks of the node it lost, and the
   checkpoint is restored.
@@ -23,6 +29,7 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,6 +107,28 @@ def main(argv):
             process.wait()
             timer.cancel()
             return process.returncode, "".join(lines)
+
+        def state_lost():
+            job = "slurm-e2e-lost"
+            stop = lambda k: subprocess.run(["pkill", "-TERM", "-x", "skt-run"], capture_output=True)
+            code, out = daemon(4, job, ["0:6"], stop, 0)
+            expect("launched (SKT_RESTART=0)" in out and "segments of job" not in out
+                   and "stopped by signal 15" in out,
+                   "a first launch on nodes without segments of the job: SKT_RESTART=0; stopped "
+                   "after epoch 2", out)
+            shutil.rmtree(os.path.join(state, job))
+            code, out = daemon(4, job, ["0:6"], None, 0, app_extra=["--seed", "2"])
+            expect(code == 2 and "8 segments of job slurm-e2e-lost exist from an earlier run" in out
+                   and "has a checkpoint written by another command" in out
+                   and "resume it with the command that wrote it" in out and "RESULT" not in out,
+                   f"state lost, another command: refused with exit 2 (got {code})", out)
+            shutil.rmtree(os.path.join(state, job))
+            code, out = daemon(4, job, ["0:6"], None, 0)
+            expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None
+                   and "launched (SKT_RESTART=auto)" in out
+                   and re.search(r"the program reports restored epoch 2\b", out),
+                   f"state lost, the same command: the segments on the nodes counted and epoch 2 "
+                   f"restored, right result (got {code})", out)
 
         def requeued_elsewhere():
             """A batch job requeued (scontrol requeue; a preemption or a failed node with --requeue
@@ -219,6 +248,8 @@ def main(argv):
                              r"within 2 s, --probe-timeout\); it stays suspended for skt-run", out),
                    "with the controller frozen, squeue's silence was bounded by --probe-timeout and "
                    "not taken for a resume", out)
+
+            state_lost()
 
             code, out = requeued_elsewhere()
             expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None,
