@@ -1045,9 +1045,9 @@ int Supervisor::run() {
           *found, *found == 1 ? "" : "s", o_.job, inherited_terms(), o_.job, where);
     } else if (!found) {
       log_(
-          "skt-run has no state of job {} and could not count its segments (skt-shm list{} failed): "
-          "resuming from those an earlier run may have left, {}, and else starting afresh (skt-shm clean --job "
-          "{}{} first to start afresh regardless)",
+          "skt-run has no state of job {} and could not count its segments (skt-shm list{} "
+          "failed): resuming from those an earlier run may have left, {}, and else starting "
+          "afresh (skt-shm clean --job {}{} first to start afresh regardless)",
           o_.job, where, inherited_terms(), o_.job, where);
     }
     if (!found || *found > 0) {
@@ -1455,8 +1455,9 @@ int run(int argc, char** argv) {
           "resumes after {} launch{}{}", loaded->launches, loaded->launches == 1 ? "" : "es",
           o.new_command ? " (--new-command)" : ", if this command wrote its checkpoint");
     } else if (!plan.local && !(loaded && loaded->status == "unrecoverable")) {
-      how = "starts afresh, unless its nodes keep segments of an earlier run: skt-run counts them "
-            "at launch, and the program resumes them if this command wrote them";
+      how =
+          "starts afresh, unless its nodes keep segments of an earlier run: skt-run counts them at "
+          "launch, and the program resumes them if this command wrote them";
     } else if (const auto found = segment_count(o, plan); found && *found > 0) {
       how = "resumes the segments skt-run has no state of, if this command wrote them";
     }

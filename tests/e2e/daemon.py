@@ -2,7 +2,8 @@
 """skt-run replacing nodes on virtual nodes of this host: nodes killed (processes and memory)
 through skt-inject at points the test program announces (--pause), replaced by spares, and the job
 finishes with the result of a run without failure; out of spares ends with a clear message and
-exit code 5; a kill during a checkpoint and during a recovery; the program's exit codes; probes of
+exit code 5; a kill during a checkpoint and during a recovery; the program's exit codes; a first
+launch whose segments skt-shm cannot count (left to the program, SKT_RESTART=auto); probes of
 the user's, of ping and of a failing Slurm; bad usage said in words; skt-inject's warning when
 no skt-run reads the registry it marks; a probe program that hangs is ended at --probe-timeout
 (its node dead), and the watchdog keeps watching while it runs.
@@ -140,6 +141,18 @@ def probes_and_exit_codes(d, cluster, checks, reference):
         checks.expect(code == expected and words in out and relaunches == (1 if expected == 6 else 0),
                       f"a program ending with {program[-1]!r}: exit {expected}, '{words}', "
                       f"{relaunches} relaunch(es)", out)
+    # skt-shm failing (a broken install): a job without a state cannot know whether its nodes keep
+    # segments of an earlier run, so its first launch leaves them to the program.
+    job = cluster.new_job("dnoshm")
+    command = d.command(job, ["n1", "n2", "n3", "n4"], 0, APP_ARGS)
+    command[command.index("--shm-tool") + 1] = "/bin/false"
+    code, out = d.run(command)
+    checks.expect(code == 0 and result_of(out) == reference and "could not count its segments" in out
+                  and "launched (SKT_RESTART=auto)" in out
+                  and "the program found no checkpoint and started afresh" in out,
+                  f"segments that cannot be counted: the first launch gets SKT_RESTART=auto, finds "
+                  f"none and runs to the right result (got {code})", out)
+    cluster.clean(job)
 
 
 def hanging_probe(d, cluster, checks, reference):
