@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "encoders/mpi_util.hpp"
+#include "hpl/blas.hpp"
 #include "hpl/hpldat.hpp"
 #include "hpl/lu.hpp"
 #include "hpl/matgen.hpp"
@@ -317,6 +318,17 @@ bool settings_agreed(const std::optional<UsageError>& error, const Options& o, i
   return first_different == size;
 }
 
+// Collective: the first rank whose OpenBLAS runs kernels below its processor's says so, once.
+void warn_of_slow_kernels(int rank, int size) {
+  const auto warning = slow_kernels_warning(openblas_core(), this_processor());
+  int first = warning ? rank : size;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == rank) {
+    fmt::print(stderr, "skt-hpl{}: warning: {}\n", rank == 0 ? "" : fmt::format(" rank {}", rank),
+               *warning);
+  }
+}
+
 int run(int argc, char** argv) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -434,6 +446,7 @@ int run(int argc, char** argv) {
   const std::vector<Test> tests = tests_of(dat);
   Report report(dat, rank == 0);
   report.banner_and_parameters(dat);
+  warn_of_slow_kernels(rank, size);
   const std::vector<bool> skipped = skipped_tests(tests, size, report);
   const int skipped_count = static_cast<int>(std::count(skipped.begin(), skipped.end(), true));
 
