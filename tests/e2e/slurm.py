@@ -17,10 +17,10 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
   while the controller itself is frozen (SIGSTOP) and cannot say whether the job is suspended.
 - The state directory lost after the job's second checkpoint (it was on a login node's disk, or
   the command is run again with another --state-dir): the same command counts the segments on
-  the nodes and resumes them; another command under the job's tag is refused (exit 2) and changes
-  nothing. skt-run used to launch with SKT_RESTART=0 there: the program refused the segments and
-  told the operator to remove them, a checkpoint the same command could resume. A first launch
-  over nodes without segments is still told SKT_RESTART=0.
+  the nodes and resumes them; another command under the job's tag, run before it, is refused
+  (exit 2) and leaves them for it. skt-run used to launch with SKT_RESTART=0 there: the program
+  refused the segments and told the operator to remove them, a checkpoint the same command could
+  resume. A first launch over nodes without segments is still told SKT_RESTART=0.
 - A batch job requeued after its second checkpoint (same job id, so the same skt-run state) comes
   back on other nodes: skt-run resumes it there, moving the ranks of the node it lost, and the
   checkpoint is restored.
