@@ -79,11 +79,12 @@ def main(argv):
                            env=env, check=True, capture_output=True)
 
         def daemon(nodes, job, pauses, on_pause, spares, ranks_per_node=1, group_size=2, extra=(),
-                   app_extra=(), on_line=None):
+                   app_extra=(), on_line=None, nodelist=None):
             # The virtual nodes have 2 CPUs each: 4 ranks on one is more than its slots, which
             # mpirun refuses unless told.
             launcher_args = ["--launcher-args=--oversubscribe"] if ranks_per_node > 2 else []
-            command = ["salloc", "-N", str(nodes), "--no-kill", options.run, "--spares", str(spares),
+            which = ["-w", nodelist] if nodelist else []
+            command = ["salloc", "-N", str(nodes), *which, "--no-kill", options.run, "--spares", str(spares),
                        "--ranks-per-node", str(ranks_per_node), "--job", job,
                        "--state-dir", os.path.join(state, job), "--shm-tool", options.shm,
                        "--launcher", options.mpirun, *launcher_args, *extra, "--",
@@ -109,21 +110,23 @@ def main(argv):
             return process.returncode, "".join(lines)
 
         def state_lost():
-            job = "slurm-e2e-lost"
+            # Each launch on the same nodes: without its state, skt-run places the ranks in the
+            # allocation's order (the library refuses a checkpoint whose ranks it would misplace).
+            job, nodes = "slurm-e2e-lost", "n[1-4]"
             stop = lambda k: subprocess.run(["pkill", "-TERM", "-x", "skt-run"], capture_output=True)
-            code, out = daemon(4, job, ["0:6"], stop, 0)
+            code, out = daemon(4, job, ["0:6"], stop, 0, nodelist=nodes)
             expect("launched (SKT_RESTART=0)" in out and "segments of job" not in out
                    and "stopped by signal 15" in out,
                    "a first launch on nodes without segments of the job: SKT_RESTART=0; stopped "
                    "after epoch 2", out)
             shutil.rmtree(os.path.join(state, job))
-            code, out = daemon(4, job, ["0:6"], None, 0, app_extra=["--seed", "2"])
+            code, out = daemon(4, job, ["0:6"], None, 0, app_extra=["--seed", "2"], nodelist=nodes)
             expect(code == 2 and "8 segments of job slurm-e2e-lost exist from an earlier run" in out
                    and "has a checkpoint written by another command" in out
                    and "resume it with the command that wrote it" in out and "RESULT" not in out,
                    f"state lost, another command: refused with exit 2 (got {code})", out)
             shutil.rmtree(os.path.join(state, job))
-            code, out = daemon(4, job, ["0:6"], None, 0)
+            code, out = daemon(4, job, ["0:6"], None, 0, nodelist=nodes)
             expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None
                    and "launched (SKT_RESTART=auto)" in out
                    and re.search(r"the program reports restored epoch 2\b", out),
