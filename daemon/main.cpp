@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -440,31 +441,62 @@ void write_ranklist(const std::string& path, const std::vector<std::string>& ran
   write_whole(path, text);
 }
 
-// How many segments of the job the nodes of `plan` hold (skt-shm list on each: through the launcher
-// on other hosts, within --probe-timeout); nothing when that cannot be known.
-std::optional<int> segment_count(const Options& o, const Plan& plan) {
+// What skt-shm list shows of a job on the nodes of a launch.
+struct SegmentsFound {
+  int count = 0;
+  // By rank of the launch, the node that holds the rank's segments; empty where none is seen.
+  // Nothing when a rank's segments lie on two nodes, or a rank beyond the launch's has some.
+  std::optional<std::vector<std::string>> node_of_rank;
+};
+
+// The job's segments on the nodes of `plan`, its spares included (skt-shm list on each: through
+// the launcher on other hosts, within --probe-timeout); nothing when that cannot be known.
+std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan) {
   const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
   if (tool.empty()) return std::nullopt;
-  std::vector<std::string> argv{tool, "list", "--job", o.job};
+  const std::vector<std::string> list{tool, "list", "--job", o.job};
   Captured r;
   if (plan.local) {
-    r = capture(argv, {{"SKT_LOG", "off"}});
+    r = capture(list, {{"SKT_LOG", "off"}});
   } else {
-    const auto nodes = nodes_of(plan.ranklist);
-    auto prefix = launcher_prefix(o, &nodes);
-    argv.insert(argv.begin(), prefix.begin(), prefix.end());
-    r = capture_each({argv}, o.probe_timeout).front();
+    // A spare that does not answer must not hide the nodes that do: then without the spares.
+    auto nodes = nodes_of(plan.ranklist);
+    const std::size_t ranked = nodes.size();
+    nodes.insert(nodes.end(), plan.spares.begin(), plan.spares.end());
+    for (const std::size_t count : {nodes.size(), ranked}) {
+      const std::vector<std::string> asked(nodes.begin(), nodes.begin() + count);
+      auto argv = launcher_prefix(o, &asked);
+      argv.insert(argv.end(), list.begin(), list.end());
+      r = capture_each({argv}, o.probe_timeout).front();
+      if (r.code == 0 && !r.timed_out) break;
+    }
   }
   if (r.code != 0 || r.timed_out) return std::nullopt;
-  // A line per segment, its job in the third column (the tag or one of its sub-jobs, skt-hpl's
-  // JOB+t0); a heading per node, and the launcher's lines, are not.
-  int segments = 0;
+  // A line per segment: shmid, key, job (the tag or one of its sub-jobs, skt-hpl's JOB+t0), rank,
+  // node; a heading per node, and the launcher's lines, are not.
+  SegmentsFound found;
+  found.node_of_rank.emplace(plan.ranklist.size());
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
     const auto words = split_words(line);
-    segments += words.size() > 2 && skt::job_covers(o.job, words[2]) ? 1 : 0;
+    if (words.size() < 5 || words[0].find_first_not_of("0123456789") != std::string::npos ||
+        !skt::job_covers(o.job, words[2])) {
+      continue;
+    }
+    ++found.count;
+    if (!found.node_of_rank) continue;
+    std::size_t rank = 0;
+    const auto [end, ec] =
+        std::from_chars(words[3].data(), words[3].data() + words[3].size(), rank);
+    auto& seen = *found.node_of_rank;
+    if (ec != std::errc() || rank >= seen.size() ||
+        (!seen[rank].empty() && seen[rank] != words[4])) {
+      found.node_of_rank.reset();
+    } else {
+      seen[rank] = words[4];
+    }
   }
-  return segments;
+  return found;
 }
 
 // Removes the job's segments on every node of the ranklist.
@@ -661,6 +693,9 @@ class Supervisor {
   // How a checkpoint found without state is resumed: the program judges its command, unless
   // --new-command says it is this one's.
   std::string inherited_terms() const;
+  // Without skt-run's state, the launch places each rank on the node that holds its segments, as a
+  // resume from the state does; false (said) when too few nodes are given for that.
+  bool place_by_segments(const SegmentsFound& found);
 
   Options& o_;
   Plan& plan_;
@@ -723,7 +758,8 @@ std::string Supervisor::inherited_terms() const {
 std::string Supervisor::kept_hint(bool resumable) const {
   const std::string resume = resumable ? ": the same command resumes it" : "";
   if (plan_.local) {
-    const auto kept = segment_count(o_, plan_);
+    const auto found = find_segments(o_, plan_);
+    const auto kept = found ? std::optional<int>(found->count) : std::nullopt;
     if (kept && *kept == 0) {
       return fmt::format("no segment of job {} is left (state in {})", o_.job, dir_.path());
     }
@@ -738,6 +774,22 @@ std::string Supervisor::kept_hint(bool resumable) const {
       "the job's segments on its nodes are kept{} (job {}, state in {}); skt-shm clean --job {} "
       "on each node removes them",
       resume, o_.job, dir_.path(), o_.job);
+}
+
+bool Supervisor::place_by_segments(const SegmentsFound& found) {
+  if (!found.node_of_rank) return true;
+  const auto layout = layout_of_segments(*found.node_of_rank, o_.ranks_per_node);
+  if (!layout || *layout == plan_.ranklist) return true;
+  JobState seen;
+  seen.ranklist = *layout;
+  try {
+    resume_plan(seen, o_, plan_, log_);
+  } catch (const OutOfSpares& e) {
+    log_("{}; give the nodes that hold the job's segments", e.what());
+    return false;
+  }
+  log_("ranks placed on the nodes that hold their segments: {}", fmt::join(plan_.ranklist, ","));
+  return true;
 }
 
 void Supervisor::end_run(Supervised& child) const {
@@ -1036,13 +1088,14 @@ int Supervisor::run() {
     // directory is lost. The program decides whether they are a checkpoint it can resume; told
     // SKT_RESTART=0 it refused them, and on other hosts, where skt-run did not count them, the way
     // out it named (skt-shm clean) destroyed a checkpoint the same command could resume.
-    const auto found = segment_count(o_, plan_);
+    const auto found = find_segments(o_, plan_);
     const std::string where = plan_.local ? "" : " on each node";
-    if (found && *found > 0) {
+    if (found && found->count > 0) {
       log_(
           "{} segment{} of job {} exist from an earlier run that skt-run has no state of: resuming "
           "from them {} (skt-shm clean --job {}{} first to start afresh)",
-          *found, *found == 1 ? "" : "s", o_.job, inherited_terms(), o_.job, where);
+          found->count, found->count == 1 ? "" : "s", o_.job, inherited_terms(), o_.job, where);
+      if (!place_by_segments(*found)) return kExitOutOfSpares;
     } else if (!found) {
       log_(
           "skt-run has no state of job {} and could not count its segments (skt-shm list{} "
@@ -1050,7 +1103,7 @@ int Supervisor::run() {
           "afresh (skt-shm clean --job {}{} first to start afresh regardless)",
           o_.job, where, inherited_terms(), o_.job, where);
     }
-    if (!found || *found > 0) {
+    if (!found || found->count > 0) {
       fresh = false;
       state_.inherited = true;
     }
@@ -1311,10 +1364,11 @@ int run(int argc, char** argv) {
       "has a checkpoint, another command, or the same from another directory, is refused (exit\n"
       "2; --new-command resumes with it): the checkpoint is of the computation the last launch\n"
       "made. A resume's first launch gets SKT_RESTART=auto, and so does the first launch of a\n"
-      "job without a state whose nodes keep segments of it (skt-shm list on each): what became\n"
-      "of the segments since, no skt-run saw, so the program resumes only a checkpoint of the\n"
-      "same command line from the same directory, and refuses another's. One skt-run at a time\n"
-      "drives a job; a second one is refused.\n"
+      "job without a state whose nodes keep segments of it (skt-shm list on each; each rank is\n"
+      "then placed on the node that holds its own): what became of the segments since, no\n"
+      "skt-run saw, so the program resumes only a checkpoint of the same command line from the\n"
+      "same directory, and refuses another's. One skt-run at a time drives a job; a second one\n"
+      "is refused.\n"
       "The job outlives the operator's session: output that cannot be written (a pipe's reader\n"
       "gone, a terminal hung up) goes on in the state directory's 'output'; under nohup, SIGHUP\n"
       "stays ignored (else it stops the job, as SIGINT and SIGTERM do).\n"
@@ -1458,7 +1512,7 @@ int run(int argc, char** argv) {
       how =
           "starts afresh, unless its nodes keep segments of an earlier run: skt-run counts them at "
           "launch, and the program resumes them if this command wrote them";
-    } else if (const auto found = segment_count(o, plan); found && *found > 0) {
+    } else if (const auto found = find_segments(o, plan); found && found->count > 0) {
       how = "resumes the segments skt-run has no state of, if this command wrote them";
     }
     fmt::print("{}\n", shell_quoted(launch_command(o, plan)));

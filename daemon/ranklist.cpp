@@ -107,6 +107,25 @@ Replacement resume_on_nodes(const std::vector<std::string>& ranklist,
   return replace_dead_nodes(ranklist, gone, unused);
 }
 
+std::optional<std::vector<std::string>> layout_of_segments(const std::vector<std::string>& seen,
+                                                           int ranks_per_node) {
+  if (std::all_of(seen.begin(), seen.end(), [](const auto& node) { return node.empty(); })) {
+    return std::nullopt;
+  }
+  const auto block = static_cast<std::size_t>(std::max(ranks_per_node, 1));
+  std::vector<std::string> layout(seen.size());
+  for (std::size_t first = 0; first < seen.size(); first += block) {
+    const std::size_t end = std::min(first + block, seen.size());
+    const auto known = std::find_if(seen.begin() + first, seen.begin() + end,
+                                    [](const auto& node) { return !node.empty(); });
+    const std::string unseen =
+        known != seen.begin() + end ? *known : fmt::format("(the node of rank {})", first);
+    for (std::size_t r = first; r < end; ++r)
+      layout[r] = seen[r].empty() ? unseen : seen[r];
+  }
+  return layout;
+}
+
 std::vector<std::string> nodes_of(const std::vector<std::string>& ranklist) {
   std::vector<std::string> out;
   for (const auto& n : ranklist) {

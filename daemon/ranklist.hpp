@@ -2,6 +2,7 @@
 // are replaced by spares, and the launch layouts that say so to mpirun.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -45,6 +46,15 @@ Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
 // OutOfSpares when too few nodes are given.
 Replacement resume_on_nodes(const std::vector<std::string>& ranklist,
                             const std::vector<std::string>& nodes);
+
+// The layout a job had, as its segments on the nodes given now show it, for a resume without
+// skt-run's state: `seen[r]` names the node that holds rank r's segments, empty where no given
+// node holds any. An unseen rank goes with the first seen rank of its block of ranks_per_node
+// (skt-run places a node's ranks together and moves them together); a block with no rank seen was
+// on a node no longer given, named "(the node of rank R)" after its first rank, which
+// resume_on_nodes then replaces as after a node loss. Nothing when no rank is seen.
+std::optional<std::vector<std::string>> layout_of_segments(const std::vector<std::string>& seen,
+                                                           int ranks_per_node);
 
 // The distinct nodes of a ranklist, in order of first rank.
 std::vector<std::string> nodes_of(const std::vector<std::string>& ranklist);

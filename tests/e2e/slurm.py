@@ -20,7 +20,10 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
   the nodes and resumes them; another command under the job's tag, run before it, is refused
   (exit 2) and leaves them for it. skt-run used to launch with SKT_RESTART=0 there: the program
   refused the segments and told the operator to remove them, a checkpoint the same command could
-  resume. A first launch over nodes without segments is still told SKT_RESTART=0.
+  resume. A first launch over nodes without segments is still told SKT_RESTART=0. Resubmitted
+  on an allocation that leaves out one of its nodes, each rank is placed on the node that holds
+  its segments (in the allocation's order every one would be misplaced, which the library
+  refuses), and the one whose node is left out is rebuilt by its group.
 - A batch job requeued after its second checkpoint (same job id, so the same skt-run state) comes
   back on other nodes: skt-run resumes it there, moving the ranks of the node it lost, and the
   checkpoint is restored.
@@ -110,8 +113,6 @@ def main(argv):
             return process.returncode, "".join(lines)
 
         def state_lost():
-            # Each launch on the same nodes: without its state, skt-run places the ranks in the
-            # allocation's order (the library refuses a checkpoint whose ranks it would misplace).
             job, nodes = "slurm-e2e-lost", "n[1-4]"
             stop = lambda k: subprocess.run(["pkill", "-TERM", "-x", "skt-run"], capture_output=True)
             code, out = daemon(4, job, ["0:6"], stop, 0, nodelist=nodes)
@@ -132,6 +133,24 @@ def main(argv):
                    and re.search(r"the program reports restored epoch 2\b", out),
                    f"state lost, the same command: the segments on the nodes counted and epoch 2 "
                    f"restored, right result (got {code})", out)
+
+            # Resubmitted on other nodes: ranks 0-2's segments on n3-n5, rank 3's on n6, which the
+            # new allocation n1-n5 leaves out. In the allocation's order every rank would be
+            # misplaced (the library refused that, exit 2).
+            job = "slurm-e2e-moved"
+            code, out = daemon(4, job, ["0:6"], stop, 0, nodelist="n[3-6]")
+            shutil.rmtree(os.path.join(state, job))
+            code, out = daemon(5, job, ["0:6"], None, 1, nodelist="n[1-5]")
+            expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None
+                   and "ranks placed on the nodes that hold their segments: n3,n4,n5,n1" in out
+                   and "node (the node of rank 3) of the last launch is not in the Slurm allocation: "
+                       "its ranks move to n1" in out
+                   and re.search(r"the program reports restored epoch 2\b", out),
+                   f"state lost, resubmitted on other nodes: each rank placed where its segments "
+                   f"are, rank 3's rebuilt by its group, epoch 2 restored, right result (got {code})",
+                   out)
+            subprocess.run(["salloc", "-w", "n6", "srun", options.shm, "clean", "--job", job],
+                           env=env, capture_output=True)
 
         def requeued_elsewhere():
             """A batch job requeued (scontrol requeue; a preemption or a failed node with --requeue

@@ -107,6 +107,28 @@ TEST(Resume, TooFewNodesSaysWhich) {
   }
 }
 
+TEST(SegmentsLayout, RanksSeenKeepTheNodeThatHoldsTheirSegments) {
+  // A job laid out on n3..n6, resumed without its state on an allocation given in another order.
+  EXPECT_EQ(layout_of_segments({"n5", "n6", "n3", "n4"}, 1),
+            (std::vector<std::string>{"n5", "n6", "n3", "n4"}));
+}
+
+TEST(SegmentsLayout, AnUnseenRankGoesWithItsBlockOrToANodeOfItsOwn) {
+  // Rank 1 lost its memory on n7, which is still given; ranks 4 and 5 were on a node not given.
+  EXPECT_EQ(layout_of_segments({"n7", "", "n8", "n8", "", ""}, 2),
+            (std::vector<std::string>{"n7", "n7", "n8", "n8", "(the node of rank 4)",
+                                      "(the node of rank 4)"}));
+  // Resumed on n7, n8 and a new node: the unseen block moves there together.
+  const auto moved =
+      resume_on_nodes(*layout_of_segments({"n7", "", "n8", "n8", "", ""}, 2), {"n7", "n8", "n9"});
+  EXPECT_EQ(moved.ranklist, (std::vector<std::string>{"n7", "n7", "n8", "n8", "n9", "n9"}));
+}
+
+TEST(SegmentsLayout, NothingSeenGivesNoLayout) {
+  EXPECT_FALSE(layout_of_segments({"", "", ""}, 1).has_value());
+  EXPECT_FALSE(layout_of_segments({}, 4).has_value());
+}
+
 TEST(SeqHostList, EntryRIsTheNodeOfRankR) {
   // After a replacement a node's ranks need not be contiguous: rank 3 is back on a.
   EXPECT_EQ(seq_host_list({"a", "a", "b", "a"}), "a,a,b,a");
