@@ -380,7 +380,8 @@ bool resumes(const std::optional<JobState>& loaded) {
 // A resumed job's layout: its last one on the nodes this command gives, which need not be the
 // last launch's (Slurm runs a requeued job on whatever nodes are free, and an operator may edit
 // --nodes); each move is logged. Throws OutOfSpares, saying so, when too few nodes are given.
-void resume_plan(const JobState& loaded, const Options& o, Plan& plan, Log& log) {
+void resume_plan(const std::vector<std::string>& last_ranklist, const Options& o, Plan& plan,
+                 Log& log) {
   std::vector<std::string> given = nodes_of(plan.ranklist);
   given.insert(given.end(), plan.spares.begin(), plan.spares.end());
   const std::string where = !o.nodes.empty()      ? "--nodes"
@@ -388,7 +389,7 @@ void resume_plan(const JobState& loaded, const Options& o, Plan& plan, Log& log)
                                                   : "the Slurm allocation";
   Replacement r;
   try {
-    r = resume_on_nodes(loaded.ranklist, given);
+    r = resume_on_nodes(last_ranklist, given);
   } catch (const OutOfSpares& e) {
     throw OutOfSpares(fmt::format("cannot resume job {} on the nodes of {} ({}): {}", o.job, where,
                                   fmt::join(given, ","), e.what()));
@@ -468,7 +469,7 @@ std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan) {
       auto argv = launcher_prefix(o, &asked);
       argv.insert(argv.end(), list.begin(), list.end());
       r = capture_each({argv}, o.probe_timeout).front();
-      if (r.code == 0 && !r.timed_out) break;
+      if ((r.code == 0 && !r.timed_out) || count == ranked) break;
     }
   }
   if (r.code != 0 || r.timed_out) return std::nullopt;
@@ -780,10 +781,8 @@ bool Supervisor::place_by_segments(const SegmentsFound& found) {
   if (!found.node_of_rank) return true;
   const auto layout = layout_of_segments(*found.node_of_rank, o_.ranks_per_node);
   if (!layout || *layout == plan_.ranklist) return true;
-  JobState seen;
-  seen.ranklist = *layout;
   try {
-    resume_plan(seen, o_, plan_, log_);
+    resume_plan(*layout, o_, plan_, log_);
   } catch (const OutOfSpares& e) {
     log_("{}; give the nodes that hold the job's segments", e.what());
     return false;
@@ -1064,7 +1063,7 @@ int Supervisor::run() {
     // judges instead, until a launch restores them or starts afresh.
     state_.inherited = true;
     try {
-      resume_plan(*loaded, o_, plan_, log_);
+      resume_plan(loaded->ranklist, o_, plan_, log_);
     } catch (const OutOfSpares& e) {
       log_("{}; give as many nodes as it ran on", e.what());
       return kExitOutOfSpares;
@@ -1500,7 +1499,7 @@ int run(int argc, char** argv) {
       how = fmt::format("would be refused: {}", command_change(*loaded, o));
     } else if (resumes(loaded)) {
       try {
-        resume_plan(*loaded, o, plan, log);
+        resume_plan(loaded->ranklist, o, plan, log);
       } catch (const OutOfSpares& e) {
         fmt::print(stderr, "skt-run: {}\n", e.what());
         return kExitOutOfSpares;
