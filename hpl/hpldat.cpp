@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace skt::hpl {
@@ -76,15 +77,28 @@ class Lines {
     return values;
   }
 
+  // A code netlib HPL replaces by a default when it is out of range: recorded, run as netlib does.
+  void substitute(std::vector<std::string>& substitutions, int n, const std::string& what_was_read,
+                  const std::string& what_runs) const {
+    substitutions.push_back(fmt::format("{}:{}: {}: netlib HPL runs it as {}, and so does this run",
+                                        file_, n, what_was_read, what_runs));
+  }
+
+  // Codes from 0 to `highest`, another taken as `fallback` the way netlib HPL takes it.
   template <class E>
-  std::vector<E> codes(int count_line, int values_line, const char* what, int highest) const {
+  std::vector<E> codes(int count_line, int values_line, const char* what, int highest, E fallback,
+                       const char* (*name)(E) noexcept,
+                       std::vector<std::string>& substitutions) const {
     std::vector<E> out;
-    for (const int v : integers(count_line, values_line, what, 0)) {
-      if (v > highest) {
-        throw HplDatError(file_, values_line,
-                          fmt::format("{} code {} is not one of 0 to {}", what, v, highest));
+    for (const int v : integers(count_line, values_line, what, std::numeric_limits<int>::min())) {
+      if (v < 0 || v > highest) {
+        substitute(substitutions, values_line,
+                   fmt::format("{} code {} is not one of 0 to {}", what, v, highest),
+                   fmt::format("{} ({})", static_cast<int>(fallback), name(fallback)));
+        out.push_back(fallback);
+      } else {
+        out.push_back(static_cast<E>(v));
       }
-      out.push_back(static_cast<E>(v));
     }
     return out;
   }
@@ -112,8 +126,9 @@ HplDat parse_hpldat(const std::string& text, const std::string& file_name) {
   d.nbs = l.integers(7, 8, "NB", 1);
   const int pmap = l.integer(9, l.tokens(9, 1, "PMAP")[0], "PMAP");
   if (pmap != 0 && pmap != 1) {
-    throw HplDatError(file_name, 9,
-                      fmt::format("PMAP must be 0 (row-major) or 1 (column-major), not {}", pmap));
+    l.substitute(d.substitutions, 9,
+                 fmt::format("PMAP {} is neither 0 (row-major) nor 1 (column-major)", pmap),
+                 "0 (row-major)");
   }
   d.column_major_map = pmap == 1;
   d.ps = l.integers(10, 11, "P", 1);
@@ -133,34 +148,38 @@ HplDat parse_hpldat(const std::string& text, const std::string& file_name) {
       throw HplDatError(file_name, 13, fmt::format("'{}' is not a number (threshold)", token));
     }
   }
-  d.pfacts = l.codes<Fact>(14, 15, "PFACT", 2);
+  d.pfacts = l.codes<Fact>(14, 15, "PFACT", 2, Fact::right, fact_name, d.substitutions);
   d.nbmins = l.integers(16, 17, "NBMIN", 1);
   d.ndivs = l.integers(18, 19, "NDIV", 2);
-  d.rfacts = l.codes<Fact>(20, 21, "RFACT", 2);
-  d.bcasts = l.codes<Bcast>(22, 23, "BCAST", 5);
+  d.rfacts = l.codes<Fact>(20, 21, "RFACT", 2, Fact::right, fact_name, d.substitutions);
+  d.bcasts = l.codes<Bcast>(22, 23, "BCAST", 5, Bcast::ring_modified, bcast_name, d.substitutions);
   d.depths = l.integers(24, 25, "DEPTH", 0);
   const int swap = l.integer(26, l.tokens(26, 1, "SWAP")[0], "SWAP");
   if (swap < 0 || swap > 2) {
-    throw HplDatError(file_name, 26,
-                      fmt::format("SWAP must be 0 (bin-exch), 1 (long) or 2 (mix), not {}", swap));
+    l.substitute(d.substitutions, 26,
+                 fmt::format("SWAP {} is not 0 (bin-exch), 1 (long) or 2 (mix)", swap), "1 (long)");
   }
-  d.swap = static_cast<SwapAlgo>(swap);
+  d.swap = swap >= 0 && swap <= 2 ? static_cast<SwapAlgo>(swap) : SwapAlgo::spread_roll;
   d.swap_threshold = std::max(
       0, l.integer(27, l.tokens(27, 1, "the swapping threshold")[0], "swapping threshold"));
-  auto flag = [&](int n, const char* what) {
+  // netlib's default for a flag other than 0 and 1: the transposed forms, and equilibration.
+  auto flag = [&](int n, const char* what, bool fallback) {
     const int v = l.integer(n, l.tokens(n, 1, what)[0], what);
-    if (v != 0 && v != 1)
-      throw HplDatError(file_name, n, fmt::format("{} must be 0 or 1, not {}", what, v));
+    if (v != 0 && v != 1) {
+      l.substitute(d.substitutions, n, fmt::format("{} {} is neither 0 nor 1", what, v),
+                   fallback ? "1" : "0");
+      return fallback;
+    }
     return v == 1;
   };
-  d.l1_notrans = flag(28, "L1 form");
-  d.u_notrans = flag(29, "U form");
-  d.equil = flag(30, "Equilibration");
+  d.l1_notrans = flag(28, "L1 form", false);
+  d.u_notrans = flag(29, "U form", false);
+  d.equil = flag(30, "Equilibration", true);
   d.align = l.integer(31, l.tokens(31, 1, "the memory alignment")[0], "memory alignment");
   if (d.align < 1) {
-    throw HplDatError(
-        file_name, 31,
-        fmt::format("the memory alignment must be at least 1 double, not {}", d.align));
+    l.substitute(d.substitutions, 31,
+                 fmt::format("a memory alignment of {} doubles is below 1", d.align), "4");
+    d.align = 4;
   }
   return d;
 }

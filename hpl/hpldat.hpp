@@ -39,6 +39,9 @@ struct HplDat {
   bool u_notrans = false;
   bool equil = true;
   int align = 8;
+  // Codes netlib HPL accepts outside their range and runs as one of its defaults (PFACT 3 as
+  // Right, BCAST 6 as 1ringM, ...): each line says where, what was read and what runs instead.
+  std::vector<std::string> substitutions;
 };
 
 // A problem in the input, with the line it comes from and what is wrong.
@@ -51,8 +54,10 @@ class HplDatError : public std::runtime_error {
   int line_;
 };
 
-// Parses the text of an HPL.dat. Values outside what netlib HPL accepts, and codes netlib would
-// silently replace by a default (an unknown PFACT, BCAST or SWAP code), are errors here.
+// Parses the text of an HPL.dat. Values netlib HPL refuses are errors, naming the line; text that
+// is not a number is too (netlib would read it as 0). A code netlib replaces by a default (an
+// unknown PFACT, BCAST or SWAP code, a PMAP, form or equilibration flag other than 0 and 1, an
+// alignment below 1) runs as netlib runs it, and is listed in `substitutions`.
 HplDat parse_hpldat(const std::string& text, const std::string& file_name = "HPL.dat");
 HplDat read_hpldat(const std::string& path);
 

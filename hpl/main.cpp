@@ -446,6 +446,10 @@ int run(int argc, char** argv) {
   const std::vector<Test> tests = tests_of(dat);
   Report report(dat, rank == 0);
   report.banner_and_parameters(dat);
+  if (rank == 0) {
+    for (const auto& substitution : dat.substitutions)
+      fmt::print(stderr, "skt-hpl: warning: {}\n", substitution);
+  }
   warn_of_slow_kernels(rank, size);
   const std::vector<bool> skipped = skipped_tests(tests, size, report);
   const int skipped_count = static_cast<int>(std::count(skipped.begin(), skipped.end(), true));

@@ -495,7 +495,8 @@ def beyond_tolerance(cluster, dat, reference, tmp, failures):
 
 def netlib_like(cluster, tmp, failures):
     """What netlib HPL runs, SKT-HPL runs: a grid larger than the job is skipped in netlib's words
-    and counted, the rest runs; a negative threshold means no residual check; and netlib's own
+    and counted, the rest runs; a negative threshold means no residual check; codes out of range
+    run as xhpl's defaults, with a warning; and netlib's own
     HPL.dat, with checkpoints, killed in the middle and relaunched, passes every test."""
     dat = os.path.join(tmp, "grids.dat")
     text = hpl_dat(UNEVEN_N, NB, 2, 2).replace("1            # of process grids", "2            # of process grids")
@@ -527,6 +528,24 @@ def netlib_like(cluster, tmp, failures):
           "'1 tests completed without checking'", flush=True)
     if not ok:
         failures.append(f"negative threshold: {run.describe()}")
+
+    # Codes out of range that xhpl runs as its defaults (files written for other HPLs): PFACT 3 and
+    # RFACT 7 as Right, BCAST 6 as 1ringM, equilibration 9 as on: the same variant code, a warning.
+    text = hpl_dat(UNEVEN_N, NB, 2, 2).replace("2            PFACTs", "3            PFACTs")
+    text = text.replace("1            RFACTs", "7            RFACTs").replace("1            BCASTs", "6            BCASTs")
+    text = text.replace("1            Equilibration", "9            Equilibration")
+    with open(dat, "w") as f:
+        f.write(text)
+    job = cluster.new_job("hplcodes")
+    try:
+        run = cluster.launch([f"n{r}" for r in range(4)], ["--no-checkpoint", dat], {"SKT_JOB": job, "SKT_RESTART": "0"})
+    finally:
+        cluster.clean(job)
+    ok = (run.code == 0 and re.search(rf"^WR11R2R4\s+{UNEVEN_N}\s", run.out, re.M) and "PASSED" in run.out
+          and "grids.dat:23: BCAST code 6 is not one of 0 to 5: netlib HPL runs it as 1 (1ringM)" in run.err
+          and "grids.dat:30: Equilibration 9 is neither 0 nor 1" in run.err)
+    report(ok, "codes xhpl replaces by its defaults (PFACT 3, RFACT 7, BCAST 6, equilibration 9) run "
+           "as xhpl runs them, WR11R2R4, with a warning naming each line", run, failures)
 
     dat = os.path.join(tmp, "netlib.dat")
     with open(dat, "w") as f:

@@ -119,20 +119,61 @@ TEST(HplDat, MalformedFilesNameTheLine) {
   EXPECT_EQ(error_line(with_line(5, "21           # of problems sizes (N)"), "from 1 to 20"), 5);
   EXPECT_EQ(error_line(with_line(6, "29 30 34"), "expected 4 values for N, found 3"), 6);
   EXPECT_EQ(error_line(with_line(8, "1 0 3 4      NBs"), "NB must be at least 1, not 0"), 8);
-  EXPECT_EQ(error_line(with_line(9, "2            PMAP"), "PMAP must be 0"), 9);
   EXPECT_EQ(error_line(with_line(12, "2 4"), "as many as P"), 12);
   EXPECT_EQ(error_line(with_line(12, "2 0 1        Qs"), "Q must be at least 1"), 12);
   EXPECT_EQ(error_line(with_line(13, "sixteen      threshold"), "not a number"), 13);
-  EXPECT_EQ(error_line(with_line(15, "0 1 3        PFACTs"), "PFACT code 3 is not one of 0 to 2"),
-            15);
-  EXPECT_EQ(error_line(with_line(23, "6            BCASTs"), "BCAST code 6"), 23);
+  EXPECT_EQ(error_line(with_line(15, "0 1 x        PFACTs"), "'x' is not an integer (PFACT)"), 15);
   EXPECT_EQ(error_line(with_line(19, "1            NDIVs"), "NDIV must be at least 2"), 19);
-  EXPECT_EQ(error_line(with_line(26, "3            SWAP"), "SWAP must be 0"), 26);
-  EXPECT_EQ(error_line(with_line(29, "2            U  in"), "U form must be 0 or 1"), 29);
-  EXPECT_EQ(
-      error_line(with_line(31, "0            memory alignment"), "alignment must be at least 1"),
-      31);
   EXPECT_EQ(error_line(with_line(4, ""), "expected 1 value for the device out"), 4);
+}
+
+// netlib HPL's HPL_pdinfo runs a code outside its range as one of its defaults; so does skt-hpl,
+// saying so for each line: a file netlib runs is never refused here.
+TEST(HplDat, CodesNetlibReplacesRunAsNetlibRunsThem) {
+  auto lines = lines_of(kNetlibDefault);
+  lines[8] = "2            PMAP";
+  lines[14] = "0 -1 3       PFACTs";
+  lines[20] = "7 1 2        RFACTs";
+  lines[22] = "6            BCASTs";
+  lines[25] = "3            SWAP";
+  lines[27] = "5            L1 in";
+  lines[28] = "2            U  in";
+  lines[29] = "9            Equilibration";
+  lines[30] = "0            memory alignment";
+  std::string text;
+  for (const auto& l : lines)
+    text += l + "\n";
+  const HplDat d = parse_hpldat(text, "odd.dat");
+  EXPECT_FALSE(d.column_major_map);
+  EXPECT_EQ(d.pfacts, (std::vector<Fact>{Fact::left, Fact::right, Fact::right}));
+  EXPECT_EQ(d.rfacts, (std::vector<Fact>{Fact::right, Fact::crout, Fact::right}));
+  EXPECT_EQ(d.bcasts, (std::vector<Bcast>{Bcast::ring_modified}));
+  EXPECT_EQ(d.swap, SwapAlgo::spread_roll);
+  EXPECT_FALSE(d.l1_notrans);
+  EXPECT_FALSE(d.u_notrans);
+  EXPECT_TRUE(d.equil);
+  EXPECT_EQ(d.align, 4);
+  const std::vector<std::string> expected{
+      "odd.dat:9: PMAP 2 is neither 0 (row-major) nor 1 (column-major): netlib HPL runs it as 0 "
+      "(row-major), and so does this run",
+      "odd.dat:15: PFACT code -1 is not one of 0 to 2: netlib HPL runs it as 2 (Right), and so "
+      "does this run",
+      "odd.dat:15: PFACT code 3 is not one of 0 to 2: netlib HPL runs it as 2 (Right), and so does "
+      "this run",
+      "odd.dat:21: RFACT code 7 is not one of 0 to 2: netlib HPL runs it as 2 (Right), and so does "
+      "this run",
+      "odd.dat:23: BCAST code 6 is not one of 0 to 5: netlib HPL runs it as 1 (1ringM), and so "
+      "does this run",
+      "odd.dat:26: SWAP 3 is not 0 (bin-exch), 1 (long) or 2 (mix): netlib HPL runs it as 1 "
+      "(long), and so does this run",
+      "odd.dat:28: L1 form 5 is neither 0 nor 1: netlib HPL runs it as 0, and so does this run",
+      "odd.dat:29: U form 2 is neither 0 nor 1: netlib HPL runs it as 0, and so does this run",
+      "odd.dat:30: Equilibration 9 is neither 0 nor 1: netlib HPL runs it as 1, and so does this "
+      "run",
+      "odd.dat:31: a memory alignment of 0 doubles is below 1: netlib HPL runs it as 4, and so "
+      "does this run"};
+  EXPECT_EQ(d.substitutions, expected);
+  EXPECT_TRUE(parse_hpldat(kNetlibDefault).substitutions.empty());
 }
 
 TEST(HplDat, TruncatedFileNamesTheMissingLine) {
