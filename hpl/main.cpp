@@ -355,7 +355,9 @@ int run(int argc, char** argv) {
   app.add_option("--scheme", o.scheme, "checksum scheme: xor, rs or sum (SKT_SCHEME)");
   app.add_option("--parity", o.parity, "Reed-Solomon parity chunks per row (SKT_PARITY)");
   app.add_option("--mode", o.mode, "self, double or single (SKT_MODE)");
-  app.add_option("--checkpoint-every", o.policy.every, "checkpoint every K panels")
+  app.add_option("--checkpoint-every", o.policy.every,
+                 "checkpoint every K panels (without this, --checkpoint-interval or "
+                 "--no-checkpoint: every tenth of a test's panels)")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   app.add_option_function<std::string>(
       "--checkpoint-interval",

@@ -129,6 +129,10 @@ std::uint64_t test_fingerprint(const Test& t, bool column_major_map) {
       column_major_map ? "column-major" : "row-major"));
 }
 
+int default_checkpoint_every(int panels) noexcept {
+  return std::max(1, panels / 10);
+}
+
 const char* strategy_name(Strategy s) noexcept {
   switch (s) {
     case Strategy::corner:
@@ -188,7 +192,8 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
     progress.at(j, MPI_Wtime());
     if (policy.none || j + 1 >= panels) return false;
     if (policy.automatic) return ctx.need_checkpoint();
-    return policy.every > 0 && (j + 1) % policy.every == 0;
+    const int every = policy.every > 0 ? policy.every : default_checkpoint_every(panels);
+    return (j + 1) % every == 0;
   };
   const double accumulated = state.compute_seconds;
   double start = 0;

@@ -23,10 +23,15 @@ const char* strategy_name(Strategy s) noexcept;
 
 struct CheckpointPolicy {
   bool none = false;
-  int every = 0;           // panels; 0: never, unless automatic
+  int every = 0;           // panels; 0: default_checkpoint_every, unless automatic
   bool automatic = false;  // when skt_need_checkpoint says so (Daly's interval, SKT_MTBF)
   Strategy strategy = Strategy::corner;
 };
+
+// How many panels apart a test checkpoints when no interval is asked for: a tenth of its panels
+// (every panel below 20), so that skt-hpl run as it comes is fault tolerant, at the cadence its
+// benchmarks measure.
+int default_checkpoint_every(int panels) noexcept;
 
 struct Test {
   int n = 0, nb = 0, p = 1, q = 1;

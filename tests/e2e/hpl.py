@@ -577,6 +577,36 @@ def netlib_like(cluster, tmp, failures):
         failures.append(f"netlib's HPL.dat: first {first.describe()}; relaunch {final.describe()}")
 
 
+def as_it_comes(cluster, tmp, failures):
+    """skt-hpl with no checkpoint option, as a benchmarker first runs it: its checkpoints every
+    tenth of a test's panels (here every panel, a test of 16), a node lost in the middle, the same
+    command relaunched resumes where the last one left off and passes with the residual of a run
+    without checkpoints (until 2026-12-01 it took none: the relaunch started the test afresh)."""
+    dat = write_dats(tmp, {"plain": hpl_dat(UNEVEN_N, NB, 2, 1)})["plain"]
+    nodes = ["n0", "n1"]
+    job = cluster.new_job("hplplainref")
+    try:
+        reference = residual_line(cluster.launch(nodes, ["--no-checkpoint", dat],
+                                                 {"SKT_JOB": job, "SKT_RESTART": "0"}).out)
+    finally:
+        cluster.clean(job)
+    job = cluster.new_job("hplplain")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
+    try:
+        first = cluster.launch(nodes, [dat], dict(env, SKT_RESTART="0", SKT_HPL_CRASH=f"{MID_PANEL}:1"))
+        bad = harness.killed_as_expected(first, "the launch killed at panel 10")
+        cluster.lose_node(job, nodes[1])
+        nodes[1] += "x"
+        final = cluster.launch(nodes, [dat], dict(env, SKT_RESTART="1"))
+    finally:
+        cluster.clean(job)
+    where = restored(final.out)
+    report(not bad and final.code == 0 and reference is not None and residual_line(final.out) == reference
+           and where == (MID_PANEL, MID_PANEL),
+           f"no checkpoint option: a checkpoint at every panel of 16, node n1 lost in panel {MID_PANEL}, "
+           f"the relaunch restores panel {MID_PANEL} and passes with the reference residual", final, failures)
+
+
 def use_partition_sensitive_blas():
     """OpenBLAS's Haswell kernels round a column differently at the edge of a product than inside
     it, so any run whose products are split differently (by a checkpoint, by when a broadcast
@@ -604,6 +634,7 @@ def main(argv):
         limited_by_segment_limits(cluster, tmp, failures)
         progress_lines(cluster, tmp, failures)
         netlib_like(cluster, tmp, failures)
+        as_it_comes(cluster, tmp, failures)
         for config in CONFIGS:
             scheme, parity, group_size, p, q, n, depth, steps = config
             dat = os.path.join(tmp, f"HPL-{n}-{depth}.dat")

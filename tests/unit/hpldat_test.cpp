@@ -214,6 +214,18 @@ TEST(HplVariant, EncodingLikeHpl) {
   EXPECT_EQ(a.encode(true), "WC05L3C1");
 }
 
+// skt-hpl run without a checkpoint option checkpoints a tenth of the way through, as the
+// benchmarks' "a checkpoint every tenth of the panels": N = 12288 with NB = 192 (64 panels) every
+// 6, and a test of fewer than 20 panels at every panel.
+TEST(HplCheckpoints, ATenthOfThePanelsByDefault) {
+  EXPECT_EQ(default_checkpoint_every(64), 6);
+  EXPECT_EQ(default_checkpoint_every(128), 12);
+  EXPECT_EQ(default_checkpoint_every(20), 2);
+  EXPECT_EQ(default_checkpoint_every(19), 1);
+  EXPECT_EQ(default_checkpoint_every(1), 1);
+  EXPECT_EQ(default_checkpoint_every(0), 1);
+}
+
 // A relaunch resumes a test only under the same fingerprint: every parameter that changes the
 // matrix, the arithmetic or which rank holds what changes it.
 TEST(HplResume, FingerprintCoversEveryParameter) {
