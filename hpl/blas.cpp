@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <array>
 
+#include <sched.h>
+
 extern "C" char* openblas_get_corename(void);
+extern "C" int openblas_get_num_threads(void);
 
 namespace skt::hpl {
 
@@ -38,6 +41,32 @@ Processor this_processor() {
 std::string openblas_core() {
   const char* name = openblas_get_corename();
   return name != nullptr ? name : "";
+}
+
+std::optional<std::string> oversubscribed_threads_warning(const HostThreads& host) {
+  if (host.most_in_one_rank <= 1 || host.threads <= host.cores || host.ranks > host.cores) {
+    return std::nullopt;
+  }
+  return fmt::format(
+      "OpenBLAS runs {} threads in the {} ranks on this host, which may run on {} cores: the "
+      "threads take turns and DGEMM slows. OPENBLAS_NUM_THREADS={} in every rank's environment, or "
+      "each rank bound to cores of its own (mpirun --bind-to core), gives every thread a core",
+      host.threads, host.ranks, host.cores, std::max(1, host.cores / host.ranks));
+}
+
+int openblas_threads() {
+  return openblas_get_num_threads();
+}
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
 }
 
 }  // namespace skt::hpl

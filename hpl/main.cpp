@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -329,6 +331,30 @@ void warn_of_slow_kernels(int rank, int size) {
   }
 }
 
+// Collective: the first host whose BLAS threads outnumber its cores says so, once.
+void warn_of_oversubscribed_threads(int rank, int size) {
+  const Comm host = Comm::split_shared(MPI_COMM_WORLD);
+  // The host's cores: the union of the CPU sets its ranks may run on.
+  constexpr int kWords = CPU_SETSIZE / 64;
+  std::array<std::uint64_t, kWords> cpus{};
+  for (const int cpu : allowed_cpus())
+    cpus[static_cast<std::size_t>(cpu / 64)] |= std::uint64_t{1} << (cpu % 64);
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, cpus.data(), kWords, MPI_UINT64_T, MPI_BOR, host.get()));
+  std::array<int, 2> threads{openblas_threads(), openblas_threads()};  // sum, most
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &threads[0], 1, MPI_INT, MPI_SUM, host.get()));
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &threads[1], 1, MPI_INT, MPI_MAX, host.get()));
+  HostThreads facts{.ranks = host.size(), .threads = threads[0], .most_in_one_rank = threads[1]};
+  for (const std::uint64_t word : cpus)
+    facts.cores += std::popcount(word);
+  const auto warning = oversubscribed_threads_warning(facts);
+  int first = warning ? rank : size;
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (first == rank) {
+    fmt::print(stderr, "skt-hpl{}: warning: {}\n", rank == 0 ? "" : fmt::format(" rank {}", rank),
+               *warning);
+  }
+}
+
 int run(int argc, char** argv) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -453,6 +479,7 @@ int run(int argc, char** argv) {
       fmt::print(stderr, "skt-hpl: warning: {}\n", substitution);
   }
   warn_of_slow_kernels(rank, size);
+  warn_of_oversubscribed_threads(rank, size);
   const std::vector<bool> skipped = skipped_tests(tests, size, report);
   const int skipped_count = static_cast<int>(std::count(skipped.begin(), skipped.end(), true));
 

@@ -607,6 +607,27 @@ def as_it_comes(cluster, tmp, failures):
            f"the relaunch restores panel {MID_PANEL} and passes with the reference residual", final, failures)
 
 
+def blas_threads(cluster, tmp, failures):
+    """Two ranks not bound to cores of their own, each OpenBLAS with a thread per core of the host:
+    named once, with the setting; one thread per rank says nothing."""
+    dat = write_dats(tmp, {"threads": hpl_dat(UNEVEN_N, NB, 2, 1)})["threads"]
+    runs = {}
+    # Ranks not bound (OpenBLAS starts no more threads than the cores a process may run on).
+    for threads in (str(os.cpu_count() or 1), "1"):
+        job = cluster.new_job("hplthr")
+        try:
+            runs[threads] = cluster.launch(["n0", "n1"], ["--no-checkpoint", dat],
+                                           {"SKT_JOB": job, "SKT_RESTART": "0", "OPENBLAS_NUM_THREADS": threads,
+                                            "OMPI_MCA_hwloc_base_binding_policy": "none"})
+        finally:
+            cluster.clean(job)
+    many, one = runs[str(os.cpu_count() or 1)], runs["1"]
+    report(many.code == 0 and "PASSED" in many.out and many.err.count("threads in the 2 ranks on this host") == 1
+           and "OPENBLAS_NUM_THREADS=" in many.err and one.code == 0 and "threads in the" not in one.err,
+           "more BLAS threads than cores on the host: one warning naming OPENBLAS_NUM_THREADS; one "
+           "thread per rank: none", many, failures)
+
+
 def use_partition_sensitive_blas():
     """OpenBLAS's Haswell kernels round a column differently at the edge of a product than inside
     it, so any run whose products are split differently (by a checkpoint, by when a broadcast
@@ -635,6 +656,7 @@ def main(argv):
         progress_lines(cluster, tmp, failures)
         netlib_like(cluster, tmp, failures)
         as_it_comes(cluster, tmp, failures)
+        blas_threads(cluster, tmp, failures)
         for config in CONFIGS:
             scheme, parity, group_size, p, q, n, depth, steps = config
             dat = os.path.join(tmp, f"HPL-{n}-{depth}.dat")
