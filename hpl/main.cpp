@@ -340,10 +340,11 @@ void warn_of_oversubscribed_threads(int rank, int size) {
   for (const int cpu : allowed_cpus())
     cpus[static_cast<std::size_t>(cpu / 64)] |= std::uint64_t{1} << (cpu % 64);
   SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, cpus.data(), kWords, MPI_UINT64_T, MPI_BOR, host.get()));
-  std::array<int, 2> threads{openblas_threads(), openblas_threads()};  // sum, most
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &threads[0], 1, MPI_INT, MPI_SUM, host.get()));
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &threads[1], 1, MPI_INT, MPI_MAX, host.get()));
-  HostThreads facts{.ranks = host.size(), .threads = threads[0], .most_in_one_rank = threads[1]};
+  int threads = openblas_threads();
+  int most = threads;
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &threads, 1, MPI_INT, MPI_SUM, host.get()));
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, host.get()));
+  HostThreads facts{.ranks = host.size(), .threads = threads, .most_in_one_rank = most};
   for (const std::uint64_t word : cpus)
     facts.cores += std::popcount(word);
   const auto warning = oversubscribed_threads_warning(facts);
