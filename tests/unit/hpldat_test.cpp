@@ -2,6 +2,7 @@
 // HPL's variant encoding, and the sizing rules of skt-hpl.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,14 +27,19 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-// The default file with line `number` (1-based) replaced.
-std::string with_line(int number, const std::string& replacement) {
+// The default file with the given lines (1-based numbers) replaced.
+std::string with_lines(const std::map<int, std::string>& replacements) {
   auto lines = lines_of(kNetlibDefault);
-  lines.at(static_cast<std::size_t>(number - 1)) = replacement;
+  for (const auto& [number, replacement] : replacements)
+    lines.at(static_cast<std::size_t>(number - 1)) = replacement;
   std::string text;
   for (const auto& l : lines)
     text += l + "\n";
   return text;
+}
+
+std::string with_line(int number, const std::string& replacement) {
+  return with_lines({{number, replacement}});
 }
 
 // The line the error names, and that its message contains `words`.
@@ -76,29 +82,17 @@ TEST(HplDat, NetlibDefaultFile) {
 
 TEST(HplDat, ValuesBeyondTheCountAndTrailingWordsAreIgnored) {
   // Like netlib HPL: a count of 2 reads the first two values of the next line.
-  std::string text = with_line(5, "2            # of problems sizes (N)");
-  text = [&] {
-    auto lines = lines_of(text);
-    lines[5] = "1000 2000 3000 4000 Ns and a comment";
-    std::string t;
-    for (const auto& l : lines)
-      t += l + "\n";
-    return t;
-  }();
+  const std::string text = with_lines(
+      {{5, "2            # of problems sizes (N)"}, {6, "1000 2000 3000 4000 Ns and a comment"}});
   EXPECT_EQ(parse_hpldat(text).ns, (std::vector<int>{1000, 2000}));
 }
 
 TEST(HplDat, SeveralValuesPerLineForEveryList) {
-  auto lines = lines_of(kNetlibDefault);
-  lines[21] = "6            # of broadcast";
-  lines[22] = "0 1 2 3 4 5  BCASTs";
-  lines[23] = "2            # of lookahead depth";
-  lines[24] = "0 1          DEPTHs";
-  lines[8] = "1            PMAP";
-  std::string text;
-  for (const auto& l : lines)
-    text += l + "\n";
-  const HplDat d = parse_hpldat(text);
+  const HplDat d = parse_hpldat(with_lines({{22, "6            # of broadcast"},
+                                            {23, "0 1 2 3 4 5  BCASTs"},
+                                            {24, "2            # of lookahead depth"},
+                                            {25, "0 1          DEPTHs"},
+                                            {9, "1            PMAP"}}));
   EXPECT_EQ(d.bcasts.size(), 6u);
   EXPECT_EQ(d.bcasts.back(), Bcast::spread_modified);
   EXPECT_EQ(d.depths, (std::vector<int>{0, 1}));
@@ -130,19 +124,15 @@ TEST(HplDat, MalformedFilesNameTheLine) {
 // netlib HPL's HPL_pdinfo runs a code outside its range as one of its defaults; so does skt-hpl,
 // saying so for each line: a file netlib runs is never refused here.
 TEST(HplDat, CodesNetlibReplacesRunAsNetlibRunsThem) {
-  auto lines = lines_of(kNetlibDefault);
-  lines[8] = "2            PMAP";
-  lines[14] = "0 -1 3       PFACTs";
-  lines[20] = "7 1 2        RFACTs";
-  lines[22] = "6            BCASTs";
-  lines[25] = "3            SWAP";
-  lines[27] = "5            L1 in";
-  lines[28] = "2            U  in";
-  lines[29] = "9            Equilibration";
-  lines[30] = "0            memory alignment";
-  std::string text;
-  for (const auto& l : lines)
-    text += l + "\n";
+  const std::string text = with_lines({{9, "2            PMAP"},
+                                       {15, "0 -1 3       PFACTs"},
+                                       {21, "7 1 2        RFACTs"},
+                                       {23, "6            BCASTs"},
+                                       {26, "3            SWAP"},
+                                       {28, "5            L1 in"},
+                                       {29, "2            U  in"},
+                                       {30, "9            Equilibration"},
+                                       {31, "0            memory alignment"}});
   const HplDat d = parse_hpldat(text, "odd.dat");
   EXPECT_FALSE(d.column_major_map);
   EXPECT_EQ(d.pfacts, (std::vector<Fact>{Fact::left, Fact::right, Fact::right}));
