@@ -77,6 +77,17 @@ def restored(out):
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def run_without_checkpoints(cluster, ranks, dat, name, env=None):
+    """One launch of `dat` with --no-checkpoint on `ranks` virtual nodes, under a job of its own that
+    is removed after it."""
+    job = cluster.new_job(name)
+    try:
+        return cluster.launch([f"n{r}" for r in range(ranks)], ["--no-checkpoint", dat],
+                              dict({"SKT_JOB": job, "SKT_RESTART": "0"}, **(env or {})))
+    finally:
+        cluster.clean(job)
+
+
 def run_case(cluster, config, step, mode, dat, reference):
     """Returns (status, detail): 'exact', 'wrong' or 'hung'."""
     scheme, parity, group_size, p, q, _, _, _ = config
@@ -254,11 +265,7 @@ def edited_between_launches(cluster, tmp, failures):
     path = write_dats(tmp, {"original": two_tests(64), "pmap": two_tests(64, pmap="1", threshold="-1.0"),
                             "first N": two_tests(96)})
     nodes = [f"n{r}" for r in range(4)]
-    job = cluster.new_job("hplref")
-    try:
-        run = cluster.launch(nodes, ["--no-checkpoint", path["original"]], {"SKT_JOB": job, "SKT_RESTART": "0"})
-    finally:
-        cluster.clean(job)
+    run = run_without_checkpoints(cluster, len(nodes), path["original"], "hplref")
     reference = re.findall(r"^\|\|Ax-b\|\|_oo.*$", run.out, re.M)
     job = cluster.new_job("hpledit")
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
@@ -503,11 +510,7 @@ def netlib_like(cluster, tmp, failures):
     text = text.replace("2            Ps", "2 2          Ps").replace("2            Qs", "4 2          Qs")
     with open(dat, "w") as f:
         f.write(text)
-    job = cluster.new_job("hplgrid")
-    try:
-        run = cluster.launch([f"n{r}" for r in range(4)], ["--no-checkpoint", dat], {"SKT_JOB": job, "SKT_RESTART": "0"})
-    finally:
-        cluster.clean(job)
+    run = run_without_checkpoints(cluster, 4, dat, "hplgrid")
     ok = (run.code == 0 and "Need at least 8 processes for these tests" in run.out
           and re.search(r"^\s+1 tests completed and passed", run.out, re.M)
           and re.search(r"^\s+1 tests skipped because of illegal input values", run.out, re.M))
@@ -518,11 +521,7 @@ def netlib_like(cluster, tmp, failures):
 
     with open(dat, "w") as f:
         f.write(hpl_dat(UNEVEN_N, NB, 2, 2, threshold="-1.0"))
-    job = cluster.new_job("hplnochk")
-    try:
-        run = cluster.launch([f"n{r}" for r in range(4)], ["--no-checkpoint", dat], {"SKT_JOB": job, "SKT_RESTART": "0"})
-    finally:
-        cluster.clean(job)
+    run = run_without_checkpoints(cluster, 4, dat, "hplnochk")
     ok = run.code == 0 and "Ax-b" not in run.out and re.search(r"^\s+1 tests completed without checking", run.out, re.M)
     print(f"{'ok  ' if ok else 'FAIL'} a negative threshold: no residual check, "
           "'1 tests completed without checking'", flush=True)
@@ -536,11 +535,7 @@ def netlib_like(cluster, tmp, failures):
     text = text.replace("1            Equilibration", "9            Equilibration")
     with open(dat, "w") as f:
         f.write(text)
-    job = cluster.new_job("hplcodes")
-    try:
-        run = cluster.launch([f"n{r}" for r in range(4)], ["--no-checkpoint", dat], {"SKT_JOB": job, "SKT_RESTART": "0"})
-    finally:
-        cluster.clean(job)
+    run = run_without_checkpoints(cluster, 4, dat, "hplcodes")
     ok = (run.code == 0 and re.search(rf"^WR11R2R4\s+{UNEVEN_N}\s", run.out, re.M) and "PASSED" in run.out
           and "grids.dat:23: BCAST code 6 is not one of 0 to 5: netlib HPL runs it as 1 (1ringM)" in run.err
           and "grids.dat:30: Equilibration 9 is neither 0 nor 1" in run.err)
@@ -584,12 +579,7 @@ def as_it_comes(cluster, tmp, failures):
     without checkpoints (until 2026-12-01 it took none: the relaunch started the test afresh)."""
     dat = write_dats(tmp, {"plain": hpl_dat(UNEVEN_N, NB, 2, 1)})["plain"]
     nodes = ["n0", "n1"]
-    job = cluster.new_job("hplplainref")
-    try:
-        reference = residual_line(cluster.launch(nodes, ["--no-checkpoint", dat],
-                                                 {"SKT_JOB": job, "SKT_RESTART": "0"}).out)
-    finally:
-        cluster.clean(job)
+    reference = residual_line(run_without_checkpoints(cluster, 2, dat, "hplplainref").out)
     job = cluster.new_job("hplplain")
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
     try:
@@ -617,13 +607,8 @@ def blas_threads(cluster, tmp, failures):
     runs = {}
     # Ranks not bound (OpenBLAS starts no more threads than the cores a process may run on).
     for threads in (str(os.cpu_count()), "1"):
-        job = cluster.new_job("hplthr")
-        try:
-            runs[threads] = cluster.launch(["n0", "n1"], ["--no-checkpoint", dat],
-                                           {"SKT_JOB": job, "SKT_RESTART": "0", "OPENBLAS_NUM_THREADS": threads,
-                                            "OMPI_MCA_hwloc_base_binding_policy": "none"})
-        finally:
-            cluster.clean(job)
+        runs[threads] = run_without_checkpoints(cluster, 2, dat, "hplthr", {
+            "OPENBLAS_NUM_THREADS": threads, "OMPI_MCA_hwloc_base_binding_policy": "none"})
     many, one = runs[str(os.cpu_count())], runs["1"]
     report(many.code == 0 and "PASSED" in many.out and many.err.count("threads in the 2 ranks on this host") == 1
            and "OPENBLAS_NUM_THREADS=" in many.err and one.code == 0 and "threads in the" not in one.err,
@@ -665,12 +650,7 @@ def main(argv):
             dat = os.path.join(tmp, f"HPL-{n}-{depth}.dat")
             with open(dat, "w") as f:
                 f.write(hpl_dat(n, NB, p, q, depth))
-            job = cluster.new_job("hplref")
-            try:
-                run = cluster.launch([f"n{r}" for r in range(p * q)], ["--no-checkpoint", dat],
-                                     {"SKT_JOB": job, "SKT_RESTART": "0"})
-            finally:
-                cluster.clean(job)
+            run = run_without_checkpoints(cluster, p * q, dat, "hplref")
             reference = residual_line(run.out)
             if run.code != 0 or "PASSED" not in run.out or reference is None:
                 print(f"FAILED: the run without faults: {run.describe()}", file=sys.stderr)
