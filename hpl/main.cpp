@@ -321,14 +321,18 @@ bool settings_agreed(const std::optional<UsageError>& error, const Options& o, i
 }
 
 // Collective: the first rank whose OpenBLAS runs kernels below its processor's says so, once.
-void warn_of_slow_kernels(int rank, int size) {
-  const auto warning = slow_kernels_warning(openblas_core(), this_processor());
+// Collective: the first rank that has `warning` prints it, so that it is said once.
+void warn_once(const std::optional<std::string>& warning, int rank, int size) {
   int first = warning ? rank : size;
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   if (first == rank) {
     fmt::print(stderr, "skt-hpl{}: warning: {}\n", rank == 0 ? "" : fmt::format(" rank {}", rank),
                *warning);
   }
+}
+
+void warn_of_slow_kernels(int rank, int size) {
+  warn_once(slow_kernels_warning(openblas_core(), this_processor()), rank, size);
 }
 
 // Collective: the first host whose BLAS threads outnumber its cores says so, once.
@@ -347,13 +351,7 @@ void warn_of_oversubscribed_threads(int rank, int size) {
   HostThreads facts{.ranks = host.size(), .threads = threads, .most_in_one_rank = most};
   for (const std::uint64_t word : cpus)
     facts.cores += std::popcount(word);
-  const auto warning = oversubscribed_threads_warning(facts);
-  int first = warning ? rank : size;
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  if (first == rank) {
-    fmt::print(stderr, "skt-hpl{}: warning: {}\n", rank == 0 ? "" : fmt::format(" rank {}", rank),
-               *warning);
-  }
+  warn_once(oversubscribed_threads_warning(facts), rank, size);
 }
 
 int run(int argc, char** argv) {
