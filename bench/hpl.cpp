@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
 
 #include "bench/table.hpp"
@@ -100,7 +101,14 @@ skt::hpl::TestResult run_skt(const Settings& s, const Grid& grid,
   }();
   static int counter = 0;
   setenv("SKT_JOB", fmt::format("bench-hpl-{}-{}-{}", job_id, tag, ++counter).c_str(), 1);
-  return skt::hpl::run_test(test_of(s), grid, policy, false, 16.0, nullptr, false, 0);
+  skt::hpl::RunOptions run;
+  run.policy = policy;
+  const skt::hpl::TestResult result = skt::hpl::run_test(test_of(s), grid, run);
+  if (result.out_of_memory) {
+    throw std::runtime_error(fmt::format("N={}: this machine cannot hold SKT-HPL's matrix{}", s.n,
+                                         policy.none ? "" : " and its checkpoints"));
+  }
+  return result;
 }
 
 }  // namespace

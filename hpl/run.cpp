@@ -3,16 +3,21 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
-
-#include <unistd.h>
+#include <cstring>
 #include <ctime>
 #include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "encoders/mpi_util.hpp"
@@ -35,6 +40,45 @@ struct TestState {
   double start_wall;       // when the test first started, seconds since 1970
   double checkpoint_seconds;
 };
+
+// The pages of a matrix that is never checkpointed: the process's own, as netlib HPL's malloc
+// gives, with nothing to make room for beside them (no committed copy, no checksums) and nothing
+// left behind.
+class OwnPages {
+ public:
+  explicit OwnPages(std::size_t bytes) : bytes_(std::max<std::size_t>(bytes, 1)) {
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      throw skt::Error(SKT_ERR_NOMEM, fmt::format("cannot allocate {} bytes for the matrix: {}",
+                                                  bytes, std::strerror(errno)));
+    }
+    data_ = static_cast<double*>(p);
+  }
+  ~OwnPages() { munmap(data_, bytes_); }
+  OwnPages(const OwnPages&) = delete;
+  OwnPages& operator=(const OwnPages&) = delete;
+  double* data() const noexcept { return data_; }
+
+ private:
+  std::size_t bytes_;
+  double* data_ = nullptr;
+};
+
+int grid_rank(const Grid& grid) {
+  int rank = 0;
+  SKT_MPI(MPI_Comm_rank(grid.all(), &rank));
+  return rank;
+}
+
+// Collective: the lowest rank's refusal ("" where a rank has none), on every rank of the grid, so
+// that a test one rank cannot hold is skipped by all.
+std::string first_refusal(const Grid& grid, const std::string& own) {
+  int size = 0;
+  SKT_MPI(MPI_Comm_size(grid.all(), &size));
+  int first = own.empty() ? size : grid_rank(grid);
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, grid.all()));
+  return first == size ? std::string() : broadcast_string(grid.all(), own, first);
+}
 
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -145,9 +189,9 @@ const char* strategy_name(Strategy s) noexcept {
   return "?";
 }
 
-TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& policy,
-                    bool column_major_map, double threshold, Report* report, bool timing,
-                    double progress_every) {
+TestResult run_test(const Test& t, const Grid& grid, const RunOptions& options) {
+  const CheckpointPolicy& policy = options.policy;
+  Report* const report = options.report;
   TestResult result;
   LocalMatrix m;
   m.n = t.n;
@@ -155,24 +199,60 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
   m.mp = numroc(t.n, t.nb, grid.myrow(), grid.nprow());
   m.nq = numroc(t.n + 1, t.nb, grid.mycol(), grid.npcol());
   m.lda = leading_dimension(m.mp, t.algo.align);
-  skt::Context ctx(grid.all());
-  auto a = ctx.alloc<double>(
-      "A", static_cast<std::size_t>(m.lda) * static_cast<std::size_t>(std::max(1, m.nq)));
-  m.a = a.data();
+  const std::size_t elements =
+      static_cast<std::size_t>(m.lda) * static_cast<std::size_t>(std::max(1, m.nq));
+  std::optional<skt::Context> ctx;
+  std::optional<OwnPages> own;
+  if (!policy.none) ctx.emplace(grid.all());
+  std::string refusal;
+  try {
+    if (ctx) {
+      m.a = ctx->alloc<double>("A", elements).data();
+    } else {
+      m.a = own.emplace(elements * sizeof(double)).data();
+    }
+  } catch (const skt::Error& e) {
+    if (e.code() != SKT_ERR_NOMEM) throw;
+    refusal = fmt::format("rank {}: {}", grid_rank(grid), e.what());
+  }
+  refusal = first_refusal(grid, refusal);
   TestState state{};
-  ctx.protect("state", state);
-  result.epoch = ctx.recover();
+  if (ctx && refusal.empty()) {
+    ctx->protect("state", state);
+    try {
+      result.epoch = ctx->recover();
+    } catch (const skt::Error& e) {
+      // The library agrees on its refusal: every rank of the grid is here with the same one.
+      if (e.code() != SKT_ERR_NOMEM || options.resuming) throw;
+      refusal = e.what();
+    }
+  }
+  if (!refusal.empty()) {
+    result.out_of_memory = true;
+    if (report != nullptr) {
+      result.text += report->line(fmt::format(
+          "HPL ERROR: N={} NB={} P={} Q={}: Memory allocation failed for A, x and b. Skip. ({})",
+          t.n, t.nb, t.p, t.q, refusal));
+      if (ctx) {
+        result.text += report->line(
+            "SKT: checkpoints keep a committed copy of the matrix and checksums beside it; "
+            "--no-checkpoint runs this test in the memory netlib HPL takes, and --suggest-n "
+            "gives the largest N whose checkpoints fit");
+      }
+    }
+    return result;  // a context that never recovered removes what it created
+  }
   result.restarted = result.epoch > 0;
   if (!result.restarted) {
     state = TestState{};
-    state.fingerprint = test_fingerprint(t, column_major_map);
+    state.fingerprint = test_fingerprint(t, options.column_major_map);
     state.start_wall = wall_now();
     generate_local(kSeed, t.n, t.nb, grid.myrow(), grid.nprow(), grid.mycol(), grid.npcol(), m.a,
                    m.lda);
   } else {
     // Agreed, so that every rank refuses together. skt-hpl's record of the run's tests refuses an
     // edited HPL.dat first; this holds where that record was removed and the test's was not.
-    int foreign = state.fingerprint != test_fingerprint(t, column_major_map) ? 1 : 0;
+    int foreign = state.fingerprint != test_fingerprint(t, options.column_major_map) ? 1 : 0;
     SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &foreign, 1, MPI_INT, MPI_MAX, grid.all()));
     if (foreign != 0) {
       throw skt::Error(SKT_ERR_MISMATCH,
@@ -185,13 +265,13 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
   Factorization lu(grid, t.algo, m);
   const int panels = lu.panels();
   const CrashPoint crash = crash_point();
-  ProgressReport progress(grid.myrow() == 0 && grid.mycol() == 0, progress_every, t.n, t.nb, t.p,
-                          t.q, panels, state.next_panel, MPI_Wtime());
+  ProgressReport progress(grid.myrow() == 0 && grid.mycol() == 0, options.progress_every, t.n, t.nb,
+                          t.p, t.q, panels, state.next_panel, MPI_Wtime());
   auto due = [&](int j) {
     crash_if_due(crash, j, result.restarted, grid.all());
     progress.at(j, MPI_Wtime());
     if (policy.none || j + 1 >= panels) return false;
-    if (policy.automatic) return ctx.need_checkpoint();
+    if (policy.automatic) return ctx->need_checkpoint();
     const int every = policy.every > 0 ? policy.every : default_checkpoint_every(panels);
     return (j + 1) % every == 0;
   };
@@ -205,12 +285,12 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
     ++state.checkpoints;
     const double begin = MPI_Wtime();
     if (policy.strategy == Strategy::full) {
-      ctx.checkpoint();
+      ctx->checkpoint();
     } else {
-      ctx.checkpoint_dirty(changed_since(m, grid, policy.strategy, since));
+      ctx->checkpoint_dirty(changed_since(m, grid, policy.strategy, since));
     }
     state.checkpoint_seconds += MPI_Wtime() - begin;
-    result.sent_bytes += ctx.stats().last_sent_bytes;
+    result.sent_bytes += ctx->stats().last_sent_bytes;
   };
   SKT_MPI(MPI_Barrier(grid.all()));
   const std::time_t started = std::time(nullptr);
@@ -241,7 +321,7 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
   };
   if (report != nullptr) {
     result.text += report->result(
-        t.algo.encode(column_major_map), t.n, t.nb, t.p, t.q, result.wall,
+        t.algo.encode(options.column_major_map), t.n, t.nb, t.p, t.q, result.wall,
         result.restarted ? static_cast<std::time_t>(state.start_wall) : started, ended);
   }
   if (result.restarted) {
@@ -264,7 +344,7 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
         100.0 * state.checkpoint_seconds / std::max(result.uninterrupted, 1e-9),
         static_cast<double>(result.sent_bytes) / 1048576.0));
   }
-  if (timing) {
+  if (options.timing) {
     print(
         fmt::format("SKT: max time per rank: factor {:.2f} s, receive {:.2f} s, swap {:.2f} s, "
                     "trsm {:.2f} s, update {:.2f} s, solve {:.2f} s",
@@ -274,17 +354,17 @@ TestResult run_test(const Test& t, const Grid& grid, const CheckpointPolicy& pol
       per_rank += fmt::format(" {:.3f}", w);
     print("SKT: waiting for panels, seconds per rank:" + per_rank);
   }
-  if (threshold <= 0) {
+  if (options.threshold <= 0) {
     result.passed = true;  // as netlib: a threshold ≤ 0 asks for no check
   } else if (lu.info() != 0) {
     result.singular = true;
     print(fmt::format("HPL ERROR: the matrix is singular at column {}; skip", lu.info() - 1));
   } else {
     result.residual = verify(grid, t.n, t.nb, kSeed, x);
-    if (report != nullptr) result.text += report->residual(result.residual, threshold);
-    result.passed = result.residual.scaled < threshold;
+    if (report != nullptr) result.text += report->residual(result.residual, options.threshold);
+    result.passed = result.residual.scaled < options.threshold;
   }
-  ctx.finalize(true);
+  if (ctx) ctx->finalize(true);
   return result;
 }
 

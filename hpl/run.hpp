@@ -1,5 +1,6 @@
 // One HPL test on selfckpt: the matrix in a context of its own, checkpoints between panels, and
-// resumption after a relaunch. Shared by skt-hpl and the benchmarks.
+// resumption after a relaunch; without checkpoints, the matrix in the process's own memory, as
+// netlib HPL's. Shared by skt-hpl and the benchmarks.
 #pragma once
 
 #include <cstdint>
@@ -42,9 +43,25 @@ struct Test {
 // relaunch must find unchanged.
 std::uint64_t test_fingerprint(const Test& t, bool column_major_map);
 
+// How a test runs: what it checkpoints, how it is judged, what it prints.
+struct RunOptions {
+  CheckpointPolicy policy;
+  bool column_major_map = false;  // PMAP 1
+  double threshold = 16.0;        // ≤ 0: no residual check
+  Report* report = nullptr;       // null: nothing is printed
+  bool timing = false;
+  double progress_every = 0;  // seconds between rank 0's progress lines on stderr; ≤ 0: none
+  // The test may hold checkpoints of an earlier launch. Memory it cannot have then ends the run
+  // (exit 2), its checkpoints kept for a launch with more, where a first launch skips the test.
+  bool resuming = false;
+};
+
 struct TestResult {
   bool passed = false;
   bool singular = false;
+  // Not run: its memory could not be had on some rank (the matrix, or with checkpoints the
+  // committed copy and checksums beside it). netlib HPL skips such a test too.
+  bool out_of_memory = false;
   Residual residual;
   double wall = 0;           // from the first start to the end, relaunches included
   double uninterrupted = 0;  // the computation as if no failure had happened
@@ -60,10 +77,7 @@ struct TestResult {
 };
 
 // Runs `test` on the ranks of `grid` (collective over grid.all()). The context's job tag comes
-// from SKT_JOB. `report` may be null: then nothing is printed. Rank 0 prints the progress on
-// stderr every `progress_every` seconds (never when ≤ 0).
-TestResult run_test(const Test& test, const Grid& grid, const CheckpointPolicy& policy,
-                    bool column_major_map, double threshold, Report* report, bool timing,
-                    double progress_every);
+// from SKT_JOB.
+TestResult run_test(const Test& test, const Grid& grid, const RunOptions& options);
 
 }  // namespace skt::hpl

@@ -11,8 +11,9 @@ netlib's own HPL.dat (864 tests on 4 ranks) runs whole, killed in the middle and
 beyond what a group tolerates is refused (exit 3), naming the command that removes every part of
 the job; with drains to storage, it resumes from the drained epoch. A relaunch
 with HPL.dat edited (another process mapping, where every local matrix keeps its size; a finished
-test changed) is refused. An N whose checkpoints the machine's memory cannot hold is refused before
-any page is taken, and the corrected N then runs under the same job."""
+test changed) is refused. A test whose checkpoints the machine's memory (or the job's cgroup)
+cannot hold is skipped before any page is taken, as netlib skips a test it cannot allocate, and
+runs with --no-checkpoint; a relaunched test short of memory is refused, its checkpoints kept."""
 
 import os
 import re
@@ -45,8 +46,10 @@ def netlib_default():
 
 
 def hpl_dat(n, nb, p, q, depth=1, threshold="16.0"):
-    values = [("HPL.out", "output file name"), ("6", "device out"), ("1", "# of problems sizes (N)"),
-              (str(n), "Ns"), ("1", "# of NBs"), (str(nb), "NBs"), ("0", "PMAP"),
+    """One test of order n, or a test of each order in the list n."""
+    ns = n if isinstance(n, list) else [n]
+    values = [("HPL.out", "output file name"), ("6", "device out"), (str(len(ns)), "# of problems sizes (N)"),
+              (" ".join(map(str, ns)), "Ns"), ("1", "# of NBs"), (str(nb), "NBs"), ("0", "PMAP"),
               ("1", "# of process grids"), (str(p), "Ps"), (str(q), "Qs"), (threshold, "threshold"),
               ("1", "# of panel fact"), ("2", "PFACTs"), ("1", "# of recursive stopping criterium"),
               ("4", "NBMINs"), ("1", "# of panels in recursion"), ("2", "NDIVs"),
@@ -304,30 +307,92 @@ def edited_between_launches(cluster, tmp, failures):
            "refuses, exit 2", alone, failures)
 
 
-def too_large_then_corrected(cluster, tmp, failures):
-    """A benchmarker's N, sized for the machine without checkpoints: two ranks, the matrix two
-    fifths of the memory available, its checkpoints three times that in self mode. Each rank's checkpoint
-    segment alone is granted by the kernel; together they exhaust the machine while mapped (the OOM
-    killer took mpirun, and the segments held all the memory). Refused before the matrix is
-    generated, with exit 2 and the sizes, leaving nothing of the test; relaunched under the same
-    job with the N corrected, it runs and passes (a test refused before it started is not held
-    against the file)."""
+def skipped_for_memory(out, n, nb):
+    """Whether the HPL output says, as netlib HPL does, that the test of order n was skipped for its
+    memory."""
+    return re.search(rf"^HPL ERROR: N={n} NB={nb} P=2 Q=1: Memory allocation failed for A, x and b\. "
+                     rf"Skip\.", out, re.M) is not None
+
+
+def tally(out):
+    """(passed, skipped) of the HPL summary."""
+    passed = re.search(r"^\s+(\d+) tests completed and passed residual checks", out, re.M)
+    skipped = re.search(r"^\s+(\d+) tests skipped because of illegal input values", out, re.M)
+    return (int(passed.group(1)) if passed else None, int(skipped.group(1)) if skipped else None)
+
+
+def too_large_among_others(cluster, tmp, failures):
+    """A benchmarker's sweep of N, its largest sized for the machine without checkpoints: two ranks,
+    that matrix two fifths of the memory available, its checkpoints three times that in self mode.
+    Each rank's checkpoint segment alone is granted by the kernel; together they would exhaust the
+    machine while mapped (the OOM killer took mpirun, and the segments held all the memory). netlib
+    HPL skips a test whose memory it cannot allocate and runs the rest: so does SKT-HPL, before the
+    test's matrix is generated, saying why and what would run it, leaving nothing of it; the tests
+    around it pass, exit 0. Before, the whole run ended there with exit 2. An N beyond any
+    machine's addresses is skipped the same way, with checkpoints and without."""
     large = int((harness.memory_available() * 2 / 5 / 8) ** 0.5)  # N·N doubles: two fifths of it
-    path = write_dats(tmp, {"large": hpl_dat(large, 192, 2, 1), "corrected": hpl_dat(UNEVEN_N, NB, 2, 1)})
+    beyond = 8_000_000  # 256 TB of matrix per rank: more than a process can address
+    path = write_dats(tmp, {"sweep": hpl_dat([UNEVEN_N, large, beyond, UNEVEN_N], NB, 2, 1),
+                            "beyond": hpl_dat([UNEVEN_N, beyond, UNEVEN_N], NB, 2, 1)})
     job = cluster.new_job("hplmem")
-    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self"}
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self", "SKT_RESTART": "0"}
     try:
-        refused = cluster.launch(["n0", "n1"], [path["large"]], dict(env, SKT_RESTART="0"))
-        left = cluster.segment_count(f"{job}+t0")
-        corrected = cluster.launch(["n0", "n1"], [path["corrected"]], dict(env, SKT_RESTART="1"))
+        sweep = cluster.launch(["n0", "n1"], [path["sweep"]], env)
+        left = cluster.segment_count(job)
     finally:
         cluster.clean(job)
-    report(refused.code == 2 and not refused.hung and "this machine cannot hold job" in refused.err
-           and not left,
-           f"N = {large} on 2 ranks, checkpoints beyond the machine's memory: refused with exit 2, nothing of "
-           "the test left", refused, failures)
-    report(corrected.code == 0 and "PASSED" in corrected.out,
-           f"relaunched under the same job with N = {UNEVEN_N}: runs and passes", corrected, failures)
+    report(sweep.code == 0 and tally(sweep.out) == (2, 2) and skipped_for_memory(sweep.out, large, NB)
+           and skipped_for_memory(sweep.out, beyond, NB) and "this machine cannot hold job" in sweep.out
+           and "--no-checkpoint runs this test in the memory netlib HPL takes" in sweep.out and not left,
+           f"Ns {UNEVEN_N}, {large} (checkpoints beyond the machine's memory), {beyond} and {UNEVEN_N} on "
+           "2 ranks: the two large ones skipped as netlib skips them, saying why, the others PASSED, "
+           "exit 0, nothing left", sweep, failures)
+    plain = run_without_checkpoints(cluster, 2, path["beyond"], "hplmemp")
+    report(plain.code == 0 and tally(plain.out) == (2, 1) and skipped_for_memory(plain.out, beyond, NB)
+           and "cannot allocate" in plain.out and "--no-checkpoint runs" not in plain.out,
+           f"Ns {UNEVEN_N}, {beyond} and {UNEVEN_N} with --no-checkpoint: {beyond} skipped, the others "
+           "PASSED, exit 0", plain, failures)
+
+
+def short_of_memory_on_resume(cluster, tmp, failures):
+    """A test interrupted after checkpoints, relaunched where its memory cannot be had: the rank of a
+    lost node, moved to a spare, in a memory cgroup without room for its segments (the others keep
+    theirs). Skipping the test there would throw its progress away, so the run ends instead, with
+    exit 2 and the reason, the checkpoints of the others kept; relaunched with the memory, the test
+    restores its last checkpoint and passes."""
+    n, nb, every, crash_panel = 6000, 192, 8, 26  # 32 panels: killed after epoch 3, at panel 24
+    path = write_dats(tmp, {"resume": hpl_dat(n, nb, 2, 1)})["resume"]
+    cgroup = harness.MemoryCgroup(1 << 40)
+    if cgroup.why_not:
+        print(f"skip a relaunch short of memory: {cgroup.why_not}", flush=True)
+        return
+    job = cluster.new_job("hplres")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self"}
+    args = ["--checkpoint-every", str(every), path]
+    try:
+        with cgroup:
+            first = cluster.launch(["n0", "n1"], args, dict(env, SKT_RESTART="0",
+                                                             SKT_HPL_CRASH=f"{crash_panel}:1"))
+            rank_bytes = sum(int(row[7]) for row in cluster.segments(job) if row[3] == "1")
+            cluster.lose_node(job, "n1")
+            # Room for half of what the moved rank makes again: its processes fit, its segments not.
+            cgroup.limit_to(cgroup.usage() + rank_bytes // 2)
+            short = cluster.launch(["n0", "n1x"], args, dict(env, SKT_RESTART="1"))
+            kept = cluster.segment_count(f"{job}+t0")
+        final = cluster.launch(["n0", "n1x"], args, dict(env, SKT_RESTART="1"))
+    finally:
+        cluster.clean(job)
+    bad = harness.killed_as_expected(first, f"the launch killed at panel {crash_panel}")
+    if bad:
+        failures.append(bad[1])
+        return
+    report(short.code == 2 and not short.hung and "the memory cgroup" in short.err
+           and "Skip" not in short.out and kept > 0,
+           f"N = {n}, node n1 lost after epoch 3, the relaunch in a cgroup without room for the moved "
+           "rank's segments: exit 2, the cgroup named, not skipped, the other rank's checkpoint kept",
+           short, failures)
+    report(final.code == 0 and "PASSED" in final.out and restored(final.out) == (3, 24),
+           "relaunched with the memory: restores epoch 3 (panel 24) and passes", final, failures)
 
 
 def progress_lines(cluster, tmp, failures):
@@ -357,35 +422,35 @@ def progress_lines(cluster, tmp, failures):
 
 
 def limited_by_cgroup(cluster, tmp, failures):
-    """A job given less memory than the machine has: its ranks in a memory cgroup of 1 GiB, as
-    Slurm's --mem puts them, with a matrix of 0.4 GiB, whose checkpoint segments in self mode take
+    """A job given less memory than the machine has: its ranks in a memory cgroup of 512 MiB, as
+    Slurm's --mem puts them, with a matrix of 0.3 GiB, whose checkpoint segments in self mode take
     three times that. The machine holds it; the cgroup does not, and the kernel killed a rank midway
-    (exit 137, the segments left). Refused with exit 2, naming the cgroup and its limit, nothing of
-    the test left; a job that fits runs and passes in the same cgroup."""
-    limit = 1 << 30
-    n = int((0.4 * limit / 8) ** 0.5)
-    path = write_dats(tmp, {"large": hpl_dat(n, 192, 2, 1), "small": hpl_dat(UNEVEN_N, NB, 2, 1)})
+    (exit 137, the segments left). With checkpoints, that test is skipped, naming the cgroup and its
+    limit, nothing of it left, and the next test passes. With --no-checkpoint it runs in the memory
+    netlib HPL takes, within the same cgroup, and passes; before, it was refused, the matrix kept
+    with a committed copy beside it where no checkpoint was ever taken."""
+    limit = 512 << 20
+    n = int((0.6 * limit / 8) ** 0.5)
+    path = write_dats(tmp, {"large": hpl_dat([n, UNEVEN_N], 192, 2, 1), "plain": hpl_dat(n, 192, 2, 1)})
     cgroup = harness.MemoryCgroup(limit)
     if cgroup.why_not:
-        print(f"skip a job in a memory cgroup of 1 GiB: {cgroup.why_not}", flush=True)
+        print(f"skip a job in a memory cgroup of 512 MiB: {cgroup.why_not}", flush=True)
         return
-    runs, left = {}, {}
+    job = cluster.new_job("hplcg")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self", "SKT_RESTART": "0"}
     with cgroup:
-        for name in ("large", "small"):
-            job = cluster.new_job(f"hplcg{name[0]}")
-            env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self", "SKT_RESTART": "0"}
-            try:
-                runs[name] = cluster.launch(["n0", "n1"], [path[name]], env)
-                left[name] = cluster.segment_count(f"{job}+t0")
-            finally:
-                cluster.clean(job)
-    large, small = runs["large"], runs["small"]
-    report(large.code == 2 and not large.hung and "the memory cgroup" in large.err
-           and "of its limit of 1.0 GiB" in large.err and not left["large"],
-           f"N = {n} on 2 ranks in a memory cgroup of 1 GiB: refused with exit 2, the cgroup and its "
-           "limit named, nothing of the test left", large, failures)
-    report(small.code == 0 and "PASSED" in small.out and not left["small"],
-           f"N = {UNEVEN_N} in the same cgroup: runs and passes", small, failures)
+        try:
+            large = cluster.launch(["n0", "n1"], [path["large"]], env)
+            left = cluster.segment_count(job)
+        finally:
+            cluster.clean(job)
+        plain = run_without_checkpoints(cluster, 2, path["plain"], "hplcgp")
+    report(large.code == 0 and tally(large.out) == (1, 1) and skipped_for_memory(large.out, n, 192)
+           and "the memory cgroup" in large.out and "of its limit of 0.5 GiB" in large.out and not left,
+           f"N = {n} on 2 ranks in a memory cgroup of 512 MiB: skipped, the cgroup and its limit named, "
+           f"nothing of it left; N = {UNEVEN_N} after it passes", large, failures)
+    report(plain.code == 0 and "PASSED" in plain.out,
+           f"N = {n} with --no-checkpoint in the same cgroup: runs and passes", plain, failures)
 
 
 def limited_by_segment_limits(cluster, tmp, failures):
@@ -638,7 +703,8 @@ def main(argv):
             f.write(hpl_dat(N, NB, 2, 2))
         bad_input(cluster, tmp, failures)
         edited_between_launches(cluster, tmp, failures)
-        too_large_then_corrected(cluster, tmp, failures)
+        too_large_among_others(cluster, tmp, failures)
+        short_of_memory_on_resume(cluster, tmp, failures)
         limited_by_cgroup(cluster, tmp, failures)
         limited_by_segment_limits(cluster, tmp, failures)
         progress_lines(cluster, tmp, failures)
