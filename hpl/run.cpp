@@ -216,6 +216,7 @@ TestResult run_test(const Test& t, const Grid& grid, const RunOptions& options) 
     refusal = fmt::format("rank {}: {}", grid_rank(grid), e.what());
   }
   refusal = first_refusal(grid, refusal);
+  if (!refusal.empty() && ctx && options.resuming) throw skt::Error(SKT_ERR_NOMEM, refusal);
   TestState state{};
   if (ctx && refusal.empty()) {
     ctx->protect("state", state);
@@ -237,7 +238,7 @@ TestResult run_test(const Test& t, const Grid& grid, const RunOptions& options) 
         result.text += report->line(
             "SKT: checkpoints keep a committed copy of the matrix and checksums beside it; "
             "--no-checkpoint runs this test in the memory netlib HPL takes, and --suggest-n "
-            "gives the largest N whose checkpoints fit");
+            "--mem-per-node with the memory of a node gives the largest N whose checkpoints fit");
       }
     }
     return result;  // a context that never recovered removes what it created
