@@ -473,6 +473,9 @@ int run(int argc, char** argv) {
   }
   const std::vector<Test> tests = tests_of(dat);
   Report report(dat, rank == 0);
+  // Rank 0 alone opens it: every rank ends alike, with exit 2, before any segment is made.
+  const std::string unopened = broadcast_string(MPI_COMM_WORLD, report.open_error());
+  if (!unopened.empty()) usage_error(unopened);
   report.banner_and_parameters(dat);
   if (rank == 0) {
     for (const auto& substitution : dat.substitutions)

@@ -3,9 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <functional>
-#include <stdexcept>
 
 namespace skt::hpl {
 
@@ -46,7 +47,12 @@ Report::Report(const HplDat& dat, bool root) : root_(root), checking_(dat.thresh
     out_ = stderr;
   } else {
     out_ = std::fopen(dat.output_file.c_str(), "w");
-    if (out_ == nullptr) throw std::runtime_error("cannot open the output file " + dat.output_file);
+    if (out_ == nullptr) {
+      open_error_ =
+          fmt::format("cannot open {}, the output file that HPL.dat names (device out {}): {}",
+                      dat.output_file, dat.device, std::strerror(errno));
+      return;
+    }
     owned_ = true;
   }
 }

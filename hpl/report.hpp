@@ -13,12 +13,15 @@ namespace skt::hpl {
 
 class Report {
  public:
-  // Opens the output HPL.dat names (device 6: stdout, 7: stderr, else the file) on rank 0.
+  // Opens the output HPL.dat names (device 6: stdout, 7: stderr, else the file) on rank 0, which
+  // says in open_error() why the file could not be opened ("" once it is): nothing may be written
+  // then.
   Report(const HplDat& dat, bool root);
   ~Report();
   Report(const Report&) = delete;
   Report& operator=(const Report&) = delete;
 
+  const std::string& open_error() const noexcept { return open_error_; }
   void banner_and_parameters(const HplDat& dat);
   // One test's lines; returns the text written, for reprinting after a relaunch.
   std::string result(const std::string& variant, int n, int nb, int p, int q, double seconds,
@@ -37,6 +40,7 @@ class Report {
   bool checking_;  // the threshold is positive: residuals are checked
   std::FILE* out_ = nullptr;
   bool owned_ = false;
+  std::string open_error_;
 };
 
 // The share of an LU's flops done once `panels` panels of `nb` columns have updated all of an

@@ -188,6 +188,11 @@ def bad_input(cluster, tmp, failures):
     cases = [
         ("a malformed line", malformed, 4, "bad.dat:6: 'twelve' is not an integer"),
         ("a truncated file", "\n".join(good.splitlines()[:12]) + "\n", 4, "bad.dat:13: missing line"),
+        ("an output file in a directory that does not exist",
+         good.replace("HPL.out      output file name", "no-such-dir/HPL.out output file name")
+             .replace("6            device out", "8            device out"), 4,
+         "cannot open no-such-dir/HPL.out, the output file that HPL.dat names (device out 8): "
+         "No such file or directory"),
     ]
     for what, text, nranks, words in cases:
         dat = os.path.join(tmp, "bad.dat")

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+
+#include "hpl/hpldat.hpp"
 
 namespace skt::hpl {
 namespace {
@@ -14,6 +17,18 @@ TEST(LuShareDone, TheFirstPanelsCarryTheMostFlops) {
   EXPECT_DOUBLE_EQ(lu_share_done(24576, 192, 128), 1.0);
   EXPECT_DOUBLE_EQ(lu_share_done(1000, 192, 6), 1.0);  // the last panel is narrower
   EXPECT_DOUBLE_EQ(lu_share_done(0, 192, 0), 1.0);
+}
+
+TEST(Report, AnOutputFileThatCannotBeOpenedIsNamedWithTheReason) {
+  HplDat dat;
+  dat.device = 8;
+  dat.output_file = "/no-such-directory/HPL.out";
+  EXPECT_EQ(Report(dat, true).open_error(),
+            "cannot open /no-such-directory/HPL.out, the output file that HPL.dat names (device "
+            "out 8): No such file or directory");
+  EXPECT_EQ(Report(dat, false).open_error(), "");  // rank 0 alone opens it
+  dat.device = 6;
+  EXPECT_EQ(Report(dat, true).open_error(), "");
 }
 
 TEST(ProgressReport, LineGivesThePanelTheShareAndTheTimeToGo) {
