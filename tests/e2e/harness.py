@@ -377,6 +377,16 @@ class MemoryCgroup:
         with open(os.path.join(self.directory, "memory.current" if self.unified else "memory.usage_in_bytes")) as f:
             return int(f.read())
 
+    def peak(self):
+        """The most bytes charged to the cgroup at once since it was made (memory.peak, which
+        kernels before 5.19 lack: then what is charged now)."""
+        name = "memory.peak" if self.unified else "memory.max_usage_in_bytes"
+        try:
+            with open(os.path.join(self.directory, name)) as f:
+                return int(f.read())
+        except FileNotFoundError:
+            return self.usage()
+
     def __enter__(self):
         if self.directory:
             with open(os.path.join(self.directory, "cgroup.procs"), "w") as f:
