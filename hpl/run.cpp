@@ -64,18 +64,11 @@ class OwnPages {
   double* data_ = nullptr;
 };
 
-int grid_rank(const Grid& grid) {
-  int rank = 0;
-  SKT_MPI(MPI_Comm_rank(grid.all(), &rank));
-  return rank;
-}
-
 // Collective: the lowest rank's refusal ("" where a rank has none), on every rank of the grid, so
 // that a test one rank cannot hold is skipped by all.
 std::string first_refusal(const Grid& grid, const std::string& own) {
-  int size = 0;
-  SKT_MPI(MPI_Comm_size(grid.all(), &size));
-  int first = own.empty() ? size : grid_rank(grid);
+  const int size = grid.nprow() * grid.npcol();
+  int first = own.empty() ? size : grid.rank_of(grid.myrow(), grid.mycol());
   SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, grid.all()));
   return first == size ? std::string() : broadcast_string(grid.all(), own, first);
 }
@@ -213,7 +206,7 @@ TestResult run_test(const Test& t, const Grid& grid, const RunOptions& options) 
     }
   } catch (const skt::Error& e) {
     if (e.code() != SKT_ERR_NOMEM) throw;
-    refusal = fmt::format("rank {}: {}", grid_rank(grid), e.what());
+    refusal = fmt::format("rank {}: {}", grid.rank_of(grid.myrow(), grid.mycol()), e.what());
   }
   refusal = first_refusal(grid, refusal);
   if (!refusal.empty() && ctx && options.resuming) throw skt::Error(SKT_ERR_NOMEM, refusal);
