@@ -50,7 +50,7 @@ struct Options {
   std::string progress_given;
   bool suggest = false;
   std::string mem_per_node;
-  int ranks_per_node = 1;
+  std::optional<int> ranks_per_node;  // for --suggest-n; none: a grid's ranks on one node
   std::string config;
 };
 
@@ -413,10 +413,14 @@ int run(int argc, char** argv) {
                  "seconds between progress lines on stderr during a test (default 60): the "
                  "panel, the share of the flops done and the time to go (0: none; "
                  "SKT_HPL_PROGRESS)");
-  app.add_flag("--suggest-n", o.suggest, "print the largest valid N for the memory and exit");
+  app.add_flag("--suggest-n", o.suggest,
+               "print the largest N of each grid and NB of HPL.dat that this machine's memory (or "
+               "--mem-per-node) holds, in each mode, and exit");
   app.add_option("--mem-per-node", o.mem_per_node,
-                 "memory per node for --suggest-n (bytes, or 64G)");
-  app.add_option("--ranks-per-node", o.ranks_per_node, "ranks per node for --suggest-n")
+                 "a node's memory for --suggest-n (bytes, or 64G; default: what this machine, or "
+                 "the memory cgroup the job runs in, has available now)");
+  app.add_option("--ranks-per-node", o.ranks_per_node,
+                 "ranks per node for --suggest-n (default: every rank of a grid on one node)")
       ->check(CLI::PositiveNumber);
   app.add_option("--config", o.config, "a TOML configuration file (SKT_CONFIG)");
   std::optional<UsageError> bad;
@@ -461,13 +465,17 @@ int run(int argc, char** argv) {
     usage_error(e.what());
   }
   if (o.suggest) {
-    if (o.mem_per_node.empty()) usage_error("--suggest-n needs --mem-per-node BYTES");
     if (rank == 0) {
+      std::optional<NodeMemory> node;
       try {
-        print_suggestions(dat, o.mem_per_node, o.ranks_per_node);
-      } catch (const std::exception& e) {
+        node = o.mem_per_node.empty() ? this_node_memory() : given_node_memory(o.mem_per_node);
+      } catch (const std::invalid_argument& e) {
         usage_error(e.what());
       }
+      if (!node)
+        usage_error(
+            "--suggest-n: /proc/meminfo does not say this machine's memory; give --mem-per-node");
+      print_suggestions(dat, *node, o.ranks_per_node, group_settings_from_environment());
     }
     return 0;
   }

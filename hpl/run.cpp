@@ -230,8 +230,8 @@ TestResult run_test(const Test& t, const Grid& grid, const RunOptions& options) 
       if (ctx) {
         result.text += report->line(
             "SKT: checkpoints keep a committed copy of the matrix and checksums beside it; "
-            "--no-checkpoint runs this test in the memory netlib HPL takes, and --suggest-n "
-            "--mem-per-node with the memory of a node gives the largest N whose checkpoints fit");
+            "--no-checkpoint runs this test in the memory netlib HPL takes, and --suggest-n gives "
+            "the largest N whose checkpoints fit the memory this job has");
       }
     }
     return result;  // a context that never recovered removes what it created

@@ -472,6 +472,63 @@ def limited_by_cgroup(cluster, tmp, failures):
            f"N = {n} with --no-checkpoint in the same cgroup: runs and passes", plain, failures)
 
 
+def suggested_n_runs(cluster, tmp, failures):
+    """What a benchmarker does first: ask for the largest N (--suggest-n, no size given: the memory
+    the job has, here a memory cgroup's, as Slurm's --mem makes it) and run it there. The N of the
+    self row runs with checkpoints and passes, not skipped; in a smaller cgroup, the none row's
+    runs with --no-checkpoint and passes too. Until now --suggest-n needed --mem-per-node, and given
+    the cgroup's limit it counted the checksums of groups of 4 for a grid of two ranks (the library
+    makes one group of 2, whose checksums take three times as much), nothing for the program beside
+    its matrix, and the whole memory for the none row: the N it gave was skipped, or killed. The
+    cgroup of the self row is large enough (2 GiB over a small run's peak) that groups of 4 there
+    give an N whose checkpoints it cannot hold."""
+    path = write_dats(tmp, {"sized": hpl_dat(UNEVEN_N, 192, 2, 1)})["sized"]
+    cgroup = harness.MemoryCgroup(1 << 40)
+    if cgroup.why_not:
+        print(f"skip sizing N for a memory cgroup: {cgroup.why_not}", flush=True)
+        return
+    asan = os.environ.get("ASAN_OPTIONS")
+    sanitizer = {"ASAN_OPTIONS": f"{asan}:quarantine_size_mb=8"} if asan else {}
+    job = cluster.new_job("hplsz")
+    env = dict({"SKT_JOB": job, "SKT_GROUP_SIZE": "4", "SKT_MODE": "self", "SKT_RESTART": "0"}, **sanitizer)
+
+    def suggested(mode, limit):
+        cgroup.limit_to(limit)
+        run = cluster.launch(["n0"], ["--suggest-n", path], sanitizer)
+        row = re.search(rf"^\s+2\s+1\s+192\s+2\s+{mode}\s+\S+\s+\S+\s+(\d+)\s", run.out, re.M)
+        if run.code != 0 or row is None or row.group(1) == "0":
+            failures.append(f"--suggest-n in a memory cgroup of {limit >> 20} MiB gives an N for 2x1 in "
+                            f"mode {mode}: {run.describe()}")
+            return None
+        return int(row.group(1))
+
+    with cgroup:
+        small = run_without_checkpoints(cluster, 2, path, "hplszs", sanitizer)
+        if small.code != 0:
+            failures.append(f"the small run that measures the job's own memory: {small.describe()}")
+            return
+        large, smaller = cgroup.peak() + (2 << 30), cgroup.peak() + (384 << 20)
+        n_self = suggested("self", large)
+        if n_self is None:
+            return
+        try:
+            checkpointed = cluster.launch(["n0", "n1"], [write_dats(tmp, {"self": hpl_dat(n_self, 192, 2, 1)})["self"]], env)
+            left = cluster.segment_count(job)
+        finally:
+            cluster.clean(job)
+        n_none = suggested("none", smaller)
+        if n_none is None:
+            return
+        plain = run_without_checkpoints(cluster, 2, write_dats(tmp, {"none": hpl_dat(n_none, 192, 2, 1)})["none"],
+                                        "hplszn", sanitizer)
+    report(checkpointed.code == 0 and tally(checkpointed.out) == (1, 0) and not left,
+           f"the N --suggest-n gives for self mode in a memory cgroup of {large >> 20} MiB ({n_self}): "
+           "runs with checkpoints and passes, nothing left", checkpointed, failures)
+    report(plain.code == 0 and tally(plain.out) == (1, 0),
+           f"the N it gives for none in one of {smaller >> 20} MiB ({n_none}): runs with --no-checkpoint "
+           "there and passes", plain, failures)
+
+
 def limited_by_segment_limits(cluster, tmp, failures):
     """A node whose kernel limits SysV shared memory (kernel.shmall, in pages) below what the job
     asks: room for both workspaces and one rank's checkpoint segment, not the other's, so one rank
@@ -725,6 +782,7 @@ def main(argv):
         too_large_among_others(cluster, tmp, failures)
         short_of_memory_on_resume(cluster, tmp, failures)
         limited_by_cgroup(cluster, tmp, failures)
+        suggested_n_runs(cluster, tmp, failures)
         limited_by_segment_limits(cluster, tmp, failures)
         progress_lines(cluster, tmp, failures)
         netlib_like(cluster, tmp, failures)

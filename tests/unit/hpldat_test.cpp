@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "hpl/hpldat.hpp"
 #include "hpl/run.hpp"
 #include "hpl/suggest.hpp"
+#include "selfckpt/selfckpt.hpp"
 
 namespace {
 
@@ -268,6 +270,56 @@ TEST(HplSizing, LargestNFitsAndIsValid) {
   };
   EXPECT_LE(share(n), bytes);
   EXPECT_GT(share(n + partition_step(192, 2, 1)), bytes);
+}
+
+TEST(HplSizing, TheSmallestGroupIsTheOneTheLibraryMakes) {
+  const GroupSettings four{4, 1};
+  // A grid of two on one host (each rank its own SKT_NODE): one group of 2, not of 4.
+  EXPECT_EQ(smallest_group(2, 2, four), 2);
+  // Five ranks in groups of at most 4: groups of 3 and 2.
+  EXPECT_EQ(smallest_group(5, 5, four), 2);
+  // Two nodes of four ranks: a group for each rank of a node, so four groups of 2.
+  EXPECT_EQ(smallest_group(8, 4, four), 2);
+  // Sixteen nodes of one rank: four groups of 4.
+  EXPECT_EQ(smallest_group(16, 1, four), 4);
+  EXPECT_EQ(smallest_group(8, 4, GroupSettings{1, 1}), 1);
+  // Three ranks on nodes of two cannot make groups on distinct nodes.
+  EXPECT_THROW(smallest_group(3, 2, four), skt::Error);
+}
+
+TEST(HplSizing, SizeForFitsTheNodeWithTheWorkBuffers) {
+  const NodeMemory node{16.0 * 0x1p30, "test"};
+  const GroupSettings four{4, 1};
+  const int nb = 192, p = 2, q = 1, depth = 1;
+  const long step = partition_step(nb, p, q);
+  for (const char* mode : {"none", "self", "double", "single"}) {
+    const Sizing s = size_for(node, 2, p, q, nb, depth, mode, four);
+    auto need = [&](long n) {
+      return 8.0 * static_cast<double>(n) * static_cast<double>(n + 1) / (p * q) / s.usable +
+             work_bytes(n, nb, p, q, depth);
+    };
+    EXPECT_EQ(s.n % step, 0) << mode;
+    EXPECT_GT(s.n, 0) << mode;
+    EXPECT_LE(need(s.n), node.bytes / 2) << mode;
+    EXPECT_GT(need(s.n + step), node.bytes / 2) << mode;
+  }
+  // Groups of two on this grid: their checksums take a workspace each, so a quarter is usable.
+  EXPECT_EQ(size_for(node, 2, p, q, nb, depth, "self", four).members, 2);
+  EXPECT_DOUBLE_EQ(size_for(node, 2, p, q, nb, depth, "self", four).usable, 0.25);
+}
+
+TEST(HplSizing, WorkBytesCountPanelsSwapsAndTheProgram) {
+  const double program = 128 * 0x1p20;
+  // 1x1, depth 0: one panel of 1000 rows (padded to NB) by NB.
+  EXPECT_DOUBLE_EQ(work_bytes(1000, 100, 1, 1, 0), 8.0 * 1000 * 100 + program);
+  // 2x1, depth 1: two panels of 500 rows, and the swaps' five buffers of NB by 1100 columns.
+  EXPECT_DOUBLE_EQ(work_bytes(1000, 100, 2, 1, 1),
+                   8.0 * (2 * 500 * 100 + 5 * 1100 * 100) + program);
+}
+
+TEST(HplSizing, AGivenNodeLeavesAnEighthToTheSystem) {
+  EXPECT_DOUBLE_EQ(given_node_memory("64G").bytes, 56.0 * 0x1p30);
+  EXPECT_THROW(given_node_memory("lots"), std::invalid_argument);
 }
 
 }  // namespace
