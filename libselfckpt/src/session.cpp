@@ -16,6 +16,7 @@
 #include <iterator>
 #include <mutex>
 #include <random>
+#include <set>
 #include <tuple>
 
 #include "libselfckpt/src/logind.hpp"
@@ -25,6 +26,16 @@
 namespace skt {
 
 namespace {
+
+// Whether this process has not yet said `message`. A program that opens several contexts over the
+// same ranks (skt-hpl: one for its record of the run, one for each test) would otherwise be told
+// the same thing by each.
+bool first_time_in_process(const std::string& message) {
+  static std::mutex lock;
+  static std::set<std::string> said;
+  const std::lock_guard<std::mutex> guard(lock);
+  return said.insert(message).second;
+}
 
 constexpr std::size_t kNodeBytes = 64;
 
@@ -960,30 +971,33 @@ std::uint64_t Session::restore() {
 void Session::warn_of_other_group_sizes(const GroupPlan& plan) const {
   const int asked = config_.group_size;
   if (asked <= 1) return;
+  std::string warning;
   if (asked > nranks_) {
-    log_->warn("the group size (SKT_GROUP_SIZE) is {} but the job has {} ranks: one group of {}",
-               asked, nranks_, nranks_);
-    return;
+    warning = fmt::format(
+        "the group size (SKT_GROUP_SIZE) is {} but the job has {} ranks: one group of {}", asked,
+        nranks_, nranks_);
+  } else {
+    int smallest = nranks_, largest = 0;
+    for (int g = 0; g < plan.groups(); ++g) {
+      smallest = std::min(smallest, plan.size_of(g));
+      largest = std::max(largest, plan.size_of(g));
+    }
+    const std::string sizes =
+        smallest == largest ? std::to_string(largest) : fmt::format("{} to {}", smallest, largest);
+    if (largest > asked) {
+      warning = fmt::format(
+          "groups of {} ranks, where the group size (SKT_GROUP_SIZE) is {}: {} ranks in groups of "
+          "at most {} would leave a group too small to protect itself",
+          sizes, asked, nranks_, asked);
+    } else if (plan.groups() > (nranks_ + asked - 1) / asked) {
+      warning = fmt::format(
+          "groups of {} ranks, where the group size (SKT_GROUP_SIZE) is {}: a group's members must "
+          "be on distinct nodes, and a node holds {} of the job's ranks. Smaller groups take more "
+          "memory for their checksums",
+          sizes, asked, plan.groups());
+    }
   }
-  int smallest = nranks_, largest = 0;
-  for (int g = 0; g < plan.groups(); ++g) {
-    smallest = std::min(smallest, plan.size_of(g));
-    largest = std::max(largest, plan.size_of(g));
-  }
-  const std::string sizes =
-      smallest == largest ? std::to_string(largest) : fmt::format("{} to {}", smallest, largest);
-  if (largest > asked) {
-    log_->warn(
-        "groups of {} ranks, where the group size (SKT_GROUP_SIZE) is {}: {} ranks in groups of "
-        "at most {} would leave a group too small to protect itself",
-        sizes, asked, nranks_, asked);
-  } else if (plan.groups() > (nranks_ + asked - 1) / asked) {
-    log_->warn(
-        "groups of {} ranks, where the group size (SKT_GROUP_SIZE) is {}: a group's members must "
-        "be on distinct nodes, and a node holds {} of the job's ranks. Smaller groups take more "
-        "memory for their checksums",
-        sizes, asked, plan.groups());
-  }
+  if (!warning.empty() && first_time_in_process(warning)) log_->warn("{}", warning);
 }
 
 int Session::establish(const RestorePlan& setup, std::optional<ControlState> survived) {

@@ -521,9 +521,13 @@ def suggested_n_runs(cluster, tmp, failures):
             return
         plain = run_without_checkpoints(cluster, 2, write_dats(tmp, {"none": hpl_dat(n_none, 192, 2, 1)})["none"],
                                         "hplszn", sanitizer)
-    report(checkpointed.code == 0 and tally(checkpointed.out) == (1, 0) and not left,
+    # Groups of at most 4 for two ranks: the library says so once, though skt-hpl opens a context for
+    # its record of the run and another for the test.
+    told = (checkpointed.out + checkpointed.err).count("SKT_GROUP_SIZE) is 4 but the job has 2 ranks")
+    report(checkpointed.code == 0 and tally(checkpointed.out) == (1, 0) and not left and told == 1,
            f"the N --suggest-n gives for self mode in a memory cgroup of {large >> 20} MiB ({n_self}): "
-           "runs with checkpoints and passes, nothing left", checkpointed, failures)
+           f"runs with checkpoints and passes, nothing left, the group size's warning given once ({told})",
+           checkpointed, failures)
     report(plain.code == 0 and tally(plain.out) == (1, 0),
            f"the N it gives for none in one of {smaller >> 20} MiB ({n_none}): runs with --no-checkpoint "
            "there and passes", plain, failures)
