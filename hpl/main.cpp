@@ -266,6 +266,7 @@ std::string& job_tag_of_parts() {
 
 // Rank 0's tag, on every rank: where the environment differs between ranks (an mpirun -x that
 // reached only some of them), the ranks still agree, and the library then compares the rest.
+// Empty where neither SKT_JOB nor Slurm names the job: no relaunch can name it either.
 std::string base_job_tag(MPI_Comm world) {
   std::array<char, 64> tag{};
   int rank = 0;
@@ -276,13 +277,21 @@ std::string base_job_tag(MPI_Comm world) {
       t = j;
     } else if (const char* s = std::getenv("SLURM_JOB_ID")) {
       t = std::string("slurm-") + s;
-    } else {
-      t = fmt::format("hpl-{:x}-{:x}", getpid(), static_cast<long long>(std::time(nullptr)));
     }
     std::memcpy(tag.data(), t.data(), std::min(t.size(), tag.size() - 1));
   }
   MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, world);
   return tag.data();
+}
+
+// Names the context made next: the job's tag and `part`, or, for a job without a tag, none, so that
+// the library makes it ephemeral: its segments go with the processes however the run ends.
+void name_next_context(const std::string& base, const std::string& part) {
+  if (base.empty()) {
+    unsetenv("SKT_JOB");
+  } else {
+    setenv("SKT_JOB", (base + part).c_str(), 1);
+  }
 }
 
 // What each rank's options decide about the collective course of the run, in one comparable
@@ -499,7 +508,7 @@ int run(int argc, char** argv) {
   const char* restart_env = std::getenv("SKT_RESTART");
   const std::string restart = restart_env != nullptr ? restart_env : "";
   job_tag_of_parts() = base;
-  setenv("SKT_JOB", (base + "+hpl").c_str(), 1);
+  name_next_context(base, "+hpl");
   skt::Context progress(MPI_COMM_WORLD);
   auto records = progress.alloc<TestRecord>("tests", tests.size());
   auto record_fingerprint = [&](const Test& t) {
@@ -543,7 +552,7 @@ int run(int argc, char** argv) {
     if (skipped[i]) continue;
     const Test& t = tests[i];
     // Only the test that was running can have checkpoints; later ones are first launches.
-    setenv("SKT_JOB", fmt::format("{}+t{}", base, i).c_str(), 1);
+    name_next_context(base, fmt::format("+t{}", i));
     if (i > resume && !restart.empty()) setenv("SKT_RESTART", "0", 1);
     std::string printed;
     std::int32_t verdict = kFailed;

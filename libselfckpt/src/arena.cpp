@@ -386,6 +386,10 @@ void Arena::seal(std::size_t stage_bytes) {
     throw;
   }
   segment_ = std::move(fresh);
+  // No relaunch can find a segment of an ephemeral job: marked for removal now, it goes with the
+  // last process attached to it however the run ends (Ctrl-C, a kill, the OOM killer), where
+  // left behind it would hold the machine's memory until someone cleaned it.
+  if (!options_.find_existing) segment_.remove();
   record_ = record;
   sealed_ = true;
 }

@@ -765,6 +765,7 @@ void Session::set_up_store(const GroupShape& shape, int group, int member, int g
     checkpoint_ =
         Segment::create(header, config_.huge_pages, true, fault_->midway(FaultStep::create, 0));
     checkpoint_created_ = true;
+    if (ephemeral_job_) checkpoint_.remove();  // it goes with this process (see Arena::seal)
     encode_checkpoint_info(checkpoint_.base(), info_);
     encode_region_table(checkpoint_.data() + info_.table_offset, table);
     clear_control(checkpoint_.base());
@@ -1491,6 +1492,9 @@ void Session::check_declared(std::vector<std::uint64_t>& declared, std::uint64_t
 }
 
 void Session::renew_removed_segments() {
+  // An ephemeral job's segments are marked for removal from the start (the same on every rank,
+  // which the settings check made sure of): no relaunch looks for them.
+  if (ephemeral_job_) return;
   std::vector<std::string> renewed;
   effects_->agree([&] {
     if (arena_->renew_if_removed()) renewed.emplace_back("workspace");

@@ -472,6 +472,64 @@ def limited_by_cgroup(cluster, tmp, failures):
            f"N = {n} with --no-checkpoint in the same cgroup: runs and passes", plain, failures)
 
 
+def segments_of_session(session):
+    """The SysV segments (id: key) whose creator runs in process session `session` (a launch
+    started in a session of its own), read from /proc/sysvipc/shm."""
+    found = {}
+    with open("/proc/sysvipc/shm") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            key, shmid, cpid = fields[0], int(fields[1]), int(fields[4])
+            try:
+                if os.getsid(cpid) == session:
+                    found[shmid] = key
+            except OSError:
+                pass  # its creator is gone
+    return found
+
+
+def ctrl_c_without_a_job_tag(cluster, tmp, failures):
+    """A benchmarker's plain mpirun of skt-hpl, with checkpoints and no SKT_JOB (nor Slurm): no
+    relaunch can name the job, so nothing of it can ever be resumed. Stopped with Ctrl-C (SIGINT to
+    mpirun) in the middle of the test, every segment it made goes with its processes: they are
+    marked for removal from the start (key 0, as ipcs shows them). Until now skt-hpl named such a
+    job after its pid and the time, and the segments stayed, the whole matrix with its
+    checkpoints, holding the machine's memory until someone ran skt-shm clean."""
+    if "SKT_JOB" in os.environ or "SLURM_JOB_ID" in os.environ:
+        print("skip Ctrl-C without a job tag: the environment names a job", flush=True)
+        return
+    path = write_dats(tmp, {"untagged": hpl_dat(1536, NB, 2, 1)})["untagged"]
+    process, _ = cluster.start(["n0", "n1"], ["--checkpoint-every", "2", path],
+                               {"SKT_GROUP_SIZE": "2", "SKT_HPL_PAUSE": "6"})
+    timer = threading.Timer(cluster.timeout, lambda: os.killpg(process.pid, signal.SIGKILL))
+    timer.start()
+    paused, made = False, {}
+    try:
+        for line in process.stdout:
+            if line.startswith("SKT_HPL_PAUSE"):
+                paused = True
+                break
+        made = segments_of_session(process.pid)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate()
+    finally:
+        timer.cancel()
+    deadline = time.monotonic() + cluster.timeout
+    left = dict(made)
+    while time.monotonic() < deadline:
+        with open("/proc/sysvipc/shm") as f:
+            ids = {int(line.split()[1]) for line in list(f)[1:]}
+        left = {i: k for i, k in made.items() if i in ids}
+        if not left:
+            break
+        time.sleep(0.05)
+    report(paused and len(made) >= 4 and all(int(k, 16) == 0 for k in made.values()) and not left,
+           f"skt-hpl with checkpoints and no job tag, Ctrl-C at panel 6: its {len(made)} segments marked "
+           f"for removal from the start, none left ({len(left)})", harness.Run(process.returncode, out, err),
+           failures)
+
+
 def suggested_n_runs(cluster, tmp, failures):
     """What a benchmarker does first: ask for the largest N (--suggest-n, no size given: the memory
     the job has, here a memory cgroup's, as Slurm's --mem makes it) and run it there. The N of the
@@ -787,6 +845,7 @@ def main(argv):
         short_of_memory_on_resume(cluster, tmp, failures)
         limited_by_cgroup(cluster, tmp, failures)
         suggested_n_runs(cluster, tmp, failures)
+        ctrl_c_without_a_job_tag(cluster, tmp, failures)
         limited_by_segment_limits(cluster, tmp, failures)
         progress_lines(cluster, tmp, failures)
         netlib_like(cluster, tmp, failures)
