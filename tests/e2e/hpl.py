@@ -426,6 +426,19 @@ def progress_lines(cluster, tmp, failures):
            "panel restored, 'since the restore'", final, failures)
 
 
+def memory_cgroup_for(case):
+    """A memory cgroup for `case`, not limited yet, and the environment its runs take; no cgroup
+    where none can be made, the case then said to be skipped. AddressSanitizer keeps up to 256 MiB
+    per process of freed memory in quarantine, which the panels' buffers of a large run fill and a
+    small one does not: not the program's memory, so it is kept small there."""
+    cgroup = harness.MemoryCgroup(1 << 40)
+    if cgroup.why_not:
+        print(f"skip {case}: {cgroup.why_not}", flush=True)
+        return None, {}
+    asan = os.environ.get("ASAN_OPTIONS")
+    return cgroup, {"ASAN_OPTIONS": f"{asan}:quarantine_size_mb=8"} if asan else {}
+
+
 def limited_by_cgroup(cluster, tmp, failures):
     """A job given less memory than the machine has: its ranks in a memory cgroup, as Slurm's --mem
     puts them, with room for what a small run of the job took at its peak and 0.45 GiB more, and a
@@ -440,14 +453,9 @@ def limited_by_cgroup(cluster, tmp, failures):
     n = int((matrix / 8) ** 0.5)
     path = write_dats(tmp, {"large": hpl_dat([n, UNEVEN_N], 192, 2, 1), "plain": hpl_dat(n, 192, 2, 1),
                             "small": hpl_dat(UNEVEN_N, NB, 2, 1)})
-    cgroup = harness.MemoryCgroup(1 << 40)
-    if cgroup.why_not:
-        print(f"skip a job in a memory cgroup: {cgroup.why_not}", flush=True)
+    cgroup, sanitizer = memory_cgroup_for("a job in a memory cgroup")
+    if cgroup is None:
         return
-    # AddressSanitizer keeps up to 256 MiB per process of freed memory in quarantine, which the
-    # panels' buffers of a large run fill and a small one does not: not the program's memory.
-    asan = os.environ.get("ASAN_OPTIONS")
-    sanitizer = {"ASAN_OPTIONS": f"{asan}:quarantine_size_mb=8"} if asan else {}
     job = cluster.new_job("hplcg")
     env = dict({"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_MODE": "self", "SKT_RESTART": "0"}, **sanitizer)
     with cgroup:
@@ -472,20 +480,22 @@ def limited_by_cgroup(cluster, tmp, failures):
            f"N = {n} with --no-checkpoint in the same cgroup: runs and passes", plain, failures)
 
 
+def shared_segments():
+    """(key, id, creator's pid) of every SysV segment of this IPC namespace, from /proc/sysvipc/shm."""
+    with open("/proc/sysvipc/shm") as f:
+        return [(fields[0], int(fields[1]), int(fields[4])) for fields in map(str.split, list(f)[1:])]
+
+
 def segments_of_session(session):
     """The SysV segments (id: key) whose creator runs in process session `session` (a launch
-    started in a session of its own), read from /proc/sysvipc/shm."""
+    started in a session of its own)."""
     found = {}
-    with open("/proc/sysvipc/shm") as f:
-        next(f)
-        for line in f:
-            fields = line.split()
-            key, shmid, cpid = fields[0], int(fields[1]), int(fields[4])
-            try:
-                if os.getsid(cpid) == session:
-                    found[shmid] = key
-            except OSError:
-                pass  # its creator is gone
+    for key, shmid, cpid in shared_segments():
+        try:
+            if os.getsid(cpid) == session:
+                found[shmid] = key
+        except OSError:
+            pass  # its creator is gone
     return found
 
 
@@ -518,8 +528,7 @@ def ctrl_c_without_a_job_tag(cluster, tmp, failures):
     deadline = time.monotonic() + cluster.timeout
     left = dict(made)
     while time.monotonic() < deadline:
-        with open("/proc/sysvipc/shm") as f:
-            ids = {int(line.split()[1]) for line in list(f)[1:]}
+        ids = {shmid for _, shmid, _ in shared_segments()}
         left = {i: k for i, k in made.items() if i in ids}
         if not left:
             break
@@ -541,12 +550,9 @@ def suggested_n_runs(cluster, tmp, failures):
     cgroup of the self row is large enough (2 GiB over a small run's peak) that groups of 4 there
     give an N whose checkpoints it cannot hold."""
     path = write_dats(tmp, {"sized": hpl_dat(UNEVEN_N, 192, 2, 1)})["sized"]
-    cgroup = harness.MemoryCgroup(1 << 40)
-    if cgroup.why_not:
-        print(f"skip sizing N for a memory cgroup: {cgroup.why_not}", flush=True)
+    cgroup, sanitizer = memory_cgroup_for("sizing N for a memory cgroup")
+    if cgroup is None:
         return
-    asan = os.environ.get("ASAN_OPTIONS")
-    sanitizer = {"ASAN_OPTIONS": f"{asan}:quarantine_size_mb=8"} if asan else {}
     job = cluster.new_job("hplsz")
     env = dict({"SKT_JOB": job, "SKT_GROUP_SIZE": "4", "SKT_MODE": "self", "SKT_RESTART": "0"}, **sanitizer)
 
