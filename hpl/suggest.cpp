@@ -125,11 +125,12 @@ double work_bytes(long n, int nb, int p, int q, int depth) {
   return 8 * (panels + swaps) + 128 * 0x1p20;
 }
 
-int smallest_group(int ranks, int ranks_per_node, const GroupSettings& settings) {
+int smallest_group(int ranks, std::optional<int> ranks_per_node, const GroupSettings& settings) {
   if (settings.group_size <= 1) return 1;
+  // Named as the planner's message will name them to the user: node 1, 2, ... in launch order.
   std::vector<std::string> domain_of_rank;
   for (int r = 0; r < ranks; ++r)
-    domain_of_rank.push_back(std::to_string(ranks <= ranks_per_node ? r : r / ranks_per_node));
+    domain_of_rank.push_back(std::to_string(1 + (ranks_per_node ? r / *ranks_per_node : r)));
   const GroupPlan plan = plan_groups(domain_of_rank, settings.group_size, settings.parity + 1);
   int smallest = ranks;
   for (int g = 0; g < plan.groups(); ++g)
@@ -137,11 +138,11 @@ int smallest_group(int ranks, int ranks_per_node, const GroupSettings& settings)
   return smallest;
 }
 
-Sizing size_for(const NodeMemory& node, int ranks_per_node, int p, int q, int nb, int depth,
-                const std::string& mode, const GroupSettings& settings) {
+Sizing size_for(const NodeMemory& node, std::optional<int> ranks_per_node, int p, int q, int nb,
+                int depth, const std::string& mode, const GroupSettings& settings) {
   Sizing s;
   const int ranks = p * q;
-  const int here = std::min(ranks, ranks_per_node);
+  const int here = std::min(ranks, ranks_per_node.value_or(ranks));
   s.members = mode == "none" ? 1 : smallest_group(ranks, ranks_per_node, settings);
   s.usable = usable_fraction(mode, s.members, settings.parity);
   const double per_rank = node.bytes / here;
@@ -179,17 +180,18 @@ void print_suggestions(const HplDat& dat, const NodeMemory& node, std::optional<
   std::vector<std::string> refused;
   for (std::size_t i = 0; i < dat.ps.size(); ++i) {
     const int p = dat.ps[i], q = dat.qs[i];
-    const int per_node = ranks_per_node.value_or(p * q);
     for (const int nb : dat.nbs) {
       for (const char* mode : {"none", "self", "double", "single"}) {
         try {
-          const Sizing s = size_for(node, per_node, p, q, nb, depth, mode, settings);
+          const Sizing s = size_for(node, ranks_per_node, p, q, nb, depth, mode, settings);
           fmt::print("{:>5} {:>5} {:>6} {:>6}  {:<8} {:>7} {:>8.1f}% {:>10} {:>10.2f} GiB\n", p, q,
                      nb, p * q, mode, s.members, 100.0 * s.usable, s.n, s.matrix_bytes / kGiB);
         } catch (const Error& e) {
           fmt::print("{:>5} {:>5} {:>6} {:>6}  {:<8} {:>7} {:>9} {:>10} {:>14}\n", p, q, nb, p * q,
                      mode, "-", "-", "-", "-");
-          refused.push_back(fmt::format("{}x{}: {}", p, q, e.what()));
+          refused.push_back(ranks_per_node ? fmt::format("{}x{} at {} per node: {}", p, q,
+                                                         *ranks_per_node, e.what())
+                                           : fmt::format("{}x{}: {}", p, q, e.what()));
         }
       }
     }

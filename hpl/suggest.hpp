@@ -50,9 +50,11 @@ long largest_n(double bytes, int nb, int p, int q);
 double work_bytes(long n, int nb, int p, int q, int depth);
 
 // The members of the smallest group the library makes of a P·Q grid's ranks, ranks_per_node to a
-// node (all on one host: each its own SKT_NODE, as there). 1 where group_size is 1; throws
-// skt::Error (SKT_ERR_CONFIG) with the planner's reason where the ranks cannot be grouped.
-int smallest_group(int ranks, int ranks_per_node, const GroupSettings& settings);
+// node in launch order, or without it all on this host, each its own SKT_NODE (as a test on one
+// host runs them). 1 where group_size is 1; throws skt::Error (SKT_ERR_CONFIG) with the planner's
+// reason where the ranks cannot be grouped, as the library would refuse the run: a grid no larger
+// than a node has no node to protect it against.
+int smallest_group(int ranks, std::optional<int> ranks_per_node, const GroupSettings& settings);
 
 // One row of the table: the largest N whose matrix, a mode's checkpoint memory beside it and the
 // work buffers fit the node's memory shared by its ranks.
@@ -62,8 +64,8 @@ struct Sizing {
   long n = 0;
   double matrix_bytes = 0;  // [A|b] per rank
 };
-Sizing size_for(const NodeMemory& node, int ranks_per_node, int p, int q, int nb, int depth,
-                const std::string& mode, const GroupSettings& settings);
+Sizing size_for(const NodeMemory& node, std::optional<int> ranks_per_node, int p, int q, int nb,
+                int depth, const std::string& mode, const GroupSettings& settings);
 
 // The table for every grid and NB of `dat`: ranks_per_node, or without it every rank of a grid on
 // one node.

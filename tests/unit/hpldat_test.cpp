@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -274,10 +275,16 @@ TEST(HplSizing, LargestNFitsAndIsValid) {
 
 TEST(HplSizing, TheSmallestGroupIsTheOneTheLibraryMakes) {
   const GroupSettings four{4, 1};
-  // A grid of two on one host (each rank its own SKT_NODE): one group of 2, not of 4.
-  EXPECT_EQ(smallest_group(2, 2, four), 2);
+  const std::optional<int> one_host;  // every rank its own SKT_NODE
+  // A grid of two on one host: one group of 2, not of 4.
+  EXPECT_EQ(smallest_group(2, one_host, four), 2);
   // Five ranks in groups of at most 4: groups of 3 and 2.
-  EXPECT_EQ(smallest_group(5, 5, four), 2);
+  EXPECT_EQ(smallest_group(5, one_host, four), 2);
+  // A grid of four on nodes of two: two groups of 2, each across both nodes.
+  EXPECT_EQ(smallest_group(4, 2, four), 2);
+  // A grid of four on one node of four: no group can survive the node, as the library refuses.
+  EXPECT_THROW(smallest_group(4, 4, four), skt::Error);
+  EXPECT_THROW(smallest_group(2, 8, four), skt::Error);
   // Two nodes of four ranks: a group for each rank of a node, so four groups of 2.
   EXPECT_EQ(smallest_group(8, 4, four), 2);
   // Sixteen nodes of one rank: four groups of 4.
@@ -293,7 +300,7 @@ TEST(HplSizing, SizeForFitsTheNodeWithTheWorkBuffers) {
   const int nb = 192, p = 2, q = 1, depth = 1;
   const long step = partition_step(nb, p, q);
   for (const char* mode : {"none", "self", "double", "single"}) {
-    const Sizing s = size_for(node, 2, p, q, nb, depth, mode, four);
+    const Sizing s = size_for(node, std::nullopt, p, q, nb, depth, mode, four);
     auto need = [&](long n) {
       return 8.0 * static_cast<double>(n) * static_cast<double>(n + 1) / (p * q) / s.usable +
              work_bytes(n, nb, p, q, depth);
@@ -304,8 +311,13 @@ TEST(HplSizing, SizeForFitsTheNodeWithTheWorkBuffers) {
     EXPECT_GT(need(s.n + step), node.bytes / 2) << mode;
   }
   // Groups of two on this grid: their checksums take a workspace each, so a quarter is usable.
-  EXPECT_EQ(size_for(node, 2, p, q, nb, depth, "self", four).members, 2);
-  EXPECT_DOUBLE_EQ(size_for(node, 2, p, q, nb, depth, "self", four).usable, 0.25);
+  EXPECT_EQ(size_for(node, std::nullopt, p, q, nb, depth, "self", four).members, 2);
+  EXPECT_DOUBLE_EQ(size_for(node, std::nullopt, p, q, nb, depth, "self", four).usable, 0.25);
+  // Both ranks on one node of the cluster: nothing to checkpoint them against, as the library
+  // would refuse; without checkpoints they share the node's memory as on one host.
+  EXPECT_THROW(size_for(node, 2, p, q, nb, depth, "self", four), skt::Error);
+  EXPECT_EQ(size_for(node, 2, p, q, nb, depth, "none", four).n,
+            size_for(node, std::nullopt, p, q, nb, depth, "none", four).n);
 }
 
 TEST(HplSizing, WorkBytesCountPanelsSwapsAndTheProgram) {
