@@ -429,8 +429,9 @@ int run(int argc, char** argv) {
                  "a node's memory for --suggest-n (bytes, or 64G; default: what this machine, or "
                  "the memory cgroup the job runs in, has available now)");
   app.add_option("--ranks-per-node", o.ranks_per_node,
-                 "ranks per node for --suggest-n (default: every rank of a grid on one node)")
-      ->check(CLI::PositiveNumber);
+                 "ranks per node for --suggest-n, in launch order (default: every rank of a grid "
+                 "on this host, each its own SKT_NODE)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   app.add_option("--config", o.config, "a TOML configuration file (SKT_CONFIG)");
   std::optional<UsageError> bad;
   try {

@@ -180,6 +180,9 @@ void print_suggestions(const HplDat& dat, const NodeMemory& node, std::optional<
   std::vector<std::string> refused;
   for (std::size_t i = 0; i < dat.ps.size(); ++i) {
     const int p = dat.ps[i], q = dat.qs[i];
+    const std::string grid = ranks_per_node
+                                 ? fmt::format("{}x{} at {} per node", p, q, *ranks_per_node)
+                                 : fmt::format("{}x{}", p, q);
     for (const int nb : dat.nbs) {
       for (const char* mode : {"none", "self", "double", "single"}) {
         try {
@@ -189,9 +192,7 @@ void print_suggestions(const HplDat& dat, const NodeMemory& node, std::optional<
         } catch (const Error& e) {
           fmt::print("{:>5} {:>5} {:>6} {:>6}  {:<8} {:>7} {:>9} {:>10} {:>14}\n", p, q, nb, p * q,
                      mode, "-", "-", "-", "-");
-          refused.push_back(ranks_per_node ? fmt::format("{}x{} at {} per node: {}", p, q,
-                                                         *ranks_per_node, e.what())
-                                           : fmt::format("{}x{}: {}", p, q, e.what()));
+          refused.push_back(fmt::format("{}: {}", grid, e.what()));
         }
       }
     }

@@ -67,8 +67,8 @@ struct Sizing {
 Sizing size_for(const NodeMemory& node, std::optional<int> ranks_per_node, int p, int q, int nb,
                 int depth, const std::string& mode, const GroupSettings& settings);
 
-// The table for every grid and NB of `dat`: ranks_per_node, or without it every rank of a grid on
-// one node.
+// The table for every grid and NB of `dat`: ranks_per_node to a node, or without it every rank of
+// a grid on this host, each its own SKT_NODE.
 void print_suggestions(const HplDat& dat, const NodeMemory& node, std::optional<int> ranks_per_node,
                        const GroupSettings& settings);
 
