@@ -139,10 +139,11 @@ plot (x-1)/(2*x) lw 2 title "self (G-1)/(2G)", (x-1)/(3*x-1) lw 2 title "double 
         made.append("tracking.png")
     if (d / "kernels.csv").exists():
         t = rows(d / "kernels.csv")
-        lines = [f'"{r["scheme"]} m={r["m"]}" {r["kernel_GBs"]} {r["raw_isal_GBs"].replace("-", "0")} '
-                 f'{r["memcpy_GBs"]}' for r in t]
+        # The CRC rows have no parity count.
+        lines = [f'"{r["scheme"]}{"" if r["m"] == "-" else " m=" + r["m"]}" {r["kernel_GBs"]} '
+                 f'{r["raw_isal_GBs"].replace("-", "0")} {r["memcpy_GBs"]}' for r in t]
         histogram(d / "kernels.png", "Local kernels, one core (GB/s of input)", "GB/s", lines,
-                  "set key outside right",
+                  "set key outside right\nset xtics rotate by -25",
                   "using 2:xtic(1) title 'selfckpt kernel', '' using 3 title 'ISA-L directly', "
                   "'' using 4 title 'memcpy'")
         made.append("kernels.png")

@@ -28,9 +28,11 @@ struct Case {
   std::uint32_t valid;
 };
 
+constexpr CrcRoute kRoutes[] = {CrcRoute::isal, CrcRoute::interleaved};
+
 class ChunkCrcs : public ::testing::TestWithParam<Case> {};
 
-// Every block of a chunk, under random masks: the multi-block path, the one-block reference and the
+// Every block of a chunk, under random masks: each route, the one-block reference and the
 // definition agree bit for bit. The blocks not in the mask keep what out held.
 TEST_P(ChunkCrcs, MatchTheReferenceAndTheDefinition) {
   const auto [chunk_bytes, valid] = GetParam();
@@ -43,12 +45,14 @@ TEST_P(ChunkCrcs, MatchTheReferenceAndTheDefinition) {
   for (auto& byte : storage)
     byte = static_cast<std::byte>(random());
   const std::byte* chunk = storage.data() + 1;
-  for (int trial = 0; trial < 8; ++trial) {
-    const std::uint64_t mask = trial == 0 ? ~std::uint64_t{0} : random();
+  for (int trial = 0; trial < 16; ++trial) {
+    const CrcRoute route = kRoutes[trial % 2];
+    const std::uint64_t mask = trial < 2 ? ~std::uint64_t{0} : random();
     std::vector<std::uint32_t> out(static_cast<std::size_t>(blocks), 0x5a5a5a5au);
-    chunk_crcs(geometry, chunk, valid, mask, out.data());
+    chunk_crcs(geometry, chunk, valid, mask, out.data(), route);
     for (int b = 0; b < blocks; ++b) {
-      SCOPED_TRACE(testing::Message() << "block " << b << " of " << blocks << ", trial " << trial);
+      SCOPED_TRACE(testing::Message() << "block " << b << " of " << blocks << ", trial " << trial
+                                      << (route == CrcRoute::isal ? ", ISA-L" : ", interleaved"));
       if ((mask >> b & 1u) == 0) {
         EXPECT_EQ(out[static_cast<std::size_t>(b)], 0x5a5a5a5au);
         continue;
@@ -72,7 +76,8 @@ TEST_P(ChunkCrcs, AFlippedBitMismatchesItsBlockOnly) {
   for (auto& byte : chunk)
     byte = static_cast<std::byte>(random());
   std::vector<std::uint32_t> want(static_cast<std::size_t>(geometry.blocks_per_chunk()));
-  chunk_crcs(geometry, chunk.data(), valid, ~std::uint64_t{0}, want.data());
+  chunk_crcs(geometry, chunk.data(), valid, ~std::uint64_t{0}, want.data(),
+             fastest_crc_route() == CrcRoute::isal ? CrcRoute::interleaved : CrcRoute::isal);
   EXPECT_EQ(mismatched_blocks(geometry, chunk.data(), valid, want.data()), 0u);
   for (const std::size_t at : {std::size_t{0}, std::size_t{valid} / 2, std::size_t{valid} - 1}) {
     chunk[at] ^= std::byte{0x10};
