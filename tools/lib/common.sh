@@ -11,6 +11,19 @@ SKT_PACKAGES=(
 
 skt_say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
+# Root's tools live in the sbin directories (slurmctld, slurmd and munged for tools/cluster,
+# useradd and runuser for the tests), which a PATH made for an ordinary user lacks (env -i with
+# PATH=/usr/bin:/bin, cron, some containers): e2e-slurm then failed with "slurmctld: command not
+# found". Appended, so that nothing the caller chose is shadowed.
+for skt_sbin in /usr/local/sbin /usr/sbin /sbin; do
+  case ":$PATH:" in
+    *":$skt_sbin:"*) ;;
+    *) PATH=$PATH:$skt_sbin ;;
+  esac
+done
+unset skt_sbin
+export PATH
+
 # Installs whichever of SKT_PACKAGES (and any extra names given) are missing, saying which.
 skt_ensure_packages() {
   local missing=() pkg
