@@ -414,7 +414,9 @@ int run(int argc, char** argv) {
         else
           throw CLI::ValidationError("--checkpoint-strategy", "corner, side or full");
       },
-      "what a checkpoint encodes: corner (the trailing submatrix, default), side, full");
+      "what a checkpoint encodes: corner (the trailing submatrix, default), side (every column "
+      "from the first changed one), full (the whole matrix, whose changed blocks the library finds "
+      "by comparison with the committed copy)");
   app.add_flag("--no-checkpoint", o.policy.none,
                "never checkpoint: plain HPL, the matrix in the process's own memory as netlib's");
   app.add_flag("--timing", o.timing, "also print the time of each phase (SKT_HPL_TIMING)");

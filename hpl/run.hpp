@@ -17,8 +17,9 @@ class Report;
 
 inline constexpr std::uint64_t kSeed = 100;  // HPL's ISEED
 
-// What a checkpoint encodes: the trailing submatrix changed since the last one (corner), every
-// column from there (side), or everything (full).
+// What a checkpoint declares changed: the trailing submatrix changed since the last one (corner),
+// every column from there (side), or nothing, leaving skt_checkpoint to find the changed blocks by
+// comparing the whole matrix with the committed copy (full).
 enum class Strategy { corner, side, full };
 const char* strategy_name(Strategy s) noexcept;
 
