@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "bench/mpi_timing.hpp"
@@ -77,6 +78,20 @@ double usable_fraction(const std::string& mode, int g, int m) {
   if (mode == "self") return k / (2.0 * g);
   if (mode == "double") return k / (3.0 * g - m);
   return k / (2.0 * g - m);
+}
+
+// How this machine backs shared memory: what the recovery's first touches cost depends on it.
+std::string page_setting() {
+  std::ifstream file("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string line;
+  std::getline(file, line);
+  const auto open = line.find('['), close = line.find(']');
+  const std::string thp = open != std::string::npos && close != std::string::npos
+                              ? line.substr(open + 1, close - open - 1)
+                              : "unknown";
+  const char* huge = std::getenv("SKT_HUGE_PAGES");
+  return fmt::format("transparent huge pages for shared memory: {}{}", thp,
+                     huge != nullptr ? fmt::format(", SKT_HUGE_PAGES={}", huge) : "");
 }
 
 double slowest(double seconds) {
@@ -164,8 +179,13 @@ int main(int argc, char** argv) {
   app.add_option("--changes-csv", changes_csv, "CSV output of the second table (rank 0)");
   std::string tables = "checkpoint,changes";
   app.add_option("--tables", tables,
-                 "which tables: checkpoint (modes, schemes, recovery), changes (checkpoints that "
-                 "find what changed), comma separated");
+                 "which tables: checkpoint (modes, schemes, recovery), recovery (a recovery's "
+                 "phases), changes (checkpoints that find what changed), comma separated");
+  std::string recovery_csv = "recovery.csv";
+  app.add_option("--recovery-csv", recovery_csv, "CSV output of the recovery table (rank 0)");
+  bool lose_all_tolerated = false;
+  app.add_flag("--lose-tolerated", lose_all_tolerated,
+               "lose as many nodes of a group as its code tolerates (m), not one");
   app.add_option("--changing-percent", changing_percent,
                  "share of the field (two thirds of the workspace) that changes between "
                  "checkpoints in the second table")
@@ -187,9 +207,11 @@ int main(int argc, char** argv) {
     return std::find(wanted.begin(), wanted.end(), name) != wanted.end();
   };
   for (const auto& name : wanted) {
-    if (name != "checkpoint" && name != "changes") {
+    if (name != "checkpoint" && name != "recovery" && name != "changes") {
       if (rank == 0) {
-        fmt::print(stderr, "bench-checkpoint: --tables: unknown table '{}' (checkpoint, changes)\n",
+        fmt::print(stderr,
+                   "bench-checkpoint: --tables: unknown table '{}' (checkpoint, recovery, "
+                   "changes)\n",
                    name);
       }
       MPI_Finalize();
@@ -198,20 +220,24 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<skt::bench::Table> table;
 
-  if (wants("checkpoint")) {
+  if (wants("checkpoint") || wants("recovery")) {
     setenv("SKT_FIND_CHANGES", "0", 1);
     std::vector<double> scratch(doubles, 1.0), target(doubles);
     const double memcpy_time = skt::bench::slowest(
         MPI_COMM_WORLD, repeats, [&] { std::memcpy(target.data(), scratch.data(), bytes); });
+    std::unique_ptr<skt::bench::Table> recovery_table;
     if (rank == 0) {
       fmt::print(
-          "{} ranks, {} MiB workspace per rank; memcpy of it by every rank at once: {:.4f} s\n",
-          size, mib, memcpy_time);
-      table = std::make_unique<skt::bench::Table>(
-          std::vector<std::string>{"mode", "scheme", "m", "G", "ckpt_s", "ckpt/memcpy", "incr_s",
-                                   "incr/full", "recover_s", "recover/ckpt", "verify_s",
-                                   "verify/ckpt", "relaunch_s", "mem_usable", "formula"},
-          csv);
+          "{} ranks, {} MiB workspace per rank; memcpy of it by every rank at once: {:.4f} s; "
+          "shared memory: {}\n",
+          size, mib, memcpy_time, page_setting());
+      if (wants("checkpoint")) {
+        table = std::make_unique<skt::bench::Table>(
+            std::vector<std::string>{"mode", "scheme", "m", "G", "ckpt_s", "ckpt/memcpy", "incr_s",
+                                     "incr/full", "recover_s", "recover/ckpt", "verify_s",
+                                     "verify/ckpt", "relaunch_s", "mem_usable", "formula"},
+            csv);
+      }
     }
 
     for (const auto& [g, v] : configurations(groups, variants_text, size)) {
@@ -222,8 +248,17 @@ int main(int argc, char** argv) {
       const std::string job =
           shared_job_tag(fmt::format("bench-{}-{}-{}-{}", v.mode, v.scheme, v.parity, g));
       setenv("SKT_JOB", job.c_str(), 1);
+      // The ranks whose nodes are lost: rank 1, and as many more of its group as the code
+      // tolerates when asked (every (size/g)-th rank is in its group: groups are dealt round
+      // robin over distinct nodes).
+      const int losses = lose_all_tolerated ? std::max(1, v.parity) : 1;
+      std::vector<int> lost;
+      for (int i = 0; i < losses; ++i)
+        lost.push_back(1 + i * (size / g));
 
       double full = 1e30, incremental = 1e30, recover = 0, relaunch = 0, usable = 0, verify = 0;
+      skt_recovery slowest_phases{};
+      int slowest_rank = 0;
       {
         skt::Context ctx(MPI_COMM_WORLD);
         auto data = ctx.alloc<double>("data", doubles);
@@ -256,10 +291,11 @@ int main(int argc, char** argv) {
           data[i] = -1;  // work after the checkpoint
         ctx.finalize(false);
       }
-      // Rank 1's node is lost: its memory goes, and a spare takes its place.
-      if (rank == 1) {
+      // The lost ranks' nodes go: their memory with them, and spares take their places.
+      const bool i_am_lost = std::find(lost.begin(), lost.end(), rank) != lost.end();
+      if (i_am_lost) {
         remove_job(job, rank);
-        setenv("SKT_NODE", "spare", 1);
+        setenv("SKT_NODE", fmt::format("spare{}", rank).c_str(), 1);
       }
       {
         // The relaunch: attaching (or, on the spare, creating) the segments, then recovering.
@@ -273,12 +309,23 @@ int main(int argc, char** argv) {
         relaunch = slowest(MPI_Wtime() - start);
         recover = slowest(ctx.stats().last_recover_seconds);
         verify = slowest(ctx.stats().last_verify_seconds);
+        const skt_recovery mine = ctx.recovery();
+        std::vector<skt_recovery> all(static_cast<std::size_t>(size));
+        MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0,
+                   MPI_COMM_WORLD);
+        for (int r = 0; r < size; ++r) {
+          if (all[static_cast<std::size_t>(r)].seconds > slowest_phases.seconds) {
+            slowest_phases = all[static_cast<std::size_t>(r)];
+            slowest_rank = r;
+          }
+        }
         ctx.finalize(true);
       }
       setenv("SKT_NODE", fmt::format("b{}", rank).c_str(), 1);
       remove_job(job, rank);
-      if (rank == 0) {
-        const bool self = v.mode == "self";
+      if (rank != 0) continue;
+      const bool self = v.mode == "self";
+      if (table) {
         table->row({v.mode, v.scheme, std::to_string(v.parity), std::to_string(g),
                     skt::bench::num(full, 4), skt::bench::num(full / memcpy_time, 2),
                     skt::bench::num(incremental, 4),
@@ -287,6 +334,29 @@ int main(int argc, char** argv) {
                     skt::bench::num(verify, 4), skt::bench::num(verify / full, 3),
                     skt::bench::num(relaunch, 4), skt::bench::num(usable, 4),
                     skt::bench::num(usable_fraction(v.mode, g, v.parity), 4)});
+      }
+      if (wants("recovery")) {
+        if (!recovery_table) {
+          if (table) fmt::print("\n");
+          fmt::print(
+              "Recovery after {} lost, by phase on the slowest rank (s; the phases of "
+              "skt_get_recovery)\n",
+              lose_all_tolerated ? "as many nodes as each code tolerates" : "one node");
+          recovery_table = std::make_unique<skt::bench::Table>(
+              std::vector<std::string>{"mode", "scheme", "m", "G", "lost", "ckpt_s", "recover_s",
+                                       "recover/ckpt", "relaunch_s", "slowest", "attach", "join",
+                                       "verify", "fetch", "decode", "restore", "agree"},
+              recovery_csv);
+        }
+        const skt_recovery& p = slowest_phases;
+        const auto cell = [](double x) { return skt::bench::num(x, 4); };
+        recovery_table->row(
+            {v.mode, v.scheme, std::to_string(v.parity), std::to_string(g),
+             std::to_string(lost.size()), cell(full), cell(recover),
+             skt::bench::num(recover / full, 2), cell(relaunch),
+             fmt::format("{}:{}", slowest_rank, p.lost != 0 ? "rebuilt" : "survivor"),
+             cell(p.attach), cell(p.join), cell(p.verify), cell(p.fetch), cell(p.decode),
+             cell(p.restore), cell(p.agree)});
       }
     }
     unsetenv("SKT_FIND_CHANGES");

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "encoders/codec.hpp"
@@ -94,6 +95,7 @@ void Exchange::top_up() {
     auto& s = slots_[static_cast<std::size_t>(slot)];
     s.landing = landing;
     s.buffer = -1;
+    s.sequence = direct_posted_;
     void* target = landing.data;
     if (landing.bytes < chunk_ || landing.add != nullptr) {
       if (free_buffers_.empty()) break;
@@ -107,6 +109,7 @@ void Exchange::top_up() {
 
 void Exchange::complete(int slot) {
   auto& s = slots_[static_cast<std::size_t>(slot)];
+  std::optional<std::uint64_t> landed;
   switch (s.kind) {
     case Kind::send:
       if (s.buffer >= 0) release(s.buffer);
@@ -126,11 +129,14 @@ void Exchange::complete(int slot) {
         release(s.buffer);
       }
       ++direct_done_;
+      if (direct_landed_) landed = s.sequence;
       break;
     case Kind::idle:
       break;
   }
   s = Slot{};
+  // After the slot is free: the hook may throw (a fault point), which unwinds the exchange.
+  if (landed) direct_landed_(*landed);
 }
 
 void Exchange::progress() {
@@ -139,7 +145,15 @@ void Exchange::progress() {
   for (const auto& r : requests_)
     any = any || r != MPI_REQUEST_NULL;
   if (!any) throw std::logic_error("exchange: waiting with nothing in flight");
-  const int count = link_.wait_some(n, requests_.data(), completed_.data());
+  int count = 0;
+  if (idle_) {
+    count = link_.test_some(n, requests_.data(), completed_.data());
+    if (count == 0) {
+      if (idle_()) return;  // the caller looks again
+      idle_ = {};           // nothing left to do while waiting
+    }
+  }
+  if (!idle_ && count == 0) count = link_.wait_some(n, requests_.data(), completed_.data());
   for (int k = 0; k < count; ++k)
     complete(completed_[static_cast<std::size_t>(k)]);
   top_up();
@@ -155,12 +169,14 @@ void Exchange::expect_stream(int source, std::uint64_t count) {
 }
 
 void Exchange::expect_direct(int source, std::uint64_t count,
-                             std::function<Landing(std::uint64_t)> where) {
+                             std::function<Landing(std::uint64_t)> where,
+                             std::function<void(std::uint64_t)> landed) {
   direct_source_ = source;
   direct_total_ = count;
   direct_posted_ = 0;
   direct_done_ = 0;
   direct_where_ = std::move(where);
+  direct_landed_ = std::move(landed);
   top_up();
 }
 

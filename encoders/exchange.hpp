@@ -40,7 +40,14 @@ class Exchange {
   Exchange& operator=(const Exchange&) = delete;
 
   void expect_stream(int source, std::uint64_t count);
-  void expect_direct(int source, std::uint64_t count, std::function<Landing(std::uint64_t)> where);
+  // `landed`, when given, is called with a direct chunk's index once it is in place.
+  void expect_direct(int source, std::uint64_t count, std::function<Landing(std::uint64_t)> where,
+                     std::function<void(std::uint64_t)> landed = {});
+
+  // Work to do while waiting for transfers, a little at a time: called instead of blocking as
+  // long as it returns true (there was something to do), so that transfers are checked between
+  // two calls.
+  void set_idle_work(std::function<bool()> work) { idle_ = std::move(work); }
 
   // The next stream chunk, as a buffer id the caller then owns.
   int take();
@@ -101,6 +108,8 @@ class Exchange {
   std::uint64_t direct_posted_ = 0;
   std::uint64_t direct_done_ = 0;
   std::function<Landing(std::uint64_t)> direct_where_;
+  std::function<void(std::uint64_t)> direct_landed_;
+  std::function<bool()> idle_;
 };
 
 }  // namespace skt::enc

@@ -201,6 +201,62 @@ void combine_parity_crcs(GroupLink& link, const StripeGeometry& geometry,
   link.wait_all(static_cast<int>(sends.size()), sends.data(), nullptr);
 }
 
+namespace {
+
+// The data CRCs that each member took as the first holder of other members' rows (digested_for,
+// by member, in row order) go back to their members, each into its own list (`data`, all the
+// blocks of its `chunks` chunks): every chunk's first holder took them.
+void return_data_crcs(GroupLink& link, const StripeGeometry& geometry, std::uint64_t chunks,
+                      const std::vector<std::vector<std::uint32_t>>& digested_for,
+                      std::uint32_t* data) {
+  const int g = geometry.group_size;
+  const int me = link.rank();
+  const auto blocks = static_cast<std::size_t>(geometry.blocks_per_chunk());
+  // Which of this member's chunks each other member digested, in row order.
+  std::vector<std::vector<std::uint64_t>> digested_by(static_cast<std::size_t>(g));
+  for (std::uint64_t j = 0; j < chunks; ++j) {
+    const int holder = geometry.holder(geometry.row_of_chunk(me, j), 0);
+    digested_by[static_cast<std::size_t>(holder)].push_back(j);
+  }
+  std::vector<std::vector<std::uint32_t>> received(static_cast<std::size_t>(g));
+  std::vector<MPI_Request> receives, sends;
+  struct Abandon {
+    std::vector<MPI_Request>& receives;
+    std::vector<MPI_Request>& sends;
+    ~Abandon() {
+      GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
+      GroupLink::abandon_sends(sends.data(), static_cast<int>(sends.size()));
+    }
+  } abandon{receives, sends};
+  constexpr int kReturnTag = 0x5e5;
+  for (int d = 0; d < g; ++d) {
+    if (d == me) continue;
+    const auto i = static_cast<std::size_t>(d);
+    if (!digested_by[i].empty()) {
+      received[i].resize(digested_by[i].size() * blocks);
+      receives.push_back(MPI_REQUEST_NULL);
+      SKT_MPI(MPI_Irecv(received[i].data(), static_cast<int>(received[i].size()), MPI_UINT32_T, d,
+                        kReturnTag, link.comm(), &receives.back()));
+    }
+    if (!digested_for[i].empty()) {
+      sends.push_back(MPI_REQUEST_NULL);
+      SKT_MPI(MPI_Isend(digested_for[i].data(), static_cast<int>(digested_for[i].size()),
+                        MPI_UINT32_T, d, kReturnTag, link.comm(), &sends.back()));
+    }
+  }
+  link.wait_all(static_cast<int>(receives.size()), receives.data(), nullptr);
+  for (int d = 0; d < g; ++d) {
+    const auto i = static_cast<std::size_t>(d);
+    for (std::size_t n = 0; n < digested_by[i].size(); ++n) {
+      std::memcpy(data + digested_by[i][n] * blocks, received[i].data() + n * blocks,
+                  blocks * sizeof(std::uint32_t));
+    }
+  }
+  link.wait_all(static_cast<int>(sends.size()), sends.data(), nullptr);
+}
+
+}  // namespace
+
 std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, const Codec& codec,
                            std::span<const std::uint64_t> counts, const ChunkList& mine,
                            std::byte* parity, const PipelineOptions& options,
@@ -219,6 +275,12 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
   // the end rather than taken by reading the parity.
   const bool combined_crcs = codec.scheme() == Scheme::xor_parity && digests != nullptr &&
                              digests->data != nullptr && digests->parity != nullptr;
+  // Encoding in full, a data chunk's CRCs are taken by its row's first holder once the chunk has
+  // landed there, from cache, and sent back to its member at the end: the member does not read
+  // its whole stream once more for them (the transfer reads it, and so does the flush).
+  const bool holders_digest =
+      incremental == nullptr && digests != nullptr && digests->data != nullptr;
+  std::vector<std::vector<std::uint32_t>> digested_for(static_cast<std::size_t>(g));
 
   // What of a row travels: all of it, encoded afresh, or the segments of its changed blocks.
   const std::vector<RowSegment> whole{{0, chunk, true}};
@@ -300,7 +362,7 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
       if (!j || *j >= mine_count) continue;
       const std::byte* data = mine.data[*j];
       const std::size_t valid = mine.bytes[*j];
-      if (digests != nullptr && digests->data != nullptr) {
+      if (digests != nullptr && digests->data != nullptr && !holders_digest) {
         // Now, so that the sends below read the chunk from cache.
         chunk_crcs(geometry, data, static_cast<std::uint32_t>(valid),
                    incremental != nullptr ? (*incremental->changed)[*j] : all_blocks,
@@ -367,6 +429,19 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
       const std::uint64_t index = q * static_cast<std::uint64_t>(m) + static_cast<std::uint64_t>(l);
       std::byte* const out = parity + index * chunk;
       const std::size_t first = w * per_period + static_cast<std::size_t>(l * k);
+      if (holders_digest && l == 0) {
+        for (int position = 0; position < k; ++position) {
+          const std::byte* source = sources[first + static_cast<std::size_t>(position)];
+          if (source == zeros) continue;  // past the end of that member's stream
+          const int member =
+              wrap(static_cast<int>(row % static_cast<std::uint64_t>(g)) + m + position, g);
+          auto& list = digested_for[static_cast<std::size_t>(member)];
+          list.resize(list.size() + blocks);
+          // Zero-filled past the chunk's valid bytes, as its CRCs take them.
+          chunk_crcs(geometry, source, static_cast<std::uint32_t>(chunk), all_blocks,
+                     list.data() + list.size() - blocks);
+        }
+      }
       auto record = [&] {
         if (digests == nullptr || digests->parity == nullptr || combined_crcs) return;
         chunk_crcs(geometry, out, static_cast<std::uint32_t>(chunk),
@@ -401,6 +476,7 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
     if (q >= window) complete(q - window);
     if (q < periods) post(q);
   }
+  if (holders_digest) return_data_crcs(link, geometry, mine_count, digested_for, digests->data);
   if (combined_crcs) combine_parity_crcs(link, geometry, counts, digests->data, digests->parity);
   return sent;
 }
@@ -408,7 +484,7 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
 void rebuild_group(GroupLink& link, const StripeGeometry& geometry, const Codec& codec,
                    std::span<const std::uint64_t> member_chunks, std::span<const int> lost,
                    std::span<const std::uint64_t> skip_rows, const ChunkList& mine,
-                   std::byte* parity, const PipelineOptions& options) {
+                   std::byte* parity, const PipelineOptions& options, const RebuildHooks* hooks) {
   const int g = geometry.group_size;
   if (lost.empty()) return;
   if (geometry.parity == 0 || g < 2) {
@@ -440,14 +516,20 @@ void rebuild_group(GroupLink& link, const StripeGeometry& geometry, const Codec&
     Exchange ex(link, chunk, options.depth, options.scratch);
     const auto count = static_cast<std::uint64_t>(rows.size());
     if (me == target) {
-      ex.expect_direct(survivors.back(), count, [&](std::uint64_t i) {
-        const std::uint64_t row = rows[i];
-        if (const auto index = geometry.parity_index(me, row)) {
-          return Landing{parity + *index * chunk, static_cast<std::uint32_t>(chunk)};
-        }
-        const std::uint64_t position = *geometry.chunk_of_row(me, row);
-        return Landing{mine.data[position], mine.bytes[position]};
-      });
+      std::function<void(std::uint64_t)> landed;
+      if (hooks != nullptr && hooks->landed)
+        landed = [&](std::uint64_t i) { hooks->landed(rows[i]); };
+      ex.expect_direct(
+          survivors.back(), count,
+          [&](std::uint64_t i) {
+            const std::uint64_t row = rows[i];
+            if (const auto index = geometry.parity_index(me, row)) {
+              return Landing{parity + *index * chunk, static_cast<std::uint32_t>(chunk)};
+            }
+            const std::uint64_t position = *geometry.chunk_of_row(me, row);
+            return Landing{mine.data[position], mine.bytes[position]};
+          },
+          std::move(landed));
       ex.finish();
       report(options, count, count);
       continue;
@@ -459,10 +541,12 @@ void rebuild_group(GroupLink& link, const StripeGeometry& geometry, const Codec&
     const bool last = position_in_chain + 1 == survivors.size();
     const int next = last ? target : survivors[position_in_chain + 1];
     if (!first) ex.expect_stream(survivors[position_in_chain - 1], count);
+    if (hooks != nullptr && hooks->idle) ex.set_idle_work(hooks->idle);
 
     for (std::uint64_t i = 0; i < count; ++i) {
       const std::uint64_t row = rows[i];
       const Coef coef = coefs[row % static_cast<std::uint64_t>(g)][static_cast<std::size_t>(me)];
+      if (hooks != nullptr && hooks->before_read) hooks->before_read(row);
       Piece piece;
       if (const auto index = geometry.parity_index(me, row)) {
         piece = Piece{parity + *index * chunk, static_cast<std::uint32_t>(chunk), coef};

@@ -114,6 +114,19 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
                            const Incremental* incremental = nullptr,
                            const Digests* digests = nullptr);
 
+// What a rebuild lets its caller do with each item as it passes, so that nothing takes a pass of
+// its own over memory: a survivor's item of a row just before the survivor reads it (to verify it,
+// or put it right, and then it is read from cache), and a lost member's item of a row once it has
+// landed (to copy it, or take its digests, while it is in cache). Each may be called more than
+// once for a row when several members are lost.
+struct RebuildHooks {
+  std::function<void(std::uint64_t row)> before_read;
+  std::function<void(std::uint64_t row)> landed;
+  // A survivor's work while it waits for transfers (for the lost members to get ready, above
+  // all), a little at a time: true while there was some (Exchange::set_idle_work).
+  std::function<bool()> idle;
+};
+
 // Collective over the link's group: the members in `lost` (sorted) get back their data chunks
 // (written through `mine`, whose pointers say where) and their parity chunks (into `parity`) from
 // the survivors' data and parity. Each lost member is rebuilt by a pipelined chain through the
@@ -121,7 +134,8 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
 void rebuild_group(GroupLink& link, const StripeGeometry& geometry, const Codec& codec,
                    std::span<const std::uint64_t> member_chunks, std::span<const int> lost,
                    std::span<const std::uint64_t> skip_rows, const ChunkList& mine,
-                   std::byte* parity, const PipelineOptions& options);
+                   std::byte* parity, const PipelineOptions& options,
+                   const RebuildHooks* hooks = nullptr);
 
 // One row whose items (data chunks and parity chunks, one per member) some members must rebuild
 // from the others: at most the code's tolerance of them.

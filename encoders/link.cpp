@@ -33,6 +33,7 @@ void GroupLink::check_watch() {
 }
 
 void GroupLink::wait_all(int count, MPI_Request* requests, MPI_Status* statuses) {
+  const double start = MPI_Wtime();
   merged_.assign(requests, requests + count);
   merged_.push_back(watch_);
   indices_.resize(merged_.size());
@@ -53,14 +54,29 @@ void GroupLink::wait_all(int count, MPI_Request* requests, MPI_Status* statuses)
     }
     check_watch();
   }
+  waited_ += MPI_Wtime() - start;
 }
 
 int GroupLink::wait_some(int count, MPI_Request* requests, int* indices) {
+  return some(count, requests, indices, true);
+}
+
+int GroupLink::test_some(int count, MPI_Request* requests, int* indices) {
+  return some(count, requests, indices, false);
+}
+
+int GroupLink::some(int count, MPI_Request* requests, int* indices, bool wait) {
   merged_.assign(requests, requests + count);
   merged_.push_back(watch_);
   indices_.resize(merged_.size());
   int done = 0;
-  SKT_MPI(MPI_Waitsome(count + 1, merged_.data(), &done, indices_.data(), MPI_STATUSES_IGNORE));
+  const double start = MPI_Wtime();
+  if (wait) {
+    SKT_MPI(MPI_Waitsome(count + 1, merged_.data(), &done, indices_.data(), MPI_STATUSES_IGNORE));
+  } else {
+    SKT_MPI(MPI_Testsome(count + 1, merged_.data(), &done, indices_.data(), MPI_STATUSES_IGNORE));
+  }
+  waited_ += MPI_Wtime() - start;
   watch_ = merged_[static_cast<std::size_t>(count)];
   int out = 0;
   for (int k = 0; k < done; ++k) {

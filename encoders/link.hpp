@@ -42,6 +42,11 @@ class GroupLink {
   // MPI_Waitsome over requests that are not all null: the number completed, their indices in
   // `indices`; MemberAborted if a member aborts first.
   int wait_some(int count, MPI_Request* requests, int* indices);
+  // The same without waiting: 0 when none has completed yet.
+  int test_some(int count, MPI_Request* requests, int* indices);
+  // Seconds spent in the two waits so far: what the operation spent on its transfers rather than
+  // on its own work.
+  double waited_seconds() const noexcept { return waited_; }
 
   // Tells every other member of `comm` that this one gives up the operation under way. Never
   // blocks: the notices are left to MPI.
@@ -56,6 +61,7 @@ class GroupLink {
 
  private:
   void check_watch();
+  int some(int count, MPI_Request* requests, int* indices, bool wait);
 
   MPI_Comm comm_;
   int rank_ = 0;
@@ -65,6 +71,7 @@ class GroupLink {
   std::vector<MPI_Request> merged_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
+  double waited_ = 0;
 };
 
 }  // namespace skt::enc

@@ -375,7 +375,7 @@ void Arena::seal(std::size_t stage_bytes) {
   header.identity = options_.identity;
   header.nranks = options_.nranks;
   header.data_bytes = record.table_offset + round_up(record.table_bytes, kHeaderBytes);
-  Segment fresh = Segment::create(header, options_.huge_pages, false);
+  Segment fresh = Segment::create(header, options_.huge_pages, Segment::Population::none);
   try {
     move_touched(fresh.data(), regions(), std::min(record.regions_bytes, mapped_));
     encode_arena_record(fresh.base(), record);

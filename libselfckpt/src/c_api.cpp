@@ -211,6 +211,12 @@ int skt_get_stats(const skt_context* ctx, skt_stats* stats) {
   return guarded([&] { *stats = ctx->impl->stats(); });
 }
 
+int skt_get_recovery(const skt_context* ctx, skt_recovery* recovery) {
+  if (ctx == nullptr || recovery == nullptr)
+    return bad_argument("skt_get_recovery: ctx and recovery must not be NULL");
+  return guarded([&] { *recovery = ctx->impl->recovery(); });
+}
+
 int skt_last_error_code(void) {
   return last_code;
 }

@@ -22,13 +22,14 @@ namespace skt {
 
 namespace {
 
-constexpr std::array<std::pair<FaultStep, std::string_view>, 10> kFaultSteps{{
+constexpr std::array<std::pair<FaultStep, std::string_view>, 11> kFaultSteps{{
     {FaultStep::stage, "stage"},
     {FaultStep::encode, "encode"},
     {FaultStep::encoded, "encoded"},
     {FaultStep::agreed, "agreed"},
     {FaultStep::flush, "flush"},
     {FaultStep::committed, "committed"},
+    {FaultStep::rebuild, "rebuild"},
     {FaultStep::recover, "recover"},
     {FaultStep::drain, "drain"},
     {FaultStep::finalize, "finalize"},
@@ -278,8 +279,9 @@ const std::vector<Option>& options() {
            bad(origin,
                fmt::format(
                    "'{}' is not <step>:<rank>[:<epoch>[:<launch>[:kill|term|launcher|throw]]] "
-                   "with step one of stage, encode, encoded, agreed, flush, committed, recover, "
-                   "drain, finalize, create (throw: only stage, encode, encoded, recover)",
+                   "with step one of stage, encode, encoded, agreed, flush, committed, rebuild, "
+                   "recover, drain, finalize, create (throw: only stage, encode, encoded, "
+                   "rebuild, recover)",
                    v));
          }
          c.fault = fault;
@@ -529,7 +531,8 @@ std::optional<FaultSpec> parse_fault(const std::string& text) {
           // A failure on one rank is a collective error only where the work of a collective
           // phase may fail; the other steps only write memory.
           if (spec.step != FaultStep::stage && spec.step != FaultStep::encode &&
-              spec.step != FaultStep::encoded && spec.step != FaultStep::recover) {
+              spec.step != FaultStep::encoded && spec.step != FaultStep::rebuild &&
+              spec.step != FaultStep::recover) {
             return std::nullopt;
           }
           spec.action = FaultAction::raise;

@@ -26,6 +26,7 @@ enum class FaultStep {
   agreed,
   flush,
   committed,
+  rebuild,
   recover,
   drain,
   finalize,

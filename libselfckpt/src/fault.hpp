@@ -13,6 +13,9 @@
 //   agreed     right after recording that every rank encoded, before the flush
 //   flush      in the middle of copying W into B (and D into C)
 //   committed  right after marking B and C committed, before the final agreement
+//   rebuild    in the middle of a recovery's rebuild of the lost ranks, which the survivors'
+//              verification goes along with, before the epoch is decided (on a survivor, or on
+//              the rank being rebuilt)
 //   recover    in the middle of a recovery, after the decision is recorded
 //   drain      in the middle of writing the rank's file of a drained epoch (the drain's thread)
 //   finalize   in skt_finalize of a completed job, once every rank recorded the job as finished,

@@ -128,15 +128,18 @@ std::uint64_t MpiEffects::encode(const enc::ChunkList& source, std::byte* parity
                            {depth_, progress, &scratch_}, incremental, &digests);
 }
 
-void MpiEffects::rebuild(std::span<const int> lost, std::span<const std::uint64_t> skip_rows,
-                         std::span<const enc::RowRepair> repairs, const enc::ChunkList& mine,
-                         std::byte* parity, const Progress& progress) {
-  if (codec_ == nullptr) return;
+GroupWork MpiEffects::rebuild(std::span<const int> lost, std::span<const std::uint64_t> skip_rows,
+                              std::span<const enc::RowRepair> repairs, const enc::ChunkList& mine,
+                              std::byte* parity, const Progress& progress,
+                              const enc::RebuildHooks* hooks) {
+  if (codec_ == nullptr) return {};
+  const double start = MPI_Wtime();
   enc::GroupLink link(group_comm_.get());
   const enc::PipelineOptions options{depth_, progress, &scratch_};
   enc::rebuild_group(link, geometry_, *codec_, member_chunks_, lost, skip_rows, mine, parity,
-                     options);
+                     options, hooks);
   enc::repair_rows(link, geometry_, *codec_, member_chunks_, repairs, mine, parity, options);
+  return GroupWork{MPI_Wtime() - start, link.waited_seconds()};
 }
 
 void MpiEffects::write_control(const ControlState& state) {

@@ -37,9 +37,10 @@ class MpiEffects : public Effects {
   std::uint64_t encode(const enc::ChunkList& source, std::byte* parity,
                        const enc::Incremental* incremental, const enc::Digests& digests,
                        const Progress& progress) override;
-  void rebuild(std::span<const int> lost, std::span<const std::uint64_t> skip_rows,
-               std::span<const enc::RowRepair> repairs, const enc::ChunkList& mine,
-               std::byte* parity, const Progress& progress) override;
+  GroupWork rebuild(std::span<const int> lost, std::span<const std::uint64_t> skip_rows,
+                    std::span<const enc::RowRepair> repairs, const enc::ChunkList& mine,
+                    std::byte* parity, const Progress& progress,
+                    const enc::RebuildHooks* hooks) override;
   void write_control(const ControlState& state) override;
   void fault(FaultStep step, std::uint64_t epoch) override;
   Progress midway(FaultStep step, std::uint64_t epoch) override;

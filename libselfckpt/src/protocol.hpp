@@ -46,6 +46,12 @@ class AgreedError : public Error {
   using Error::Error;
 };
 
+// How a group operation's time divided on one rank.
+struct GroupWork {
+  double seconds = 0;           // the whole operation
+  double transfer_seconds = 0;  // of it, waiting for transfers to arrive or leave
+};
+
 class Effects {
  public:
   virtual ~Effects() = default;
@@ -65,10 +71,12 @@ class Effects {
   virtual std::uint64_t encode(const enc::ChunkList& source, std::byte* parity,
                                const enc::Incremental* incremental, const enc::Digests& digests,
                                const Progress& progress) = 0;
-  // The lost members' items of every row but `skip_rows`, and every item of `repairs`.
-  virtual void rebuild(std::span<const int> lost, std::span<const std::uint64_t> skip_rows,
-                       std::span<const enc::RowRepair> repairs, const enc::ChunkList& mine,
-                       std::byte* parity, const Progress& progress) = 0;
+  // The lost members' items of every row but `skip_rows`, and every item of `repairs`; `hooks`
+  // (may be null) see the items of the lost members' rows pass.
+  virtual GroupWork rebuild(std::span<const int> lost, std::span<const std::uint64_t> skip_rows,
+                            std::span<const enc::RowRepair> repairs, const enc::ChunkList& mine,
+                            std::byte* parity, const Progress& progress,
+                            const enc::RebuildHooks* hooks) = 0;
   // Local: the rank's control block, ordered after the data it describes.
   virtual void write_control(const ControlState& state) = 0;
   // Fault points (SKT_FAULT, and the simulator's): may end the process here, or throw.
@@ -112,6 +120,9 @@ struct RestoreInputs {
   int group = 0;  // this rank's
   std::vector<std::string> nodes;
   std::string job;
+  // For a rank without segments (not a survivor): makes its store's segments, called once inside
+  // the step where the survivors verify theirs, so that the two overlap. Null: the store is ready.
+  std::function<void()> prepare;
 };
 
 // How the last checkpoint or restore went on this rank.
@@ -124,7 +135,16 @@ struct ProtocolStats {
   std::uint64_t workspace_blocks_overwritten = 0;
   std::uint64_t copy_blocks_mended = 0;  // restore: B blocks taken from W (a flush finished)
   std::uint64_t chunks_rebuilt = 0;      // restore: items this rank got from its group
-  double verify_seconds = 0;             // restore: checking memory against the digests
+  double encode_seconds = 0;             // checkpoint: encoding, digests included
+  double flush_seconds = 0;              // checkpoint: copying W into B
+  // Where a restore's time went on this rank (the rest is agreements, and waiting for the others).
+  double verify_seconds = 0;   // checking W, B and the checksum against the digests
+  double fetch_seconds = 0;    // waiting for the group's transfers to arrive or leave
+  double decode_seconds = 0;   // its own part of the group's rebuild: combining, sending
+  double restore_seconds = 0;  // writing W and B back, the digests of what came, private objects
+  std::uint64_t verified_bytes = 0;  // read to verify
+  std::uint64_t rebuilt_bytes = 0;   // got back from the group
+  std::uint64_t restored_bytes = 0;  // written back into W and B
 };
 
 class Protocol {
@@ -164,14 +184,34 @@ class Protocol {
 
  private:
   struct Verified;
+  // A lost rank's items that came back in the group's rebuild and are taken: copied into B, their
+  // digests computed.
+  struct Landed {
+    std::vector<bool> data;
+    std::vector<bool> parity;
+  };
 
   void enter(Phase next);
   void checkpoint_self(std::uint64_t next, const std::vector<std::uint64_t>* changed);
   void checkpoint_copies(std::uint64_t next);
-  Verified verify(std::int64_t epoch, bool redo) const;
+  // Verifying this rank's memory against an epoch's digest: what it holds (nothing without the
+  // digest), each chunk and checksum chunk once (with Verified::settle, W is put right from B as
+  // it goes), then the rest and the verdict in the holdings.
+  Verified begin_verify(std::int64_t epoch, bool redo) const;
+  void verify_chunk(Verified& v, std::int64_t epoch, std::uint64_t j);
+  void verify_parity(Verified& v, std::int64_t epoch, std::uint64_t p);
+  void verify_item(Verified& v, std::int64_t epoch, std::uint64_t row);
+  // Verifies the next item not verified yet; false when there is none.
+  bool verify_ahead(Verified& v, std::int64_t epoch);
+  void end_verify(Verified& v, std::int64_t epoch);
   void mend(const Verified& v, std::int64_t epoch, const Progress& progress);
+  void take_rebuilt_data(std::uint64_t epoch, std::uint64_t j);
+  void take_rebuilt_parity(std::uint64_t epoch, std::uint64_t p);
+  void take_rebuilt_item(std::uint64_t epoch, std::uint64_t row, Landed& landed);
+  Landed nothing_landed() const;
   void finish(const Verified& v, std::int64_t epoch, bool redo,
-              std::span<const enc::RowRepair> repairs);
+              std::span<const enc::RowRepair> repairs, Landed& landed);
+  void add_group_work(const GroupWork& work, double verify_before, double restore_before);
 
   Mode mode_;
   Effects& fx_;

@@ -215,7 +215,7 @@ bool made_meanwhile(key_t key, const SegmentIdentity& identity) {
 
 }  // namespace
 
-Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now,
+Segment Segment::create(SegmentHeader header, bool huge_pages, Population population,
                         const Progress& progress) {
   const std::size_t bytes = segment_size(header.data_bytes, huge_pages);
   header.segment_bytes = bytes;
@@ -250,16 +250,15 @@ Segment Segment::create(SegmentHeader header, bool huge_pages, bool populate_now
     s.base_ = static_cast<std::byte*>(p);
     s.header_ = header;
     keep_out_of_core_dumps(s.base_, header);
+    madvise(p, bytes, MADV_HUGEPAGE);
     // The header first: a process killed while the pages are mapped (seconds for large segments,
     // and when the OOM killer strikes) leaves a segment that names its job, rank and kind, which
     // skt-shm lists and cleans and a relaunch finds and replaces, not a nameless one that no tool
     // attributes and that holds its memory until the machine reboots.
     encode_header(s.base_, header);
     try {
-      if (populate_now) {
-        populate_pages(p, bytes);
-        write_every_page(s.base_, bytes, progress);
-      }
+      if (population != Population::none) populate_pages(p, bytes);
+      if (population == Population::written) write_every_page(s.base_, bytes, progress);
     } catch (...) {
       s.remove();
       throw;

@@ -31,13 +31,18 @@ class Segment {
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
 
+  // How much of a new segment's memory is made ready when it is created: nothing (the caller
+  // remaps it, or writes it as it goes), every page mapped (MADV_POPULATE_WRITE), or every page
+  // mapped and then written once, which some virtual machines charge apart (see segment.cpp).
+  enum class Population { none, mapped, written };
+
   // Creates a segment for `header.identity` with room for header.data_bytes after the header page,
-  // and maps and writes every page of it now (unless `populate` is false: the caller remaps it),
-  // the header first, then the pages, reporting how far they are to `progress`. Throws
-  // skt::Error(SKT_ERR_SHM) naming the kernel limit to raise when the kernel refuses.
+  // the header written first, then the pages populated as `population` says, reporting how far
+  // they are to `progress`. Throws skt::Error(SKT_ERR_SHM) naming the kernel limit to raise when
+  // the kernel refuses.
   using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
-  static Segment create(SegmentHeader header, bool huge_pages, bool populate = true,
-                        const Progress& progress = {});
+  static Segment create(SegmentHeader header, bool huge_pages,
+                        Population population = Population::written, const Progress& progress = {});
 
   // Attaches an existing segment by id after checking it; nothing is written. Returns nothing if
   // it is not a valid segment of the calling user, and then says why in *why (if given). A

@@ -39,6 +39,17 @@ bool first_time_in_process(const std::string& message) {
 
 constexpr std::size_t kNodeBytes = 64;
 
+// A recovery's phases on one rank, for its log line.
+std::string describe_phases(const skt_recovery& r) {
+  constexpr double kMiB = 1 << 20;
+  return fmt::format(
+      "attach or create {:.3f} s, join {:.3f} s, verify {:.3f} s ({:.1f} MiB), fetch {:.3f} s, "
+      "decode {:.3f} s ({:.1f} MiB rebuilt), restore {:.3f} s ({:.1f} MiB), agree {:.3f} s",
+      r.attach, r.join, r.verify, static_cast<double>(r.verified_bytes) / kMiB, r.fetch, r.decode,
+      static_cast<double>(r.rebuilt_bytes) / kMiB, r.restore,
+      static_cast<double>(r.restored_bytes) / kMiB, r.agree);
+}
+
 std::string getenv_string(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? std::string() : std::string(v);
@@ -715,67 +726,75 @@ void Session::refuse_beyond_memory(const MemoryDemand& demand) const {
   }
 }
 
-void Session::set_up_store(const GroupShape& shape, int group, int member, int groups,
-                           std::uint64_t lineage, bool keep_existing) {
-  const int size = static_cast<int>(shape.ranks.size());
+void Session::set_up_store(const GroupShape& shape, int member, bool keep_existing) {
   store_ = RankStore{};
   store_.mode = config_.mode;
   std::tie(store_.layout, store_.areas) = plan_store(shape);
   store_.geometry = shape.geometry;
   store_.codec = codec_.get();
   store_.member = member;
-  const std::vector<RegionEntry>& table = store_.layout.entries;
-  if (!keep_existing) {
-    if (checkpoint_) {
-      checkpoint_.remove();
-      checkpoint_.detach();
-    }
-    info_ = CheckpointInfo{};
-    info_.scheme = static_cast<std::uint32_t>(config_.scheme);
-    info_.parity = static_cast<std::uint32_t>(shape.geometry.parity);
-    info_.requested_group_size = static_cast<std::uint32_t>(config_.group_size);
-    info_.groups = static_cast<std::uint32_t>(groups);
-    info_.group = static_cast<std::uint32_t>(group);
-    info_.member = static_cast<std::uint32_t>(member);
-    info_.group_size = static_cast<std::uint32_t>(size);
-    info_.mode = static_cast<std::uint32_t>(config_.mode);
-    info_.chunk_bytes = config_.chunk_bytes;
-    info_.rows = shape.geometry.rows;
-    info_.stage_bytes = store_.layout.stage_bytes;
-    info_.stage_chunks = store_.layout.stage_chunks;
-    info_.regions_bytes = store_.layout.regions_bytes;
-    info_.layout_hash = store_.layout.hash;
-    info_.table_offset = store_.areas.table_offset();
-    info_.table_bytes = region_table_bytes(table);
-    info_.lineage = lineage;
-    info_.command = this_command().print;
-    for (int i = 0; i < size; ++i) {
-      const auto k = static_cast<std::size_t>(i);
-      info_.members[k] = shape.ranks[k];
-      info_.member_chunks[k] = shape.chunks[k];
-      info_.member_layouts[k] = shape.layouts[k];
-    }
-    SegmentHeader header;
-    header.identity = identity(SegmentKind::checkpoint);
-    header.nranks = nranks_;
-    header.data_bytes = store_.areas.data_bytes(info_.table_bytes);
-    // Every page now, D's too: a first touch costs far more than a copy (the kernel clears the
-    // page, a virtual machine's host may have to back it), and it belongs to the set-up, not to
-    // the first checkpoint.
-    checkpoint_ =
-        Segment::create(header, config_.huge_pages, true, fault_->midway(FaultStep::create, 0));
-    checkpoint_created_ = true;
-    if (ephemeral_job_) checkpoint_.remove();  // it goes with this process (see Arena::seal)
-    encode_checkpoint_info(checkpoint_.base(), info_);
-    encode_region_table(checkpoint_.data() + info_.table_offset, table);
-    clear_control(checkpoint_.base());
-  } else if (info_.rows != shape.geometry.rows ||
-             info_.member != static_cast<std::uint32_t>(member)) {
-    throw Error(SKT_ERR_INTERNAL, "recorded stripe rows differ from the recomputed geometry");
-  }
   store_.stage = arena_->stage();
   store_.workspace = store_.layout.chunks_at(arena_->stage(), arena_->regions());
+  if (keep_existing) {
+    if (info_.rows != shape.geometry.rows || info_.member != static_cast<std::uint32_t>(member)) {
+      throw Error(SKT_ERR_INTERNAL, "recorded stripe rows differ from the recomputed geometry");
+    }
+    place_checkpoint();
+  }
+}
+
+void Session::create_checkpoint(const GroupShape& shape, int group, int member, int groups,
+                                std::uint64_t lineage, Segment::Population population) {
+  const int size = static_cast<int>(shape.ranks.size());
+  const std::vector<RegionEntry>& table = store_.layout.entries;
+  if (checkpoint_) {
+    checkpoint_.remove();
+    checkpoint_.detach();
+  }
+  info_ = CheckpointInfo{};
+  info_.scheme = static_cast<std::uint32_t>(config_.scheme);
+  info_.parity = static_cast<std::uint32_t>(shape.geometry.parity);
+  info_.requested_group_size = static_cast<std::uint32_t>(config_.group_size);
+  info_.groups = static_cast<std::uint32_t>(groups);
+  info_.group = static_cast<std::uint32_t>(group);
+  info_.member = static_cast<std::uint32_t>(member);
+  info_.group_size = static_cast<std::uint32_t>(size);
+  info_.mode = static_cast<std::uint32_t>(config_.mode);
+  info_.chunk_bytes = config_.chunk_bytes;
+  info_.rows = shape.geometry.rows;
+  info_.stage_bytes = store_.layout.stage_bytes;
+  info_.stage_chunks = store_.layout.stage_chunks;
+  info_.regions_bytes = store_.layout.regions_bytes;
+  info_.layout_hash = store_.layout.hash;
+  info_.table_offset = store_.areas.table_offset();
+  info_.table_bytes = region_table_bytes(table);
+  info_.lineage = lineage;
+  info_.command = this_command().print;
+  for (int i = 0; i < size; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    info_.members[k] = shape.ranks[k];
+    info_.member_chunks[k] = shape.chunks[k];
+    info_.member_layouts[k] = shape.layouts[k];
+  }
+  SegmentHeader header;
+  header.identity = identity(SegmentKind::checkpoint);
+  header.nranks = nranks_;
+  header.data_bytes = store_.areas.data_bytes(info_.table_bytes);
+  const double creating = MPI_Wtime();
+  checkpoint_ =
+      Segment::create(header, config_.huge_pages, population, fault_->midway(FaultStep::create, 0));
+  segment_seconds_ += MPI_Wtime() - creating;
+  checkpoint_created_ = true;
+  if (ephemeral_job_) checkpoint_.remove();  // it goes with this process (see Arena::seal)
+  encode_checkpoint_info(checkpoint_.base(), info_);
+  encode_region_table(checkpoint_.data() + info_.table_offset, table);
+  clear_control(checkpoint_.base());
+  place_checkpoint();
+}
+
+void Session::place_checkpoint() {
   store_.checkpoint = checkpoint_.data();
+  store_.copies.clear();
   for (int i = 0; i < copies(); ++i)
     store_.copies.push_back(
         store_.layout.copy_chunks(checkpoint_.data() + store_.areas.copy_offset(i)));
@@ -813,6 +832,7 @@ void Session::remove_created_segments() {
 
 std::uint64_t Session::restore() {
   const double start = MPI_Wtime();
+  segment_seconds_ = 0;
   Finding mine;
   effects_->agree([&] {
     arena();  // a program with no region still has a workspace: its staged private objects
@@ -821,6 +841,7 @@ std::uint64_t Session::restore() {
               [](const PrivateObject& a, const PrivateObject& b) { return a.name < b.name; });
     arena_->seal(staged_bytes());
     mine = inspect_checkpoint();
+    segment_seconds_ += MPI_Wtime() - start;
   });
   declared_layout_hash_ = mine.layout_hash;
   const auto gathered =
@@ -901,7 +922,10 @@ std::uint64_t Session::restore() {
     const bool survivor = !setup.fresh() && mine.valid != 0;
     const int group =
         establish(setup, survivor ? std::optional<ControlState>(mine.state) : std::nullopt);
-    RestoreInputs inputs{setup.candidates, survivor, setup.shapes, group, nodes_, config_.job};
+    std::function<void()> prepare;
+    if (!survivor && !setup.fresh()) prepare = [&] { prepare_checkpoint(setup); };
+    const RestoreInputs inputs{setup.candidates, survivor,    setup.shapes,      group,
+                               nodes_,           config_.job, std::move(prepare)};
     epoch_ = protocol_->restore(inputs);
   } catch (const AgreedError& e) {
     if (e.code() != SKT_ERR_UNRECOVERABLE) throw;
@@ -935,6 +959,7 @@ std::uint64_t Session::restore() {
   recovered_ = true;
   last_recover_seconds_ = MPI_Wtime() - start;
   last_verify_seconds_ = protocol_->stats().verify_seconds;
+  account_recovery(mine.valid == 0 && !fresh);
   if (monitor_) monitor_->recovered(epoch_, from_storage);
   last_commit_time_ = MPI_Wtime();
   if (from_storage) {
@@ -960,13 +985,33 @@ std::uint64_t Session::restore() {
         "before skt_recover, which it must not do",
         s.workspace_blocks_overwritten, epoch_);
   }
-  log_->job(
-      "recovered epoch {} ({:.3f} s): {}; {} blocks of the workspace rolled back, {} blocks of "
-      "the committed copy written from the workspace, {} items rebuilt from the group",
+  log_->info(
+      "recovered epoch {} in {:.3f} s: {}; {} blocks of the workspace rolled back, {} blocks of "
+      "the committed copy written from the workspace, {} items rebuilt from the group; {}",
       epoch_, last_recover_seconds_,
       mine.valid != 0 ? "this rank's memory survived" : "this rank was lost",
-      s.workspace_blocks_rolled_back, s.copy_blocks_mended, s.chunks_rebuilt);
+      s.workspace_blocks_rolled_back, s.copy_blocks_mended, s.chunks_rebuilt,
+      describe_phases(recovery_));
   return epoch_;
+}
+
+void Session::account_recovery(bool lost) {
+  const ProtocolStats& s = protocol_->stats();
+  skt_recovery& r = recovery_;
+  r = skt_recovery{};
+  r.seconds = last_recover_seconds_;
+  r.attach = segment_seconds_;
+  r.join = join_seconds_;
+  r.verify = s.verify_seconds;
+  r.fetch = s.fetch_seconds;
+  r.decode = s.decode_seconds;
+  r.restore = s.restore_seconds;
+  r.agree =
+      std::max(0.0, r.seconds - r.attach - r.join - r.verify - r.fetch - r.decode - r.restore);
+  r.verified_bytes = s.verified_bytes;
+  r.rebuilt_bytes = s.rebuilt_bytes;
+  r.restored_bytes = s.restored_bytes;
+  r.lost = lost ? 1 : 0;
 }
 
 void Session::warn_of_other_group_sizes(const GroupPlan& plan) const {
@@ -1019,6 +1064,7 @@ int Session::establish(const RestorePlan& setup, std::optional<ControlState> sur
   remove_misplaced(std::exchange(misplaced_, {}));
   removed_misplaced_ = true;
   const double decided = MPI_Wtime();
+  const double segments_before = segment_seconds_;
   codec_ = shape.geometry.parity > 0
                ? enc::make_codec(config_.scheme, shape.geometry.group_size, shape.geometry.parity)
                : nullptr;
@@ -1040,16 +1086,32 @@ int Session::establish(const RestorePlan& setup, std::optional<ControlState> sur
   const MemoryDemand demand = memory_demand(creating);
   effects_->agree([&] {
     refuse_beyond_memory(demand);
-    set_up_store(shape, group, member, plan.groups(), setup.fresh() ? run_id_ : setup.lineage,
-                 survived.has_value());
+    set_up_store(shape, member, survived.has_value());
+    // Every page of a fresh start's checkpoint segment now, D's too: a first touch costs far more
+    // than a copy (the kernel clears the page, a virtual machine's host may have to back it), and
+    // it belongs to the set-up, not to the first checkpoint. A rank rebuilt by its group makes its
+    // segment as the recovery begins (prepare_checkpoint), while the others verify theirs.
+    if (!survived && setup.fresh()) {
+      create_checkpoint(shape, group, member, plan.groups(), run_id_, Segment::Population::written);
+    }
   });
   protocol_ = std::make_unique<Protocol>(
       config_.mode, *effects_, store_,
       PrivateObjects{[this](std::byte* at, const Progress& p) { stage_private_objects(at, p); },
                      [this](const std::byte* at) { restore_private_objects(at); }},
       survived.value_or(ControlState{}));
-  log_->debug("joined group {} as member {} in {:.4f} s", group, member, MPI_Wtime() - decided);
+  join_seconds_ = MPI_Wtime() - decided - (segment_seconds_ - segments_before);
+  log_->debug("joined group {} as member {} in {:.4f} s", group, member, join_seconds_);
   return group;
+}
+
+void Session::prepare_checkpoint(const RestorePlan& setup) {
+  const int group = setup.groups.group_of[static_cast<std::size_t>(rank_)];
+  // Mapped, not written: the rebuild writes what it brings as it lands, and the rest (the checksum
+  // area of the next epoch) is the next checkpoint's to write.
+  create_checkpoint(setup.shapes[static_cast<std::size_t>(group)], group,
+                    setup.groups.index_of[static_cast<std::size_t>(rank_)], setup.groups.groups(),
+                    setup.lineage, Segment::Population::mapped);
 }
 
 bool Session::restore_from_storage(const std::vector<Finding>& findings,
@@ -1142,7 +1204,7 @@ bool Session::restore_from_storage(const std::vector<Finding>& findings,
     effects_->agree([&] { fresh = plan_restore(nothing, nodes_, config_); });
     const int group = establish(fresh, std::nullopt);
     protocol_->restore(
-        RestoreInputs{fresh.candidates, false, fresh.shapes, group, nodes_, config_.job});
+        RestoreInputs{fresh.candidates, false, fresh.shapes, group, nodes_, config_.job, {}});
   }
   effects_->agree([&] {
     try {
@@ -1348,7 +1410,7 @@ bool Session::restore_from_group_files(const std::vector<Finding>& findings,
       shape.layouts.push_back(findings[static_cast<std::size_t>(r)].layout_hash);
   }
   const int group = establish(setup, std::nullopt);
-  protocol_->restore(RestoreInputs{{}, false, setup.shapes, group, nodes_, config_.job});
+  protocol_->restore(RestoreInputs{{}, false, setup.shapes, group, nodes_, config_.job, {}});
   const bool lost_here =
       std::find(c.lost[static_cast<std::size_t>(group)].begin(),
                 c.lost[static_cast<std::size_t>(group)].end(),
@@ -1382,7 +1444,7 @@ bool Session::restore_from_group_files(const std::vector<Finding>& findings,
   });
   const auto& lost = c.lost[static_cast<std::size_t>(group)];
   effects_->agree([&] {
-    if (!lost.empty()) effects_->rebuild(lost, {}, {}, store_.workspace, checksum, {});
+    if (!lost.empty()) effects_->rebuild(lost, {}, {}, store_.workspace, checksum, {}, nullptr);
   });
   if (lost_here)
     log_->warn("this rank's data of epoch {} was rebuilt from its group's files", c.epoch);
@@ -1451,6 +1513,9 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
   last_checkpoint_seconds_ = elapsed;
   last_commit_time_ = MPI_Wtime();
   if (drain_due()) start_drain();
+  log_->debug("checkpoint {}: encoding {:.4f} s, flushing {:.4f} s of {:.4f} s on this rank",
+              epoch_, protocol_->stats().encode_seconds, protocol_->stats().flush_seconds,
+              MPI_Wtime() - start);
   log_->job("checkpoint {} committed in {:.3f} s ({})", epoch_, last_checkpoint_seconds_,
             partial ? fmt::format("{} of {} bytes of this rank's stream changed{}",
                                   last_changed_bytes_, store_.layout.workspace_bytes(),

@@ -53,6 +53,7 @@ class Session {
   // Collective when discard is set: every rank reaches the end before any segment goes.
   void finalize(bool discard);
   skt_stats stats() const;
+  const skt_recovery& recovery() const noexcept { return recovery_; }
 
   // The drop-in allocator's bookkeeping: region names by allocation order.
   void* allocate_next(std::size_t bytes);
@@ -105,8 +106,15 @@ class Session {
   void refuse_another_command(std::uint64_t recorded, const std::string& removal) const;
   bool another_command(std::uint64_t recorded) const;
   Error another_command_error(const std::string& removal) const;
-  void set_up_store(const GroupShape& shape, int group, int member, int groups,
-                    std::uint64_t lineage, bool keep_existing);
+  // The store of this rank's part of the group: where its stream lies in W, and (with
+  // `keep_existing`) in the checkpoint segment that survived.
+  void set_up_store(const GroupShape& shape, int member, bool keep_existing);
+  // A new checkpoint segment for the store, populated as `population` says, in place of any.
+  void create_checkpoint(const GroupShape& shape, int group, int member, int groups,
+                         std::uint64_t lineage, Segment::Population population);
+  void place_checkpoint();
+  // The checkpoint segment of a rank that its group rebuilds (RestoreInputs::prepare).
+  void prepare_checkpoint(const RestorePlan& setup);
   // The bytes of memory this job's ranks are about to take: those on this rank's machine, and
   // those in each limited memory cgroup holding this rank (a batch system's limit on the job).
   struct MemoryDemand {
@@ -121,6 +129,8 @@ class Session {
   // each rank alone can, with the others', exhaust the memory while its pages are mapped.
   void refuse_beyond_memory(const MemoryDemand& demand) const;
   std::uint64_t restore();
+  // Fills recovery_ from the clocks of the recovery just ended.
+  void account_recovery(bool lost);
   // Joins the group the plan gives this rank and sets up its store and protocol, over the
   // segments that survived (with their control state) or new ones. Returns the group. The
   // misplaced segments go first: the launch goes ahead without them, and the memory they hold is
@@ -215,6 +225,9 @@ class Session {
   double last_checkpoint_seconds_ = 0;  // slowest rank's time for the last checkpoint
   double last_recover_seconds_ = 0;
   double last_verify_seconds_ = 0;        // of the last recovery
+  skt_recovery recovery_{};               // where the last recovery's time went on this rank
+  double segment_seconds_ = 0;            // of this recovery: attaching, creating segments
+  double join_seconds_ = 0;               // of this recovery: planning and joining the group
   double last_commit_time_ = 0;           // MPI_Wtime when the last checkpoint or recovery ended
   std::uint64_t last_changed_bytes_ = 0;  // of the stream, encoded by the last checkpoint
   double last_scan_seconds_ = 0;          // this rank's time finding what changed

@@ -384,13 +384,15 @@ class Effects : public skt::Effects {
     return 0;
   }
 
-  void rebuild(std::span<const int> lost, std::span<const std::uint64_t> skip_rows,
-               std::span<const enc::RowRepair> repairs, const enc::ChunkList& mine,
-               std::byte* parity, const Progress& progress) override {
+  GroupWork rebuild(std::span<const int> lost, std::span<const std::uint64_t> skip_rows,
+                    std::span<const enc::RowRepair> repairs, const enc::ChunkList& mine,
+                    std::byte* parity, const Progress& progress,
+                    const enc::RebuildHooks* hooks) override {
     tick();
     if (progress) progress(1, 2);
-    if (!codec_) return;
+    if (!codec_) return {};
     GroupCall call;
+    call.hooks = hooks;
     call.member = member_;
     call.data = &mine;
     call.parity = parity;
@@ -406,6 +408,8 @@ class Effects : public skt::Effects {
       auto item = [&](int d, std::uint64_t row) {
         std::vector<std::byte> out(g.chunk_bytes);
         const GroupCall& c = *by_member[static_cast<std::size_t>(d)];
+        // As the pipeline does: a survivor's hook sees its item just before it is read.
+        if (c.hooks != nullptr && c.hooks->before_read) c.hooks->before_read(row);
         if (const auto p = g.parity_index(d, row)) {
           std::memcpy(out.data(), c.parity + *p * g.chunk_bytes, g.chunk_bytes);
         } else if (const auto j = g.chunk_of_row(d, row); *j < c.data->size()) {
@@ -457,10 +461,12 @@ class Effects : public skt::Effects {
               std::memcpy(c.data->data[*j], results[t].data(), c.data->bytes[*j]);
             }
           }
+          if (c.hooks != nullptr && c.hooks->landed) c.hooks->landed(row);
         }
       }
     });
     if (progress) progress(2, 2);
+    return {};
   }
 
   void write_control(const ControlState& state) override {
@@ -686,7 +692,7 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
         }};
     Protocol protocol(shape_.mode, fx, store, privates, survivor ? mine.state : ControlState{});
     fx.set_activity(0);
-    RestoreInputs inputs{setup.candidates, survivor, setup.shapes, group, nodes_, config_.job};
+    RestoreInputs inputs{setup.candidates, survivor, setup.shapes, group, nodes_, config_.job, {}};
     out.restored = static_cast<std::int64_t>(protocol.restore(inputs));
     if (out.restored == 0) {
       version = 0;

@@ -44,6 +44,7 @@ struct GroupCall {
   std::vector<int> lost;
   std::vector<std::uint64_t> skip;
   std::vector<enc::RowRepair> repairs;
+  const enc::RebuildHooks* hooks = nullptr;
 };
 
 // How the ranks that did not crash stop once the job is dead: each gets a budget of effects it

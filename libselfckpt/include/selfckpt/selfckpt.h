@@ -185,6 +185,26 @@ typedef struct skt_stats {
 
 int skt_get_stats(const skt_context* ctx, skt_stats* stats);
 
+/* Where this rank's last skt_recover spent its time, phase by phase, and the bytes it moved (all
+ * zero before one). The phases add up to `seconds`; `agree` is the rest: the job's agreements and
+ * the time spent waiting there for slower ranks. The same is logged at the info level (SKT_LOG). */
+typedef struct skt_recovery {
+  double seconds; /* the whole call on this rank */
+  double attach;  /* attaching the segments that survived, or creating and populating new ones */
+  double join;    /* planning and joining the group */
+  double verify;  /* checking W, B and the checksum against the block digests */
+  double fetch;   /* waiting for the group's transfers to arrive or leave */
+  double decode;  /* its part of the group's rebuild: combining and sending */
+  double restore; /* writing W and B back, the digests of what came, the private objects */
+  double agree;   /* agreements, and waiting for the other ranks */
+  uint64_t verified_bytes; /* read to verify */
+  uint64_t rebuilt_bytes;  /* got back from its group */
+  uint64_t restored_bytes; /* written back into W and B */
+  int lost;                /* 1: this rank held nothing of the epoch and was rebuilt */
+} skt_recovery;
+
+int skt_get_recovery(const skt_context* ctx, skt_recovery* recovery);
+
 /* A short fixed description of an error code. */
 const char* skt_strerror(int code);
 

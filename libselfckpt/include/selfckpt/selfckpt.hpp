@@ -119,6 +119,12 @@ class ContextOps {
     return s;
   }
 
+  skt_recovery recovery() const {
+    skt_recovery r{};
+    detail::check(skt_get_recovery(ctx_, &r));
+    return r;
+  }
+
   skt_context* get() const noexcept { return ctx_; }
 
  protected:
