@@ -183,6 +183,10 @@ int main(int argc, char** argv) {
                  "phases), changes (checkpoints that find what changed), comma separated");
   std::string recovery_csv = "recovery.csv";
   app.add_option("--recovery-csv", recovery_csv, "CSV output of the recovery table (rank 0)");
+  std::string spares = "cold";
+  app.add_option("--spares", spares,
+                 "the spare nodes the lost ranks are relaunched on: cold (nothing there), warm "
+                 "(memory reserved for them ahead, as skt-run does), or cold,warm");
   bool lose_all_tolerated = false;
   app.add_flag("--lose-tolerated", lose_all_tolerated,
                "lose as many nodes of a group as its code tolerates (m), not one");
@@ -240,7 +244,13 @@ int main(int argc, char** argv) {
       }
     }
 
-    for (const auto& [g, v] : configurations(groups, variants_text, size)) {
+    std::vector<std::pair<std::pair<int, Variant>, bool>> runs;
+    for (const auto& configuration : configurations(groups, variants_text, size)) {
+      for (const auto& kind : split(spares))
+        runs.push_back({configuration, kind == "warm"});
+    }
+    for (const auto& [configuration, warm] : runs) {
+      const auto& [g, v] = configuration;
       setenv("SKT_MODE", v.mode.c_str(), 1);
       setenv("SKT_SCHEME", v.scheme.c_str(), 1);
       setenv("SKT_PARITY", std::to_string(v.parity).c_str(), 1);
@@ -294,8 +304,19 @@ int main(int argc, char** argv) {
       // The lost ranks' nodes go: their memory with them, and spares take their places.
       const bool i_am_lost = std::find(lost.begin(), lost.end(), rank) != lost.end();
       if (i_am_lost) {
+        std::vector<std::size_t> sizes;
+        for (const auto& s : skt::list_own_segments()) {
+          if (s.header.identity.job == job && s.header.identity.rank == rank)
+            sizes.push_back(s.header.data_bytes);
+        }
         remove_job(job, rank);
-        setenv("SKT_NODE", fmt::format("spare{}", rank).c_str(), 1);
+        const std::string spare = fmt::format("spare{}", rank);
+        setenv("SKT_NODE", spare.c_str(), 1);
+        // A warm spare: what skt-run sets aside on its spare nodes ahead of a failure.
+        if (warm) {
+          for (const std::size_t bytes : sizes)
+            skt::create_reserve(job, spare, bytes, false);
+        }
       }
       {
         // The relaunch: attaching (or, on the spare, creating) the segments, then recovering.
@@ -325,7 +346,7 @@ int main(int argc, char** argv) {
       remove_job(job, rank);
       if (rank != 0) continue;
       const bool self = v.mode == "self";
-      if (table) {
+      if (table && !warm) {  // the first table is of cold spares
         table->row({v.mode, v.scheme, std::to_string(v.parity), std::to_string(g),
                     skt::bench::num(full, 4), skt::bench::num(full / memcpy_time, 2),
                     skt::bench::num(incremental, 4),
@@ -343,16 +364,17 @@ int main(int argc, char** argv) {
               "skt_get_recovery)\n",
               lose_all_tolerated ? "as many nodes as each code tolerates" : "one node");
           recovery_table = std::make_unique<skt::bench::Table>(
-              std::vector<std::string>{"mode", "scheme", "m", "G", "lost", "ckpt_s", "recover_s",
-                                       "recover/ckpt", "relaunch_s", "slowest", "attach", "join",
-                                       "verify", "fetch", "decode", "restore", "agree"},
+              std::vector<std::string>{"mode", "scheme", "m", "G", "lost", "spare", "ckpt_s",
+                                       "recover_s", "recover/ckpt", "relaunch_s", "slowest",
+                                       "attach", "join", "verify", "fetch", "decode", "restore",
+                                       "agree"},
               recovery_csv);
         }
         const skt_recovery& p = slowest_phases;
         const auto cell = [](double x) { return skt::bench::num(x, 4); };
         recovery_table->row(
             {v.mode, v.scheme, std::to_string(v.parity), std::to_string(g),
-             std::to_string(lost.size()), cell(full), cell(recover),
+             std::to_string(lost.size()), warm ? "warm" : "cold", cell(full), cell(recover),
              skt::bench::num(recover / full, 2), cell(relaunch),
              fmt::format("{}:{}", slowest_rank, p.lost != 0 ? "rebuilt" : "survivor"),
              cell(p.attach), cell(p.join), cell(p.verify), cell(p.fetch), cell(p.decode),

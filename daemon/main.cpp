@@ -23,7 +23,10 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <map>
+#include <numeric>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -115,6 +118,7 @@ struct Options {
   bool dry_run = false;
   bool fresh_if_unrecoverable = false;
   bool new_command = false;
+  bool warm_spares = true;
   std::vector<std::string> command;
   std::string directory;  // where skt-run was started (plan_from)
 };
@@ -485,6 +489,8 @@ std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan) {
       continue;
     }
     ++found.count;
+    // A warm spare's reserve is no rank's: it says nothing of where ranks are.
+    if (words.size() > 5 && words[5] == "reserve") continue;
     if (!found.node_of_rank) continue;
     std::size_t rank = 0;
     const auto [end, ec] =
@@ -509,16 +515,101 @@ void clean_segments(const Options& o, const Plan& plan, Log& log) {
     return;
   }
   Captured r;
+  // The spares' too: the memory reserved there for the job (warm spares).
+  auto nodes = nodes_of(plan.ranklist);
+  nodes.insert(nodes.end(), plan.spares.begin(), plan.spares.end());
   if (plan.local) {
     r = capture({tool, "clean", "--job", o.job}, {{"SKT_LOG", "off"}});
   } else {
-    const auto nodes = nodes_of(plan.ranklist);
     std::vector<std::string> argv = launcher_prefix(o, &nodes);
     argv.insert(argv.end(), {tool, "clean", "--job", o.job});
     r = capture(argv, {{"SKT_LOG", "off"}});
   }
-  log("removed the job's segments on {} node(s){}", nodes_of(plan.ranklist).size(),
+  log("removed the job's segments on {} node(s){}", nodes.size(),
       r.code == 0 ? "" : fmt::format(" (skt-shm exit {}: some may be left)", r.code));
+}
+
+// The data sizes of the segments a spare must hold to take one node's ranks at once: those of
+// the node whose segments are largest in all (skt-shm list on the job's nodes). Nothing when
+// they cannot be seen.
+std::optional<std::vector<std::size_t>> segment_sizes_of_a_node(const Options& o, const Plan& plan,
+                                                                const std::string& tool) {
+  const std::vector<std::string> list{tool, "list", "--job", o.job};
+  Captured r;
+  if (plan.local) {
+    r = capture(list, {{"SKT_LOG", "off"}});
+  } else {
+    const auto nodes = nodes_of(plan.ranklist);
+    auto argv = launcher_prefix(o, &nodes);
+    argv.insert(argv.end(), list.begin(), list.end());
+    r = capture_each({argv}, o.probe_timeout).front();
+  }
+  if (r.code != 0 || r.timed_out) return std::nullopt;
+  std::map<std::string, std::vector<std::size_t>> by_node;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto words = split_words(line);
+    std::size_t bytes = 0;
+    if (words.size() < 8 || words[0].find_first_not_of("0123456789") != std::string::npos ||
+        !skt::job_covers(o.job, words[2]) || words[5] == "reserve" ||
+        std::from_chars(words[7].data(), words[7].data() + words[7].size(), bytes).ec !=
+            std::errc()) {
+      continue;
+    }
+    by_node[words[4]].push_back(bytes);
+  }
+  std::optional<std::vector<std::size_t>> largest;
+  std::size_t most = 0;
+  for (auto& [node, sizes] : by_node) {
+    const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
+    if (!largest || total > most) {
+      most = total;
+      largest = std::move(sizes);
+    }
+  }
+  return largest;
+}
+
+// Warm spares: on each of `spares`, memory for the segments of one node's ranks, made and written
+// now (skt-shm reserve), so that ranks relaunched there take it over instead of paying for fresh
+// memory in their recovery. Returns what to log.
+std::string reserve_on_spares(const Options& o, const Plan& plan,
+                              const std::vector<std::string>& spares) {
+  const auto start = Clock::now();
+  const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
+  if (tool.empty()) return "warm spares: skt-shm not found; the spares stay cold";
+  const auto sizes = segment_sizes_of_a_node(o, plan, tool);
+  if (!sizes) return "warm spares: the job's segments could not be listed; the spares stay cold";
+  if (sizes->empty()) return "";  // the run has ended and removed them
+  std::string bytes;
+  for (const std::size_t b : *sizes)
+    bytes += fmt::format("{}{}", bytes.empty() ? "" : ",", b);
+  std::vector<std::vector<std::string>> commands;
+  for (const auto& spare : spares) {
+    std::vector<std::string> argv;
+    if (!plan.local) {
+      const std::vector<std::string> one{spare};
+      argv = launcher_prefix(o, &one);
+    }
+    argv.insert(argv.end(), {tool, "reserve", "--job", o.job, "--bytes", bytes});
+    if (plan.local) argv.insert(argv.end(), {"--node", spare});
+    if (const char* huge = std::getenv("SKT_HUGE_PAGES"); huge != nullptr && *huge == '1')
+      argv.push_back("--huge-pages");
+    commands.push_back(std::move(argv));
+  }
+  const auto results = capture_each(commands, std::max(60.0, 6 * o.probe_timeout));
+  std::vector<std::string> failed;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].code != 0 || results[i].timed_out) failed.push_back(spares[i]);
+  }
+  const double total =
+      static_cast<double>(std::accumulate(sizes->begin(), sizes->end(), std::size_t{0}));
+  return fmt::format(
+      "warm spares: {:.1f} MiB reserved for {} segment{} on each of {} in {:.2f} s{}",
+      total / (1 << 20), sizes->size(), sizes->size() == 1 ? "" : "s", fmt::join(spares, ","),
+      seconds_since(start),
+      failed.empty() ? std::string()
+                     : fmt::format(" (failed on {}: those stay cold)", fmt::join(failed, ",")));
 }
 
 // Runs skt-drain on the job's drain directory (SKT_DRAIN_DIR in skt-run's environment, which its
@@ -810,11 +901,25 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   Watchdog watch(o_.job, launch, static_cast<int>(plan_.ranklist.size()), limits, cadence, 0.0);
   // What the ranks said since the last time, to the watchdog; and the job's first checkpoint to
   // the state at once.
+  // Warm spares once the run has committed a checkpoint (its segments are then all there, at
+  // their sizes): beside this loop, as a probe is.
+  std::future<std::string> reserving;
+  std::size_t reserved_for = 0;  // contexts whose segments the spares hold
   const auto hear_ranks = [&] {
     for (const auto& datagram : listener_.receive_all()) {
       if (const auto h = parse_heard(datagram)) watch.heard(*h, now());
     }
     note_checkpointed(watch);
+    // Again whenever another of the program's contexts commits its first (skt-hpl's test after
+    // its record of the run): the segments a spare must hold grew. What a spare has counts.
+    if (!o_.warm_spares || plan_.spares.empty() || reserving.valid() ||
+        watch.contexts_committed() <= reserved_for) {
+      return;
+    }
+    reserved_for = watch.contexts_committed();
+    // By reference: plan_ changes only once this run is over, and the reserving ends before.
+    reserving = std::async(std::launch::async,
+                           [this] { return reserve_on_spares(o_, plan_, plan_.spares); });
   };
   Passthrough stdout_copy(child.out.get(), STDOUT_FILENO, nullptr);
   Passthrough stderr_copy(child.err.get(), STDERR_FILENO, &out.last_errors);
@@ -953,6 +1058,10 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
                              return probe->dead(nodes);
                            });
     }
+    if (reserving.valid() &&
+        reserving.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      if (const std::string said = reserving.get(); !said.empty()) log_("{}", said);
+    }
     if (probing.valid() && probing.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       next_probe = now() + o_.probe_interval;
       try {
@@ -969,6 +1078,9 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
     }
   }
   hear_ranks();  // what came with the launcher's end
+  if (reserving.valid()) {
+    if (const std::string said = reserving.get(); !said.empty()) log_("{}", said);
+  }
   // skt-run ended it (a hang, a dead node, an overdue launcher, which set ranks_code) or passed
   // the operator's signal on.
   const bool ended_by_us = killed || g_signal != 0;
@@ -1389,6 +1501,12 @@ int run(int argc, char** argv) {
   app.add_option("--ranks-per-node", o.ranks_per_node, "ranks on each node (default 1)");
   app.add_option("--spares", o.spares, "the last N nodes are spares");
   app.add_option("--spare-nodes", o.spare_nodes, "spare nodes, comma separated");
+  app.add_flag("!--cold-spares", o.warm_spares,
+               "do not reserve memory on the spares: by default, once a run has committed its "
+               "first checkpoint, each spare gets, made and written ahead of a failure, the "
+               "shared memory of one node's ranks (skt-shm reserve), which ranks relaunched "
+               "there take over, so that their recovery does not pay for fresh memory; it holds "
+               "that memory while the job runs");
   app.add_option("--job", o.job,
                  "job tag, stable across relaunches (default: slurm-<job id> in Slurm, else "
                  "run-<hash of the directory, nodes and command>: the same command here is the "

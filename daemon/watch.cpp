@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "libselfckpt/src/call_order.hpp"
@@ -251,6 +252,13 @@ std::optional<int> Watchdog::failed_exit() const {
     if (code != 0) return code;
   }
   return std::nullopt;
+}
+
+std::size_t Watchdog::contexts_committed() const {
+  std::set<std::string> jobs;
+  for (const auto& commit : commits_)
+    jobs.insert(commit.first);
+  return jobs.size();
 }
 
 }  // namespace skt::run

@@ -108,6 +108,8 @@ class Watchdog {
   double cadence() const noexcept { return cadence_; }
   // Whether the job has a checkpoint: a rank of this run committed one, or restored one.
   bool checkpointed() const noexcept { return !commits_.empty() || restored_.value_or(0) > 0; }
+  // How many of the job's contexts (itself and its sub-jobs) committed a checkpoint in this run.
+  std::size_t contexts_committed() const;
   // The bound on the time without a checkpoint now, if there is one.
   std::optional<double> progress_bound() const;
 

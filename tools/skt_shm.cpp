@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -186,6 +187,34 @@ int clean(const Filter& filter, bool force) {
   return kept == 0 ? 0 : 1;
 }
 
+// Makes sure the job's reserves on this node can hold segments of these data sizes: each size
+// one unclaimed reserve, made (every page written) where none is there yet.
+int reserve(const std::string& job, std::string node, const std::vector<std::size_t>& sizes,
+            bool huge_pages) {
+  if (node.empty()) node = skt::default_node_name();
+  auto present = skt::list_reserves(job, node);
+  int made = 0;
+  std::size_t bytes = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::size_t size : sizes) {
+    const auto it = std::find_if(present.begin(), present.end(),
+                                 [&](const auto& r) { return r.header.data_bytes == size; });
+    if (it != present.end()) {
+      present.erase(it);
+      continue;
+    }
+    const skt::Segment segment = skt::create_reserve(job, node, size, huge_pages);
+    bytes += segment.header().segment_bytes;
+    ++made;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print("node {}: {} reserve{} of job '{}' made ({:.1f} MiB in {:.3f} s), {} already there\n",
+             node, made, made == 1 ? "" : "s", job, static_cast<double>(bytes) / (1 << 20), seconds,
+             static_cast<int>(sizes.size()) - made);
+  return 0;
+}
+
 void add_filter(CLI::App* command, Filter& filter, bool job_required) {
   auto* job =
       command->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG+*");
@@ -242,6 +271,32 @@ int main(int argc, char** argv) {
   verify_cmd->add_option("--node", filter.node,
                          "read only this node's segments: each process of a run on virtual nodes "
                          "of one host stands for one node (default: SKT_NODE, if set)");
+  auto* reserve_cmd = app.add_subcommand(
+      "reserve",
+      "set memory aside on this node for segments of a job that a relaunch may place here (a "
+      "warm spare, which skt-run makes of its spare nodes): one reserve per --bytes, each page "
+      "in memory and written; a rank that needs a segment of that size on this node takes one "
+      "over instead of making its own. Reserves already there count; skt-shm clean --job "
+      "removes them");
+  std::vector<std::size_t> reserve_sizes;
+  bool huge_pages = false;
+  reserve_cmd->add_option("--job", filter.job, "job tag (SKT_JOB)")
+      ->required()
+      ->check([](const std::string& v) {
+        return skt::valid_job_tag(v) ? std::string() : "not a valid job tag: " + v;
+      });
+  reserve_cmd
+      ->add_option("--bytes", reserve_sizes,
+                   "the data size of each segment to hold, as skt-shm list shows it (repeat, or "
+                   "comma separated)")
+      ->required()
+      ->delimiter(',')
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 50));
+  reserve_cmd->add_option("--node", filter.node,
+                          "the node (failure domain) the reserves are for (default: SKT_NODE, "
+                          "SLURMD_NODENAME or the host name, as the library takes it)");
+  reserve_cmd->add_flag("--huge-pages", huge_pages,
+                        "reserves of huge pages, for a job run with SKT_HUGE_PAGES=1");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -266,6 +321,7 @@ int main(int argc, char** argv) {
   try {
     if (list_cmd->parsed()) return list(filter);
     if (inspect_cmd->parsed()) return inspect(filter);
+    if (reserve_cmd->parsed()) return reserve(filter.job, filter.node, reserve_sizes, huge_pages);
     return clean(filter, force);
   } catch (const std::exception& e) {
     fmt::print(stderr, "skt-shm: {}\n", e.what());

@@ -69,6 +69,8 @@ class Arena {
   std::size_t segment_bytes() const noexcept;
   // Bytes of the workspace segment not in memory yet: pages the program has still to write.
   std::size_t unwritten_bytes() const;
+  // Whether the workspace segment is a reserve this launch took over (a warm spare's).
+  bool from_reserve() const noexcept { return segment_.from_reserve(); }
   // The workspace segment's SysV id, -1 before there is one.
   int segment_id() const noexcept { return segment_.id(); }
 

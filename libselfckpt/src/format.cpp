@@ -107,6 +107,8 @@ const char* kind_name(SegmentKind kind) noexcept {
       return "workspace";
     case SegmentKind::checkpoint:
       return "checkpoint";
+    case SegmentKind::reserve:
+      return "reserve";
   }
   return "unknown";
 }

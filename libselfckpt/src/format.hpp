@@ -13,6 +13,9 @@ namespace skt {
 
 inline constexpr std::size_t kHeaderBytes = 4096;  // data starts one page into a segment
 inline constexpr int kMaxGroupSize = 64;
+// In a reserve's header page, past everything a header page holds: the word that the rank taking
+// the reserve over swaps from zero, so that two never take the same.
+inline constexpr std::size_t kClaimOffset = kHeaderBytes - 8;
 // 2: checkpoint segments carry their region table (what `skt-shm verify` reads B with).
 // 3: in the self mode the two checksum areas alternate between epochs (CheckpointAreas).
 // 4: one workspace segment per rank (the arena of all its regions and staged private objects);
@@ -27,7 +30,10 @@ inline constexpr std::uint32_t kStableHeaderSince = 5;
 
 // A rank keeps two segments per job: its workspace W (every region and the staged private
 // objects) and its checkpoint (B, C and D, their digests, and the protocol's control block).
-enum class SegmentKind : std::uint32_t { workspace = 1, checkpoint = 3 };
+// A reserve is memory set aside on a spare node for the segments of a rank that may be relaunched
+// there (a warm spare): made and written ahead of a failure, taken over by the first rank that
+// needs a segment it can hold.
+enum class SegmentKind : std::uint32_t { workspace = 1, checkpoint = 3, reserve = 5 };
 const char* kind_name(SegmentKind kind) noexcept;
 
 // Who a segment belongs to. Keys are derived from it, and a segment is only ever attached when its

@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <optional>
 #include <random>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -110,9 +112,13 @@ bool owned_by_caller(const shmid_ds& ds) {
 }  // namespace
 
 key_t segment_key(const SegmentIdentity& identity, int probe) noexcept {
+  // A reserve's name says which pages it has; its keys are the same either way, so that a
+  // rank looking for one finds both.
+  const std::string_view name =
+      identity.kind == SegmentKind::reserve ? std::string_view("reserve") : identity.name;
   const std::string text =
       fmt::format("{}|{}|{}|{}|{}|{}|{}", identity.uid, identity.job, identity.domain,
-                  identity.rank, static_cast<unsigned>(identity.kind), identity.name, probe);
+                  identity.rank, static_cast<unsigned>(identity.kind), name, probe);
   const std::uint64_t h = crc64(text.data(), text.size());
   auto key = static_cast<key_t>((h ^ (h >> 31) ^ (h >> 62)) & 0x7fffffffu);
   if (key == IPC_PRIVATE) key = 1;
@@ -129,7 +135,8 @@ std::size_t segment_size(std::size_t data_bytes, bool huge_pages) noexcept {
 Segment::Segment(Segment&& other) noexcept
     : id_(std::exchange(other.id_, -1)),
       base_(std::exchange(other.base_, nullptr)),
-      header_(std::move(other.header_)) {}
+      header_(std::move(other.header_)),
+      from_reserve_(other.from_reserve_) {}
 
 Segment& Segment::operator=(Segment&& other) noexcept {
   if (this != &other) {
@@ -137,6 +144,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
     id_ = std::exchange(other.id_, -1);
     base_ = std::exchange(other.base_, nullptr);
     header_ = std::move(other.header_);
+    from_reserve_ = other.from_reserve_;
   }
   return *this;
 }
@@ -215,8 +223,91 @@ bool made_meanwhile(key_t key, const SegmentIdentity& identity) {
 
 }  // namespace
 
+namespace {
+
+// The tag a job's reserves go by: its own before any '+'.
+std::string reserve_tag(const std::string& job) {
+  return job.substr(0, job.find('+'));
+}
+
+// The names a reserve's header carries: which pages it has, which only segments with the same may
+// take over (segment_key gives both the same keys).
+constexpr const char* kReserveName = "reserve";
+constexpr const char* kHugeReserveName = "reserve, huge pages";
+
+SegmentIdentity reserve_identity(const std::string& job, const std::string& node, int slot) {
+  return SegmentIdentity{static_cast<std::uint32_t>(geteuid()),
+                         reserve_tag(job),
+                         node,
+                         slot,
+                         SegmentKind::reserve,
+                         kReserveName};
+}
+
+// Calls `visit(id)` for every segment at a key of the job's reserve slots on `node` (whatever it
+// holds now), slot by slot, up to the first slot with none: slots are filled from the first.
+template <typename Visit>
+void for_each_reserve_key(const std::string& job, const std::string& node, Visit visit) {
+  for (int slot = 0; slot < kReserveSlots; ++slot) {
+    bool any = false;
+    for (int probe = 0; probe < kKeyProbes; ++probe) {
+      const int id = shmget(segment_key(reserve_identity(job, node, slot), probe), 0, 0);
+      if (id < 0) continue;
+      any = true;
+      visit(id);
+    }
+    if (!any) return;
+  }
+}
+
+// Takes over a reserve on this node that can hold a segment of `header` (its identity written
+// in, its size kept), if there is one.
+std::optional<Segment> take_over_reserve(const SegmentHeader& header, bool huge_pages) {
+  if (header.identity.kind == SegmentKind::reserve) return std::nullopt;
+  const std::size_t need = segment_size(header.data_bytes, huge_pages);
+  const std::size_t most = need + need / 4 + (std::size_t{4} << 20);
+  std::optional<Segment> taken;
+  for_each_reserve_key(header.identity.job, header.identity.domain, [&](int id) {
+    if (taken) return;
+    auto reserve = Segment::attach(id, false, nullptr, false);
+    if (!reserve) return;
+    const SegmentHeader& h = reserve->header();
+    const bool same_pages = h.identity.name == (huge_pages ? kHugeReserveName : kReserveName);
+    if (h.identity.kind != SegmentKind::reserve || !same_pages ||
+        h.identity.job != reserve_tag(header.identity.job) ||
+        h.identity.domain != header.identity.domain || h.segment_bytes < need ||
+        h.segment_bytes > most) {
+      return;
+    }
+    std::uint64_t unclaimed = 0;
+    std::atomic_ref<std::uint64_t> claim(
+        *reinterpret_cast<std::uint64_t*>(reserve->base() + kClaimOffset));
+    if (!claim.compare_exchange_strong(unclaimed, static_cast<std::uint64_t>(getpid()) | 1u))
+      return;
+    taken = std::move(reserve);
+  });
+  if (!taken) return std::nullopt;
+  SegmentHeader mine = header;
+  mine.segment_bytes = taken->header().segment_bytes;
+  encode_header(taken->base(), mine);
+  // The segment is now the rank's: Segment::header() must say so too.
+  std::string why;
+  const int id = taken->id();
+  taken->detach();
+  return Segment::attach(id, false, &why, false);
+}
+
+}  // namespace
+
 Segment Segment::create(SegmentHeader header, bool huge_pages, Population population,
                         const Progress& progress) {
+  if (auto reserve = take_over_reserve(header, huge_pages)) {
+    if (population != Population::none) {
+      populate_pages(reserve->base(), reserve->header().segment_bytes);
+    }
+    reserve->from_reserve_ = true;
+    return std::move(*reserve);
+  }
   const std::size_t bytes = segment_size(header.data_bytes, huge_pages);
   header.segment_bytes = bytes;
   int flags = IPC_CREAT | IPC_EXCL | 0600;
@@ -375,12 +466,18 @@ std::optional<SegmentHeader> other_version_header(int id) {
 FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seconds,
                         bool populate) {
   FindResult result;
+  // Its own keys first, then the keys of the job's reserves on the node, one of which it may
+  // have taken over.
+  std::vector<int> ids;
   for (int probe = 0; probe < kKeyProbes; ++probe) {
-    const key_t key = segment_key(identity, probe);
-    const int id = shmget(key, 0, 0);
-    if (id < 0) continue;
+    const int id = shmget(segment_key(identity, probe), 0, 0);
+    if (id >= 0) ids.push_back(id);
+  }
+  for_each_reserve_key(identity.job, identity.domain, [&](int id) { ids.push_back(id); });
+  for (const int id : ids) {
     shmid_ds ds{};
     if (shmctl(id, IPC_STAT, &ds) != 0) continue;
+    const key_t key = ds.shm_perm.__key;
     if (!owned_by_caller(ds)) {
       result.skipped.push_back(fmt::format("key {:#x} belongs to uid {} with mode {:o}", key,
                                            ds.shm_perm.uid, ds.shm_perm.mode & 0777));
@@ -409,6 +506,7 @@ FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seco
       continue;
     }
     if (!same_identity(look->header().identity, identity)) {
+      if (look->header().identity.kind == SegmentKind::reserve) continue;
       result.skipped.push_back(fmt::format(
           "key {:#x} belongs to job '{}' rank {} ({})", key, look->header().identity.job,
           look->header().identity.rank, kind_name(look->header().identity.kind)));
@@ -455,9 +553,21 @@ std::vector<SegmentListing> list_own_segments(bool other_versions) {
 
 std::vector<SegmentListing> list_segments_of(const std::vector<SegmentIdentity>& identities) {
   std::unordered_multimap<key_t, std::size_t> wanted;
+  std::set<std::pair<std::string, std::string>> reserves;  // (job, node)
   for (std::size_t i = 0; i < identities.size(); ++i) {
     for (int probe = 0; probe < kKeyProbes; ++probe)
       wanted.emplace(segment_key(identities[i], probe), i);
+    reserves.emplace(identities[i].job, identities[i].domain);
+  }
+  // A segment in a reserve's place: at one of the keys of its job's reserve slots on its node.
+  for (const auto& [job, node] : reserves) {
+    for (std::size_t i = 0; i < identities.size(); ++i) {
+      if (identities[i].job != job || identities[i].domain != node) continue;
+      for_each_reserve_key(job, node, [&](int id) {
+        shmid_ds ds{};
+        if (shmctl(id, IPC_STAT, &ds) == 0) wanted.emplace(ds.shm_perm.__key, i);
+      });
+    }
   }
   std::vector<SegmentListing> out;
   for_each_own_segment([&](int id, const shmid_ds& ds) {
@@ -477,6 +587,38 @@ std::vector<SegmentListing> list_segments_of(const std::vector<SegmentIdentity>&
 
 bool remove_segment(int shmid) noexcept {
   return shmctl(shmid, IPC_RMID, nullptr) == 0;
+}
+
+std::vector<SegmentListing> list_reserves(const std::string& job, const std::string& node) {
+  std::vector<SegmentListing> out;
+  for_each_reserve_key(job, node, [&](int id) {
+    shmid_ds ds{};
+    if (shmctl(id, IPC_STAT, &ds) != 0 || !owned_by_caller(ds)) return;
+    const auto look = Segment::attach(id, true);
+    if (!look || look->header().identity.kind != SegmentKind::reserve) return;
+    const auto claim = *reinterpret_cast<const std::uint64_t*>(look->base() + kClaimOffset);
+    if (claim == 0) out.push_back({id, ds.shm_perm.__key, look->header(), ds.shm_nattch});
+  });
+  return out;
+}
+
+Segment create_reserve(const std::string& job, const std::string& node, std::size_t data_bytes,
+                       bool huge_pages) {
+  for (int slot = 0; slot < kReserveSlots; ++slot) {
+    bool taken = false;
+    for (int probe = 0; probe < kKeyProbes && !taken; ++probe)
+      taken = shmget(segment_key(reserve_identity(job, node, slot), probe), 0, 0) >= 0;
+    if (taken) continue;
+    SegmentHeader header;
+    header.identity = reserve_identity(job, node, slot);
+    if (huge_pages) header.identity.name = kHugeReserveName;
+    header.data_bytes = data_bytes;
+    return Segment::create(header, huge_pages, Segment::Population::written);
+  }
+  throw Error(SKT_ERR_SHM,
+              fmt::format("all {} reserve slots of job '{}' on node '{}' are taken: "
+                          "remove what is left of earlier runs (skt-shm clean --job {})",
+                          kReserveSlots, reserve_tag(job), node, reserve_tag(job)));
 }
 
 }  // namespace skt

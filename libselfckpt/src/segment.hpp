@@ -68,6 +68,8 @@ class Segment {
   explicit operator bool() const noexcept { return base_ != nullptr; }
   // Bytes of the segment's pages that are in memory (all of them when the kernel cannot say).
   std::size_t resident_bytes() const;
+  // Whether create() took a reserve over rather than make the segment.
+  bool from_reserve() const noexcept { return from_reserve_; }
 
   void remove();
   void detach() noexcept;
@@ -76,6 +78,7 @@ class Segment {
   int id_ = -1;
   std::byte* base_ = nullptr;
   SegmentHeader header_;
+  bool from_reserve_ = false;
 };
 
 struct FindResult {
@@ -106,6 +109,20 @@ std::vector<SegmentListing> list_own_segments(bool other_versions = false);
 std::vector<SegmentListing> list_segments_of(const std::vector<SegmentIdentity>& identities);
 // Removes a listed segment, whatever its version (it goes once no process has it attached).
 bool remove_segment(int shmid) noexcept;
+
+// Reserves, the memory of warm spares (SegmentKind::reserve). A job's reserves on a node sit in
+// slots 0, 1, ... under its tag before any '+' (a program's sub-jobs, skt-hpl's TAG+t0, take them
+// too). Segment::create takes one over, when one on its node can hold the segment and is not much
+// larger (a quarter and 4 MiB at most), instead of making a segment: its pages are in memory and
+// written already, which a rank rebuilt on a spare would otherwise pay for during its recovery.
+// find_segment and list_segments_of find a segment in a reserve's place as in its own.
+inline constexpr int kReserveSlots = 64;
+// The job's reserves on `node` that no rank has taken over.
+std::vector<SegmentListing> list_reserves(const std::string& job, const std::string& node);
+// A new reserve for `data_bytes` of a segment's data in the first free slot, every page written
+// (with huge pages only for segments with huge pages).
+Segment create_reserve(const std::string& job, const std::string& node, std::size_t data_bytes,
+                       bool huge_pages);
 
 // Rounded-up size of a segment holding `data_bytes` after its header.
 std::size_t segment_size(std::size_t data_bytes, bool huge_pages) noexcept;

@@ -989,7 +989,10 @@ std::uint64_t Session::restore() {
       "recovered epoch {} in {:.3f} s: {}; {} blocks of the workspace rolled back, {} blocks of "
       "the committed copy written from the workspace, {} items rebuilt from the group; {}",
       epoch_, last_recover_seconds_,
-      mine.valid != 0 ? "this rank's memory survived" : "this rank was lost",
+      mine.valid != 0 ? "this rank's memory survived"
+      : arena_->from_reserve() || checkpoint_.from_reserve()
+          ? "this rank was lost, and took over memory reserved for it on this node (a warm spare)"
+          : "this rank was lost",
       s.workspace_blocks_rolled_back, s.copy_blocks_mended, s.chunks_rebuilt,
       describe_phases(recovery_));
   return epoch_;
@@ -1078,7 +1081,13 @@ int Session::establish(const RestorePlan& setup, std::optional<ControlState> sur
       const std::size_t replaced = checkpoint_ ? checkpoint_.header().segment_bytes : 0;
       const std::size_t bytes =
           segment_size(areas.data_bytes(region_table_bytes(layout.entries)), config_.huge_pages);
-      creating = (bytes > replaced ? bytes - replaced : 0) + arena_->unwritten_bytes();
+      // Memory reserved on this node for the job (a warm spare) holds it already: the machine's
+      // available memory no longer counts it.
+      const auto reserves = list_reserves(config_.job, config_.node);
+      const bool reserved = std::any_of(reserves.begin(), reserves.end(), [&](const auto& r) {
+        return r.header.segment_bytes >= bytes;
+      });
+      creating = (bytes > replaced && !reserved ? bytes - replaced : 0) + arena_->unwritten_bytes();
     } catch (const std::exception&) {
       // set_up_store meets the same error below, and every rank refuses together.
     }

@@ -46,6 +46,40 @@ def two_losses_two_spares(d, cluster, checks, reference):
     cluster.clean(job)
 
 
+def warm_spare(d, cluster, checks):
+    """Once the run has committed a checkpoint, skt-run reserves on its spare the memory of one
+    node's ranks; the rank relaunched there takes it over (the library says so), and the result is
+    that of a run without failure. With --cold-spares nothing is reserved."""
+    reference = cluster.reference(2, APP_ARGS)
+    for cold in (False, True):
+        job = cluster.new_job("dw")
+
+        def lose_n2(_):
+            if not cold:
+                # The reserving runs beside the run, from its first commit on: the node dies once
+                # it is done (every rank waits at the pause meanwhile).
+                for _ in range(2000):
+                    if any(row[4] == "n3" and row[5] == "reserve" for row in cluster.segments(job)):
+                        break
+            d.kill_node(job, "n2")
+
+        code, out = d.run(d.command(job, ["n1", "n2", "n3"], 1, APP_ARGS + ["--pause", "0:6"],
+                                    ["--cold-spares"] if cold else []),
+                          env={"SKT_LOG": "info"}, on_pause=lose_n2)
+        what = "--cold-spares" if cold else "a warm spare"
+        checks.expect(code == 0 and result_of(out) == reference,
+                      f"{what}: n2 lost, relaunched on n3, exit 0 with the reference result", out)
+        reserved = re.search(r"warm spares: [\d.]+ MiB reserved for 2 segments on each of n3", out)
+        taken = "took over memory reserved for it on this node (a warm spare)" in out
+        if cold:
+            checks.expect(not reserved and not taken, "--cold-spares: nothing reserved, nothing taken", out)
+        else:
+            checks.expect(reserved is not None, "skt-run reserved n3's memory for both segments", out)
+            checks.expect(taken, "the rank relaunched on n3 took over the memory reserved there", out)
+        checks.expect(cluster.segment_count(job) == 0, f"{what}: no segment, reserve or other, left")
+        cluster.clean(job)
+
+
 def out_of_spares(d, cluster, checks):
     job = cluster.new_job("d0")
     victims = ["n2", "n3"]
@@ -437,6 +471,7 @@ def main(argv):
         bad_input(d, checks)
         slurm_commands_failing(d, cluster, checks)
         two_losses_two_spares(d, cluster, checks, reference)
+        warm_spare(d, cluster, checks)
         out_of_spares(d, cluster, checks)
         kill_during_checkpoint_and_recovery(d, cluster, checks, reference)
         probes_and_exit_codes(d, cluster, checks, reference)

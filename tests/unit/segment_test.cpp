@@ -51,6 +51,72 @@ struct KeyGuard {
   }
 };
 
+// Removes every segment of a job (reserves included) at the end of a test.
+struct JobGuard {
+  std::string job;
+  ~JobGuard() {
+    for (const auto& s : list_own_segments())
+      if (s.header.identity.job == job) remove_segment(s.shmid);
+  }
+};
+
+TEST(Reserve, TakenOverOnceByASegmentItCanHoldAndFoundThere) {
+  const auto id = identity_for("seg-warm", 3);
+  const JobGuard guard{id.job};
+  Segment reserve = create_reserve(id.job, "n1", 100000, false);
+  const std::size_t reserved_bytes = reserve.header().segment_bytes;
+  const int reserved_id = reserve.id();
+  reserve.detach();
+  ASSERT_EQ(list_reserves(id.job, "n1").size(), 1u);
+  EXPECT_TRUE(list_reserves(id.job, "n2").empty()) << "a reserve is for its node only";
+
+  Segment taken = make(id, 90000);
+  EXPECT_TRUE(taken.from_reserve());
+  EXPECT_EQ(taken.id(), reserved_id);
+  EXPECT_EQ(taken.header().segment_bytes, reserved_bytes);
+  EXPECT_EQ(taken.header().data_bytes, 90000u);
+  EXPECT_TRUE(list_reserves(id.job, "n1").empty()) << "taken over: no longer a reserve";
+  std::memset(taken.data(), 0x5a, 90000);
+  taken.detach();
+
+  // Found again by its identity, though at a reserve's key; listed as the rank's.
+  FindResult found = find_segment(id);
+  ASSERT_TRUE(found.segment);
+  EXPECT_EQ(found.segment->id(), reserved_id);
+  EXPECT_EQ(static_cast<unsigned char>(found.segment->data()[89999]), 0x5a);
+  found.segment->detach();
+  const auto listed = list_segments_of({id});
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed.front().shmid, reserved_id);
+
+  // Another rank finds no reserve left: it makes its own segment.
+  const Segment other = make(identity_for("seg-warm", 4), 90000);
+  EXPECT_FALSE(other.from_reserve());
+  EXPECT_NE(other.id(), reserved_id);
+}
+
+TEST(Reserve, NotTakenWhenTooSmallMuchLargerOrOfOtherPages) {
+  const auto id = identity_for("seg-cold", 1);
+  const JobGuard guard{id.job};
+  create_reserve(id.job, "n1", 50000, false);            // too small
+  create_reserve(id.job, "n1", 400000000, false);        // far too large
+  create_reserve(id.job, "n1", 100000, false).detach();  // fits
+  EXPECT_EQ(list_reserves(id.job, "n1").size(), 3u);
+  const Segment s = make(id, 100000);
+  EXPECT_TRUE(s.from_reserve());
+  EXPECT_EQ(list_reserves(id.job, "n1").size(), 2u);
+  EXPECT_FALSE(make(identity_for("seg-cold", 2), 100000).from_reserve());
+}
+
+TEST(Reserve, TakenBySubJobsOfItsTag) {
+  auto id = identity_for("seg-sub", 0);
+  const JobGuard guard{id.job};
+  const JobGuard sub_guard{id.job + "+t0"};
+  create_reserve(id.job, "n1", 20000, false).detach();
+  id.job += "+t0";
+  EXPECT_TRUE(make(id, 20000).from_reserve());
+}
+
 TEST(Segment, CreatedPrivateAndFoundAgain) {
   const auto id = identity_for("seg-a", 2);
   Segment s = make(id, 10000);
