@@ -77,6 +77,7 @@ Slot read_slot(const std::byte* p) {
   s.state.agreed = r.get<std::int64_t>();
   s.state.resumed = r.get<std::int64_t>();
   s.state.finished = r.get<std::int64_t>();
+  s.state.checkpoint_nanoseconds = r.get<std::int64_t>();
   const std::size_t covered = r.size();
   const auto crc = r.get<std::uint32_t>();
   s.valid = s.sequence != 0 && crc == crc32(p, covered);
@@ -235,6 +236,7 @@ void write_control(std::byte* page, const ControlState& state) {
   w.put(state.agreed);
   w.put(state.resumed);
   w.put(state.finished);
+  w.put(state.checkpoint_nanoseconds);
   const std::uint32_t crc = crc32(slot, w.size());
   w.put(crc);
   // The data this state describes must be in memory before the state that vouches for it.

@@ -25,7 +25,7 @@ inline constexpr std::size_t kClaimOffset = kHeaderBytes - 8;
 // From 5 on, the header itself (up to the identity and its CRC) keeps its layout, so that a segment
 // of another version is still seen for whose it is: a job's checkpoint is not silently left behind
 // by a version that cannot read it.
-inline constexpr std::uint32_t kFormatVersion = 6;
+inline constexpr std::uint32_t kFormatVersion = 7;
 inline constexpr std::uint32_t kStableHeaderSince = 5;
 
 // A rank keeps two segments per job: its workspace W (every region and the staged private
@@ -127,6 +127,9 @@ struct ControlState {
   // Every rank finished the job after this epoch (skt_finalize discarding it): what is left of its
   // segments is being removed, and is no checkpoint to resume.
   std::int64_t finished = -1;
+  // This rank's time for its last checkpoint, so that a relaunch knows what a checkpoint costs
+  // (skt_need_checkpoint's interval) before it has taken one.
+  std::int64_t checkpoint_nanoseconds = 0;
 
   bool operator==(const ControlState&) const = default;
 };

@@ -44,6 +44,12 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+std::int64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                              start)
+      .count();
+}
+
 // Adds `x` to a list of ranges kept in ascending order.
 void extend(std::vector<ChunkRange>& ranges, std::uint64_t x) {
   if (!ranges.empty() && ranges.back().end == x) {
@@ -152,6 +158,7 @@ bool Protocol::encodes_incrementally() const noexcept {
 }
 
 void Protocol::checkpoint(std::uint64_t next, const std::vector<std::uint64_t>* changed) {
+  started_ = std::chrono::steady_clock::now();
   try {
     if (mode_ == Mode::self) {
       checkpoint_self(next, changed);
@@ -244,6 +251,7 @@ void Protocol::checkpoint_self(std::uint64_t next, const std::vector<std::uint64
   // The last agreement: every rank committed, so none will need the epoch before.
   fx_.barrier();
   state_.resumed = target;
+  state_.checkpoint_nanoseconds = nanoseconds_since(started_);
   fx_.write_control(state_);
   full_encode_needed_ = false;
 }
@@ -288,6 +296,7 @@ void Protocol::checkpoint_copies(std::uint64_t next) {
   enter(Phase::encoded);
   enter(Phase::committed);
   state_.committed = target;
+  state_.checkpoint_nanoseconds = nanoseconds_since(started_);
   fx_.write_control(state_);
   fx_.fault(FaultStep::committed, next);
   fx_.barrier();
@@ -699,8 +708,10 @@ std::uint64_t Protocol::restore(const RestoreInputs& in) {
     });
     enter(Phase::finishing);
     fx_.agree([&] { finish(mine, chosen, redo, repairs, landed); });
+    const std::int64_t cost = state_.checkpoint_nanoseconds;  // a survivor's, kept
     state_ = mode_ == Mode::self ? ControlState{chosen, chosen, chosen, -1}
                                  : ControlState{chosen, chosen, -1, -1};
+    state_.checkpoint_nanoseconds = cost;
     fx_.write_control(state_);
     fx_.barrier();
     const auto start = std::chrono::steady_clock::now();

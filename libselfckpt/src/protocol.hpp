@@ -21,6 +21,7 @@
 // at that epoch, its digest complete, so that the next failure finds a committed state.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -222,6 +223,7 @@ class Protocol {
   ProtocolStats stats_;
   // Self mode: after a fresh start, a recovery or a failed checkpoint, D says nothing about W.
   bool full_encode_needed_ = true;
+  std::chrono::steady_clock::time_point started_;  // of the checkpoint under way
   // Self mode: per parity chunk, the blocks the last checkpoint wrote into its checksum area.
   // The area the next epoch writes still holds the epoch before, so these blocks, unless
   // rewritten, are carried over from C. Meaningful only while full_encode_needed_ is false.

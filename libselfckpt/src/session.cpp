@@ -960,6 +960,11 @@ std::uint64_t Session::restore() {
   last_recover_seconds_ = MPI_Wtime() - start;
   last_verify_seconds_ = protocol_->stats().verify_seconds;
   account_recovery(mine.valid == 0 && !fresh);
+  // What a checkpoint cost before the failure, as the survivors recorded it (the slowest's): the
+  // checkpoint interval's cost until this launch has measured its own.
+  double recorded = static_cast<double>(protocol_->state().checkpoint_nanoseconds) * 1e-9;
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &recorded, 1, MPI_DOUBLE, MPI_MAX, comm_.get()));
+  recorded_checkpoint_seconds_ = recorded;
   if (monitor_) monitor_->recovered(epoch_, from_storage);
   last_commit_time_ = MPI_Wtime();
   if (from_storage) {
@@ -1695,15 +1700,14 @@ bool Session::need_checkpoint() {
                 "skt_need_checkpoint needs the mean time between failures: set "
                 "SKT_MTBF (e.g. 6h) or mtbf in the configuration file");
   }
-  // Rank 0's clock decides for everyone; before any checkpoint, a recovery's cost stands in for
-  // the cost of one, and with neither, checkpointing now measures it.
+  // Rank 0's clock decides for everyone; before this launch's first checkpoint, the cost the
+  // survivors recorded before a relaunch stands in for it (a recovery's cost is no measure of a
+  // checkpoint's), and with neither, checkpointing now measures it.
   int need = 0;
   if (rank_ == 0) {
     const double cost =
-        last_checkpoint_seconds_ > 0 ? last_checkpoint_seconds_ : last_recover_seconds_;
-    const double interval = daly_interval(cost, config_.mtbf_seconds);
-    need = (epoch_ == 0 && last_checkpoint_seconds_ == 0) ||
-                   MPI_Wtime() - last_commit_time_ >= interval
+        last_checkpoint_seconds_ > 0 ? last_checkpoint_seconds_ : recorded_checkpoint_seconds_;
+    need = cost <= 0 || MPI_Wtime() - last_commit_time_ >= daly_interval(cost, config_.mtbf_seconds)
                ? 1
                : 0;
   }

@@ -224,13 +224,14 @@ class Session {
 
   double last_checkpoint_seconds_ = 0;  // slowest rank's time for the last checkpoint
   double last_recover_seconds_ = 0;
-  double last_verify_seconds_ = 0;        // of the last recovery
-  skt_recovery recovery_{};               // where the last recovery's time went on this rank
-  double segment_seconds_ = 0;            // of this recovery: attaching, creating segments
-  double join_seconds_ = 0;               // of this recovery: planning and joining the group
-  double last_commit_time_ = 0;           // MPI_Wtime when the last checkpoint or recovery ended
-  std::uint64_t last_changed_bytes_ = 0;  // of the stream, encoded by the last checkpoint
-  double last_scan_seconds_ = 0;          // this rank's time finding what changed
+  double recorded_checkpoint_seconds_ = 0;  // a checkpoint's cost before the relaunch
+  double last_verify_seconds_ = 0;          // of the last recovery
+  skt_recovery recovery_{};                 // where the last recovery's time went on this rank
+  double segment_seconds_ = 0;              // of this recovery: attaching, creating segments
+  double join_seconds_ = 0;                 // of this recovery: planning and joining the group
+  double last_commit_time_ = 0;             // MPI_Wtime when the last checkpoint or recovery ended
+  std::uint64_t last_changed_bytes_ = 0;    // of the stream, encoded by the last checkpoint
+  double last_scan_seconds_ = 0;            // this rank's time finding what changed
   // Regions skt_mark_static named: compared by the next checkpoint, then settled (not compared).
   std::set<std::string> static_marked_;
   std::set<std::string> static_settled_;

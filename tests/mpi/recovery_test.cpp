@@ -410,6 +410,14 @@ TEST(Policy, NeedCheckpointFollowsTheIntervalAndNeedsAnMtbf) {
     EXPECT_TRUE(p.ctx.need_checkpoint()) << "the first checkpoint measures the cost";
     p.ctx.checkpoint();
     EXPECT_FALSE(p.ctx.need_checkpoint()) << "a huge MTBF gives a long interval";
+    p.ctx.finalize(false);
+  }
+  {
+    // A relaunch has the cost of a checkpoint from before, not its recovery's: the interval
+    // goes on, and no checkpoint is needed at once.
+    Program p(MPI_COMM_WORLD, rank);
+    EXPECT_EQ(p.ctx.recover(), 1u);
+    EXPECT_FALSE(p.ctx.need_checkpoint()) << "the recorded cost of a checkpoint serves";
     p.ctx.finalize(true);
   }
   setenv("SKT_MTBF", "1e-9", 1);

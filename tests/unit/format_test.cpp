@@ -151,6 +151,8 @@ TEST(Control, NewestValidSlotWins) {
   EXPECT_EQ(read_control(page.data()), (ControlState{2, 2, 2, 1}));
   write_control(page.data(), ControlState{2, 2, 2, 2, 2});
   EXPECT_EQ(read_control(page.data()), (ControlState{2, 2, 2, 2, 2}));
+  write_control(page.data(), ControlState{3, 3, 3, 3, -1, 41'000'000});
+  EXPECT_EQ(read_control(page.data())->checkpoint_nanoseconds, 41'000'000);
   clear_control(page.data());
   EXPECT_FALSE(read_control(page.data()).has_value());
 }

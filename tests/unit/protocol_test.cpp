@@ -122,6 +122,29 @@ void judge(Counts& counts, const std::string& where, const std::vector<Outcome>&
   ++counts.exact;
 }
 
+// A checkpoint records what it cost this rank, and a survivor keeps that through a recovery: a
+// relaunch knows what a checkpoint costs before it has taken one (skt_need_checkpoint).
+TEST(Protocol, CheckpointCostIsRecordedAndKeptByARecovery) {
+  Shape shape;
+  Job job(shape);
+  Launch first;
+  first.until = 3;
+  job.run(first);
+  const auto cost = [&](int rank) {
+    const auto state = read_control(job.memory(rank).control.data());
+    return state ? state->checkpoint_nanoseconds : -1;
+  };
+  for (int r = 0; r < shape.ranks; ++r)
+    EXPECT_GT(cost(r), 0) << "rank " << r;
+  const std::int64_t before = cost(0);
+  job.lose(1);
+  Launch again;
+  again.until = 3;  // recovers epoch 3 and takes no checkpoint
+  job.run(again);
+  EXPECT_EQ(cost(0), before) << "a survivor keeps its cost";
+  EXPECT_EQ(cost(1), 0) << "the rebuilt rank has measured none";
+}
+
 class ProtocolCrash : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(ProtocolCrash, EveryEffectOfACheckpointOnEveryRank) {
