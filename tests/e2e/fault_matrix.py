@@ -14,7 +14,10 @@ What the test program does (section 1):
   beyond   m+1 members lose their nodes: more than the scheme tolerates: refused, the survivors'
            segments untouched.
 For the 'recover' step the first failure is a crash between checkpoints and the same member is
-killed again in the middle of the recovery that follows; a third launch must succeed.
+killed again in the middle of the recovery that follows; a third launch must succeed. For the
+'rebuild' and 'rebuilder' steps the member's node is lost between checkpoints, and the recovery
+that follows is killed while the group rebuilds it (before it decides the epoch): in the member
+being rebuilt, or in the survivor next to it in its group; a third launch must succeed.
 
 What real programs and operators do (section 2), at every step:
   launcher the member kills mpirun (SIGKILL): every rank must die with it, none may write into
@@ -37,7 +40,11 @@ import sys
 
 import harness
 
-STEPS = ["stage", "encode", "encoded", "agreed", "flush", "committed", "recover", "mid"]
+STEPS = ["stage", "encode", "encoded", "agreed", "flush", "committed", "recover", "rebuild",
+         "rebuilder", "mid"]
+# In the rebuild of a lost member, before the epoch is decided: the member being rebuilt dies
+# (rebuild), or a survivor rebuilding it (rebuilder). Only a node loss has a member to rebuild.
+REBUILD_STEPS = {"rebuild", "rebuilder"}
 THROWING_STEPS = {"stage", "encode", "encoded", "recover"}
 # (scheme, parity, group size, ranks)
 FULL = [("xor", 1, 2, 4), ("xor", 1, 4, 8), ("xor", 1, 8, 8), ("sum", 1, 2, 4), ("sum", 1, 4, 8),
@@ -58,7 +65,7 @@ def expected_epochs(step, kind):
     a node loss, survivors killed by mpirun before they recorded the agreement fall back one."""
     if step in ("stage", "encode", "encoded"):
         return {FAULT_EPOCH - 1}
-    if kind in ("crash",) or step in ("recover", "mid"):
+    if kind in ("crash",) or step in ("recover", "mid") or step in REBUILD_STEPS:
         return {FAULT_EPOCH}
     return {FAULT_EPOCH - 1, FAULT_EPOCH}
 
@@ -94,7 +101,7 @@ class Case:
 
     def fail(self, how="kill"):
         """The first launch, failing at the step; returns ('hung'|'wrong', why) or None."""
-        if self.step in ("mid", "recover"):
+        if self.step in ("mid", "recover") or self.step in REBUILD_STEPS:
             crash = ["--crash-at", str(MID_ITERATION), "--crash-rank", str(self.victim)]
             if how == "launcher" and self.step == "mid":
                 crash.append("--crash-launcher")
@@ -146,6 +153,13 @@ def run_case(cluster, config, step, kind, position, reference):
         for r in (lost if kind != "crash" else lost[1:]):
             case.lose(r)
         restart = 1
+        if step in REBUILD_STEPS:
+            dying = case.victim if step == "rebuild" else case.partner
+            second = case.launch(1, SKT_FAULT=f"rebuild:{dying}:{FAULT_EPOCH}:1")
+            bad = harness.killed_as_expected(second, "the launch failing during the rebuild")
+            if bad:
+                return bad
+            restart = 2
         if step == "recover" and kind != "beyond":
             second = case.launch(1, SKT_FAULT=f"recover:{case.victim}:{FAULT_EPOCH}:1")
             bad = harness.killed_as_expected(second, "the launch failing during recovery")
@@ -173,6 +187,8 @@ def run_extra(cluster, config, step, kind, position, reference):
     scheme, parity, group_size, nranks = config
     if kind == "throw" and step not in THROWING_STEPS:
         return None
+    if step in REBUILD_STEPS:
+        return None  # section 1's, with a node lost; here a member crashes, and nothing is rebuilt
     if kind == "flipD" and step in ("stage", "encode"):
         return None  # D is being written there: nothing of it is used
     case = Case(cluster, config, step, position, f"fx{scheme}{group_size}{step[:3]}{kind[:5]}")
@@ -286,7 +302,8 @@ def main(argv):
             for step in STEPS:
                 cells = []
                 for kind in ("crash", "node", "beyond"):
-                    if kind == "beyond" and not options.full and step not in ("encode", "flush", "mid"):
+                    if (kind == "beyond" and not options.full and step not in ("encode", "flush", "mid")) or \
+                            (step in REBUILD_STEPS and kind != "node"):
                         cells.append("-")
                         continue
                     status, detail = run_case(cluster, config, step, kind, position,
