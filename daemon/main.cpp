@@ -570,6 +570,21 @@ std::optional<std::vector<std::size_t>> segment_sizes_of_a_node(const Options& o
   return largest;
 }
 
+constexpr const char* kShmemHugePages = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
+
+// The kernel's setting of huge pages for shared memory, when it gives them to nobody ("never",
+// "deny"); nothing when it gives them to the library's segments, or cannot be read.
+std::optional<std::string> shared_memory_huge_pages_off() {
+  std::ifstream file(kShmemHugePages);
+  std::string line;
+  if (!std::getline(file, line)) return std::nullopt;
+  const auto open = line.find('['), close = line.find(']');
+  if (open == std::string::npos || close == std::string::npos) return std::nullopt;
+  const std::string chosen = line.substr(open + 1, close - open - 1);
+  if (chosen != "never" && chosen != "deny") return std::nullopt;
+  return "shmem_enabled: " + chosen;
+}
+
 // Warm spares: on each of `spares`, memory for the segments of one node's ranks, made and written
 // now (skt-shm reserve), so that ranks relaunched there take it over instead of paying for fresh
 // memory in their recovery. Returns what to log.
@@ -1236,7 +1251,16 @@ int Supervisor::run() {
        plan_.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan_.spares, ",")),
        plan_.probe->name(), plan_.local ? "local (virtual nodes)" : "hosts", dir_.path());
 
-  if (plan_.local) TransportDir::remove_orphans();
+  if (plan_.local) {
+    TransportDir::remove_orphans();
+    if (const auto off = shared_memory_huge_pages_off()) {
+      log_("note: transparent huge pages for shared memory are off on this host ({}): a relaunched "
+           "rank maps every 4 KiB page of its segments anew, which a virtual machine may charge "
+           "microseconds each; with 'advise' (echo advise > {}, as root) the library's segments "
+           "get huge pages (see docs/operations.md)",
+           *off, kShmemHugePages);
+    }
+  }
   std::optional<Clock::time_point> failed_at;
   for (int attempt = 0;; ++attempt) {
     record([&] { write_ranklist(dir_.file("ranklist"), plan_.ranklist); });
