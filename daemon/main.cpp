@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -194,15 +195,16 @@ void validate(const Options& o) {
                                     {"--startup", o.startup},
                                     {"--progress-floor", o.progress_floor},
                                     {"--probe-interval", o.probe_interval}}) {
-    if (!(value >= 0)) {
-      throw std::invalid_argument(fmt::format("{} {}: a duration cannot be negative", name, value));
+    if (!(value >= 0) || !std::isfinite(value)) {
+      throw std::invalid_argument(
+          fmt::format("{} {}: give a finite number of seconds, 0 or more", name, value));
     }
   }
-  if (!(o.probe_timeout > 0)) {
+  if (!(o.probe_timeout > 0) || !std::isfinite(o.probe_timeout)) {
     throw std::invalid_argument(
         fmt::format("--probe-timeout {}: give a positive number of seconds", o.probe_timeout));
   }
-  if (o.hang_timeout && !(*o.hang_timeout > 0)) {
+  if (o.hang_timeout && (!(*o.hang_timeout > 0) || !std::isfinite(*o.hang_timeout))) {
     throw std::invalid_argument(
         fmt::format("--hang-timeout {}: give a positive number of seconds", *o.hang_timeout));
   }
@@ -1254,11 +1256,12 @@ int Supervisor::run() {
   if (plan_.local) {
     TransportDir::remove_orphans();
     if (const auto off = shared_memory_huge_pages_off()) {
-      log_("note: transparent huge pages for shared memory are off on this host ({}): a relaunched "
-           "rank maps every 4 KiB page of its segments anew, which a virtual machine may charge "
-           "microseconds each; with 'advise' (echo advise > {}, as root) the library's segments "
-           "get huge pages (see docs/operations.md)",
-           *off, kShmemHugePages);
+      log_(
+          "note: transparent huge pages for shared memory are off on this host ({}): a relaunched "
+          "rank maps every 4 KiB page of its segments anew, which a virtual machine may charge "
+          "microseconds each; with 'advise' (echo advise > {}, as root) the library's segments "
+          "get huge pages (see docs/operations.md)",
+          *off, kShmemHugePages);
     }
   }
   std::optional<Clock::time_point> failed_at;

@@ -8,6 +8,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -123,7 +124,9 @@ std::optional<JobState> parse_state(const std::string& text) {
       } else if (key == "spares") {
         s.spares = split_words(value);
       } else if (key == "cadence") {
-        s.cadence = std::stod(value);
+        std::size_t used = 0;
+        s.cadence = std::stod(value, &used);
+        if (used != value.size() || !std::isfinite(s.cadence) || s.cadence < 0) return std::nullopt;
       } else if (key == "note") {
         s.note = value;
       } else if (key == "checkpointed" || key == "inherited") {

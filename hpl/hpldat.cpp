@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -144,7 +145,7 @@ HplDat parse_hpldat(const std::string& text, const std::string& file_name) {
     char* end = nullptr;
     errno = 0;
     d.threshold = std::strtod(token.c_str(), &end);
-    if (end == token.c_str() || *end != '\0' || errno != 0) {
+    if (end == token.c_str() || *end != '\0' || errno != 0 || !std::isfinite(d.threshold)) {
       throw HplDatError(file_name, 13, fmt::format("'{}' is not a number (threshold)", token));
     }
   }

@@ -101,7 +101,7 @@ void apply_settings(Options& o, const CLI::App& app) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used == 0 || used != v.size() || !(o.progress >= 0)) {
+    if (used == 0 || used != v.size() || !(o.progress >= 0) || !std::isfinite(o.progress)) {
       usage_error(
           fmt::format("{}: '{}' is not a number of seconds (0: no progress lines)", origin, v));
     }

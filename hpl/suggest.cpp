@@ -39,7 +39,7 @@ double parse_bytes(const std::string& text) {
                        : unit == "G" ? 0x1p30
                        : unit == "T" ? 0x1p40
                                      : -1;
-  if (used == 0 || scale < 0 || value <= 0) {
+  if (used == 0 || scale < 0 || value <= 0 || !std::isfinite(value * scale)) {
     throw std::invalid_argument("--mem-per-node: '" + text +
                                 "' is not a size (bytes, or 512M, 64G, 1T)");
   }

@@ -8,6 +8,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <functional>
 #include <string_view>
 
@@ -422,11 +423,19 @@ std::optional<double> parse_duration(const std::string& text) {
     return std::nullopt;
   }
   const std::string unit = lower(std::string_view(text).substr(used));
-  if (unit.empty() || unit == "s") return value;
-  if (unit == "m" || unit == "min") return value * 60;
-  if (unit == "h") return value * 3600;
-  if (unit == "d") return value * 86400;
-  return std::nullopt;
+  double scale = 0;
+  if (unit.empty() || unit == "s") {
+    scale = 1;
+  } else if (unit == "m" || unit == "min") {
+    scale = 60;
+  } else if (unit == "h") {
+    scale = 3600;
+  } else if (unit == "d") {
+    scale = 86400;
+  }
+  // nan and inf read as numbers, and a huge one overflows: neither is a duration.
+  if (scale == 0 || !std::isfinite(value * scale)) return std::nullopt;
+  return value * scale;
 }
 
 std::string_view fault_step_name(FaultStep step) noexcept {

@@ -369,6 +369,15 @@ void* Session::alloc(const std::string& name, std::size_t bytes) {
                             name, bytes));
   }
   Arena& a = arena();
+  // Beyond the addresses the workspace has, a size can only be a mistake (a count gone negative,
+  // n * sizeof(double) wrapped), and every offset computed from it would wrap too.
+  if (bytes > a.reserved_bytes()) {
+    throw Error(SKT_ERR_ARG,
+                fmt::format("region '{}' of {} bytes is larger than the {} bytes of addresses a "
+                            "workspace has on this node (twice its memory and 64 GiB): a size "
+                            "computed from a negative count, or one that wrapped around?",
+                            name, bytes, a.reserved_bytes()));
+  }
   const auto live = a.entries();
   if (std::any_of(live.begin(), live.end(), [&](const RegionEntry& e) { return e.name == name; })) {
     throw Error(SKT_ERR_ARG, fmt::format("region '{}' is already allocated", name));
@@ -385,6 +394,14 @@ void Session::protect(const std::string& name, void* ptr, std::size_t bytes) {
   check_declaration("skt_protect", name);
   if (ptr == nullptr || bytes == 0) {
     throw Error(SKT_ERR_ARG, fmt::format("private object '{}' needs a pointer and a size", name));
+  }
+  // Staged into the workspace at every checkpoint (as doubles under sum): as for a region.
+  if (bytes > arena().reserved_bytes() / sizeof(double)) {
+    throw Error(SKT_ERR_ARG,
+                fmt::format("private object '{}' of {} bytes is larger than a workspace can stage "
+                            "on this node: a size computed from a negative count, or one that "
+                            "wrapped around?",
+                            name, bytes));
   }
   if (std::any_of(privates_.begin(), privates_.end(),
                   [&](const PrivateObject& r) { return r.name == name; })) {

@@ -1,5 +1,6 @@
 /* The C interface from C: the calls, their error codes, and the allocator, under mpirun. */
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,14 @@ int main(int argc, char** argv) {
   CHECK(strstr(skt_last_error(), "already allocated") != NULL);
   CHECK(skt_alloc(ctx, "bad name!", 100, &grid) == SKT_ERR_ARG);
   CHECK(skt_alloc(ctx, "empty", 0, &grid) == SKT_ERR_ARG);
+  /* Sizes that wrapped (n * sizeof(double) with n = -1; anything near SIZE_MAX) are refused, and
+     the next region still gets its own memory. */
+  long minus_one = -1;
+  CHECK(skt_alloc(ctx, "wrapped", (size_t)minus_one * sizeof(double), &grid) == SKT_ERR_ARG);
+  CHECK(strstr(skt_last_error(), "wrapped around") != NULL);
+  CHECK(skt_alloc(ctx, "huge", SIZE_MAX - 4095, &grid) == SKT_ERR_ARG);
+  CHECK(skt_malloc(SIZE_MAX - 100) == NULL && skt_last_error_code() == SKT_ERR_ARG);
+  CHECK(skt_protect(ctx, "huge", &minus_one, (size_t)-1) == SKT_ERR_ARG);
   int counter = 7;
   CHECK(skt_protect(ctx, "counter", &counter, sizeof counter) == SKT_OK);
   CHECK(skt_checkpoint(ctx) == SKT_ERR_STATE);

@@ -123,6 +123,14 @@ TEST(Config, ModesSchemesAndMtbf) {
   EXPECT_NE(config_error("", {{"SKT_MTBF", "-3"}}).find("positive duration"), std::string::npos);
   EXPECT_NE(config_error("", {{"SKT_MTBF", "5 weeks"}}).find("positive duration"),
             std::string::npos);
+  // Numbers that are no duration: refused wherever a duration is read.
+  for (const char* odd : {"nan", "inf", "-inf", "NaN", "infinity", "1e400", "1e305d"}) {
+    EXPECT_NE(config_error("", {{"SKT_MTBF", odd}}).find("positive duration"), std::string::npos)
+        << odd;
+    EXPECT_NE(config_error("", {{"SKT_WAIT_WARNING", odd}}).find("duration of 0 or more"),
+              std::string::npos)
+        << odd;
+  }
   EXPECT_NE(
       config_error("", {{"SKT_SCHEME", "sum"}, {"SKT_PARITY", "2"}}).find("sum keeps exactly one"),
       std::string::npos);

@@ -119,6 +119,8 @@ TEST(HplDat, MalformedFilesNameTheLine) {
   EXPECT_EQ(error_line(with_line(12, "2 4"), "as many as P"), 12);
   EXPECT_EQ(error_line(with_line(12, "2 0 1        Qs"), "Q must be at least 1"), 12);
   EXPECT_EQ(error_line(with_line(13, "sixteen      threshold"), "not a number"), 13);
+  EXPECT_EQ(error_line(with_line(13, "nan          threshold"), "not a number"), 13);
+  EXPECT_EQ(error_line(with_line(13, "inf          threshold"), "not a number"), 13);
   EXPECT_EQ(error_line(with_line(15, "0 1 x        PFACTs"), "'x' is not an integer (PFACT)"), 15);
   EXPECT_EQ(error_line(with_line(19, "1            NDIVs"), "NDIV must be at least 2"), 19);
   EXPECT_EQ(error_line(with_line(4, ""), "expected 1 value for the device out"), 4);
