@@ -509,7 +509,16 @@ std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan) {
 }
 
 // Removes the job's segments on every node of the ranklist.
-void clean_segments(const Options& o, const Plan& plan, Log& log) {
+// The tags cleaning up the job removes: its own and the sub-jobs its ranks reported, exactly.
+std::string exact_tags(const Options& o, const std::vector<std::string>& sub_jobs) {
+  std::string tags = o.job;
+  for (const auto& sub : sub_jobs)
+    tags += "," + sub;
+  return tags;
+}
+
+void clean_segments(const Options& o, const Plan& plan, const std::vector<std::string>& sub_jobs,
+                    Log& log) {
   const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
   if (tool.empty()) {
     log("skt-shm not found: the job's segments are left; remove them with skt-shm clean --job {}",
@@ -520,11 +529,13 @@ void clean_segments(const Options& o, const Plan& plan, Log& log) {
   // The spares' too: the memory reserved there for the job (warm spares).
   auto nodes = nodes_of(plan.ranklist);
   nodes.insert(nodes.end(), plan.spares.begin(), plan.spares.end());
+  const std::vector<std::string> clean{tool,  "clean",     "--job",
+                                       o.job, "--exactly", exact_tags(o, sub_jobs)};
   if (plan.local) {
-    r = capture({tool, "clean", "--job", o.job}, {{"SKT_LOG", "off"}});
+    r = capture(clean, {{"SKT_LOG", "off"}});
   } else {
     std::vector<std::string> argv = launcher_prefix(o, &nodes);
-    argv.insert(argv.end(), {tool, "clean", "--job", o.job});
+    argv.insert(argv.end(), clean.begin(), clean.end());
     r = capture(argv, {{"SKT_LOG", "off"}});
   }
   log("removed the job's segments on {} node(s){}", nodes.size(),
@@ -669,8 +680,9 @@ std::optional<std::vector<Captured>> run_drain_tool(const Options& o, const Plan
 
 // Removes the job's drained epochs: a job started afresh must not find an earlier run's drains,
 // which it would refuse.
-void clean_drains(const Options& o, const Plan& plan, Log& log) {
-  const auto runs = run_drain_tool(o, plan, {"remove"}, log);
+void clean_drains(const Options& o, const Plan& plan, const std::vector<std::string>& sub_jobs,
+                  Log& log) {
+  const auto runs = run_drain_tool(o, plan, {"remove", "--exactly", exact_tags(o, sub_jobs)}, log);
   if (!runs) return;
   const bool failed =
       std::any_of(runs->begin(), runs->end(), [](const Captured& r) { return r.code != 0; });
@@ -795,6 +807,8 @@ class Supervisor {
   // Records, once, that the job has a checkpoint: at once, since skt-run may die before the run
   // ends, and then the next one must still know that another command would restore it.
   void note_checkpointed(const Watchdog& watch);
+  // Records a sub-job (TAG+NAME) the job's ranks reported, which cleaning up the job removes.
+  void note_sub_job(const std::string& tag);
   void record(const std::function<void()>& write);
   // The words every exit ends with: what is left of the job, and how to resume it (if the same
   // command can) or remove it.
@@ -834,6 +848,18 @@ void Supervisor::save(const std::string& status, const std::string& note) {
   state_.note = note;
   state_.ranklist = plan_.ranklist;
   state_.spares = plan_.spares;
+  record([&] { dir_.save(state_); });
+}
+
+void Supervisor::note_sub_job(const std::string& tag) {
+  if (tag == o_.job || !skt::job_covers(o_.job, tag) ||
+      !valid_node_name(tag.substr(o_.job.size() + 1))) {
+    return;
+  }
+  if (std::find(state_.sub_jobs.begin(), state_.sub_jobs.end(), tag) != state_.sub_jobs.end()) {
+    return;
+  }
+  state_.sub_jobs.push_back(tag);
   record([&] { dir_.save(state_); });
 }
 
@@ -924,7 +950,10 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   std::size_t reserved_for = 0;  // contexts whose segments the spares hold
   const auto hear_ranks = [&] {
     for (const auto& datagram : listener_.receive_all()) {
-      if (const auto h = parse_heard(datagram)) watch.heard(*h, now());
+      const auto h = parse_heard(datagram);
+      if (!h) continue;
+      watch.heard(*h, now());
+      note_sub_job(h->job);
     }
     note_checkpointed(watch);
     // Again whenever another of the program's contexts commits its first (skt-hpl's test after
@@ -1202,8 +1231,8 @@ int Supervisor::run() {
       log_(
           "the last run found its checkpoint unrecoverable: removing the job's segments and "
           "starting afresh (--fresh-if-unrecoverable)");
-      clean_segments(o_, plan_, log_);
-      clean_drains(o_, plan_, log_);
+      clean_segments(o_, plan_, state_.sub_jobs, log_);
+      clean_drains(o_, plan_, state_.sub_jobs, log_);
     }
     state_ = JobState{};
     state_.job = o_.job;
@@ -1331,8 +1360,8 @@ int Supervisor::run() {
     }
     if (code == 0 && !out.hung && !out.dead_node) {
       log_("run {} succeeded", state_.launches);
-      clean_segments(o_, plan_, log_);
-      clean_drains(o_, plan_, log_);
+      clean_segments(o_, plan_, state_.sub_jobs, log_);
+      clean_drains(o_, plan_, state_.sub_jobs, log_);
       save("done", fmt::format("succeeded after {} launch(es)", state_.launches));
       log_("final ranklist in {}", dir_.file("ranklist"));
       return 0;
@@ -1353,8 +1382,8 @@ int Supervisor::run() {
           "run {} found its checkpoint unrecoverable (exit 3): removing the job's segments and "
           "starting afresh (--fresh-if-unrecoverable)",
           state_.launches);
-      clean_segments(o_, plan_, log_);
-      clean_drains(o_, plan_, log_);
+      clean_segments(o_, plan_, state_.sub_jobs, log_);
+      clean_drains(o_, plan_, state_.sub_jobs, log_);
       state_.checkpointed = false;
       fresh = true;
       failed_at = Clock::now();

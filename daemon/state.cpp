@@ -88,6 +88,7 @@ std::string format_state(const JobState& s) {
   if (s.checkpointed) text += "checkpointed yes\n";
   if (s.inherited) text += "inherited yes\n";
   if (s.stalled_at) text += fmt::format("stalled-at {}\n", *s.stalled_at);
+  if (!s.sub_jobs.empty()) text += fmt::format("sub-jobs {}\n", fmt::join(s.sub_jobs, " "));
   if (!s.directory.empty()) text += fmt::format("directory {}\n", escape_line(s.directory));
   // One line per word: a word may hold spaces, or be empty.
   for (const auto& word : s.command)
@@ -123,6 +124,8 @@ std::optional<JobState> parse_state(const std::string& text) {
         s.ranklist = split_words(value);
       } else if (key == "spares") {
         s.spares = split_words(value);
+      } else if (key == "sub-jobs") {
+        s.sub_jobs = split_words(value);
       } else if (key == "cadence") {
         std::size_t used = 0;
         s.cadence = std::stod(value, &used);

@@ -36,6 +36,9 @@ struct JobState {
   // The last run was ended as hung for making no progress (every rank beat, none checkpointed)
   // after reaching this epoch: a relaunch that stalls there again would stall at every relaunch.
   std::optional<std::uint64_t> stalled_at;
+  // The job's sub-jobs (TAG+NAME) that its ranks reported: what cleaning up the job removes, where
+  // another job whose tag begins with TAG+ is not the job's.
+  std::vector<std::string> sub_jobs;
 
   bool operator==(const JobState&) const = default;
 };

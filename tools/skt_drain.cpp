@@ -21,6 +21,8 @@ struct Selection {
   std::string dir;
   std::string job;
   std::optional<std::uint64_t> epoch;
+  // remove --exactly: these tags and no others, where --job takes its sub-jobs too.
+  std::vector<std::string> exactly;
 };
 
 std::uint64_t bytes_under(const fs::path& dir) {
@@ -171,7 +173,7 @@ int remove(const Selection& s) {
     fmt::print("removed epoch {} of job '{}' ({} files)\n", *s.epoch, s.job, removed);
     return error ? 1 : 0;
   }
-  auto jobs = jobs_in(s);
+  auto jobs = s.exactly.empty() ? jobs_in(s) : s.exactly;
   if (jobs.empty()) jobs.push_back(s.job);
   int code = 0;
   for (const auto& job : jobs) {
@@ -228,6 +230,12 @@ int main(int argc, char** argv) {
       "remove", "remove a job's drained epochs, its sub-jobs' too (or one epoch)");
   common(remove_cmd, true);
   remove_cmd->add_option("--epoch", s.epoch, "only this epoch");
+  remove_cmd
+      ->add_option("--exactly", s.exactly,
+                   "only these job tags (comma separated; --job's and these), none of their "
+                   "sub-jobs unnamed: skt-run names the sub-jobs its own ranks reported, so that "
+                   "another job whose tag happens to begin with TAG+ is left alone")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   if (s.dir.empty()) {
     fmt::print(stderr, "skt-drain: no drain directory: give --dir or set SKT_DRAIN_DIR\n");
@@ -237,6 +245,17 @@ int main(int argc, char** argv) {
   if (!s.job.empty() && !skt::valid_job_tag(s.job)) {
     fmt::print(stderr, "skt-drain: '{}' is not a job tag\n", s.job);
     return 2;
+  }
+  for (const auto& tag : s.exactly) {
+    if (!skt::valid_job_tag(tag) || !skt::job_covers(s.job, tag)) {
+      fmt::print(stderr, "skt-drain: --exactly '{}' is not job '{}' or one of its sub-jobs\n", tag,
+                 s.job);
+      return 2;
+    }
+  }
+  if (!s.exactly.empty() &&
+      std::find(s.exactly.begin(), s.exactly.end(), s.job) == s.exactly.end()) {
+    s.exactly.push_back(s.job);
   }
   if (list_cmd->parsed()) return list(s);
   if (verify_cmd->parsed()) return verify(s);

@@ -25,8 +25,11 @@ struct Filter {
   std::string job;
   std::string node;
   std::optional<int> rank;
+  // clean --exactly: these tags and no others, where --job takes its sub-jobs too.
+  std::vector<std::string> exactly;
 
   bool job_matches(const std::string& tag) const {
+    if (!exactly.empty()) return std::find(exactly.begin(), exactly.end(), tag) != exactly.end();
     return job.empty() || skt::job_covers(job, tag);
   }
 
@@ -244,6 +247,12 @@ int main(int argc, char** argv) {
       "remove a job's segments (all, or one node's); segments still attached by a process are "
       "left unless --force (exit 1 then)");
   add_filter(clean_cmd, filter, true);
+  clean_cmd
+      ->add_option("--exactly", filter.exactly,
+                   "only these job tags (comma separated; --job's and these), none of their "
+                   "sub-jobs unnamed: skt-run names the sub-jobs its own ranks reported, so that "
+                   "another job whose tag happens to begin with TAG+ is left alone")
+      ->delimiter(',');
   bool force = false;
   clean_cmd->add_flag("--force", force,
                       "remove attached segments too (they go when their processes detach)");
@@ -317,6 +326,17 @@ int main(int argc, char** argv) {
     }
     MPI_Finalize();
     return code;
+  }
+  for (const auto& tag : filter.exactly) {
+    if (!skt::valid_job_tag(tag) || !skt::job_covers(filter.job, tag)) {
+      fmt::print(stderr, "skt-shm: --exactly '{}' is not job '{}' or one of its sub-jobs\n", tag,
+                 filter.job);
+      return 2;
+    }
+  }
+  if (!filter.exactly.empty() &&
+      std::find(filter.exactly.begin(), filter.exactly.end(), filter.job) == filter.exactly.end()) {
+    filter.exactly.push_back(filter.job);
   }
   try {
     if (list_cmd->parsed()) return list(filter);

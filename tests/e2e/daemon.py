@@ -80,6 +80,25 @@ def warm_spare(d, cluster, checks):
         cluster.clean(job)
 
 
+def other_job_with_a_plus_left_alone(d, cluster, checks, reference):
+    """A job of its own whose tag begins with JOB+ (SKT_JOB=JOB+b, by hand) is not JOB's: when
+    JOB completes under skt-run, which removes the tags its own ranks reported, JOB+b's segments
+    stay."""
+    job = cluster.new_job("dp")
+    other = job + "+b"
+    crashed = cluster.launch(["n1", "n2"], APP_ARGS + ["--crash-at", "7", "--crash-rank", "1"],
+                             {"SKT_JOB": other, "SKT_GROUP_SIZE": "2", "SKT_RESTART": "0"})
+    kept = cluster.segment_count(other)
+    checks.expect(crashed.code not in (0, 2, 3) and kept > 0,
+                  f"job {other} left its checkpoint ({kept} segments)", crashed)
+    code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4"], 0, APP_ARGS))
+    checks.expect(code == 0 and result_of(out) == reference, f"job {job} completed under skt-run", out)
+    left = [row for row in cluster.segments(job) if row[2] == other]
+    checks.expect(len(left) == kept, f"{other}'s {kept} segments are left alone by {job}'s clean-up "
+                  f"({len(left)} left)", out)
+    cluster.clean(other)
+
+
 def out_of_spares(d, cluster, checks):
     job = cluster.new_job("d0")
     victims = ["n2", "n3"]
@@ -472,6 +491,7 @@ def main(argv):
         slurm_commands_failing(d, cluster, checks)
         two_losses_two_spares(d, cluster, checks, reference)
         warm_spare(d, cluster, checks)
+        other_job_with_a_plus_left_alone(d, cluster, checks, reference)
         out_of_spares(d, cluster, checks)
         kill_during_checkpoint_and_recovery(d, cluster, checks, reference)
         probes_and_exit_codes(d, cluster, checks, reference)
