@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -40,6 +41,7 @@
 #include "daemon/state.hpp"
 #include "daemon/watch.hpp"
 #include "libselfckpt/src/job_tag.hpp"
+#include "libselfckpt/src/monitor_wire.hpp"
 
 extern char** environ;
 
@@ -298,7 +300,7 @@ Plan plan_from(Options& o, Log& log) {
 // and the SKT_*, OPENBLAS_* and OMP_* variables of this environment. Not SKT_NODE, which is each
 // node's own, and not skt-run's own SKT_RUN_*.
 std::vector<std::string> forwarded_variables() {
-  std::vector<std::string> out{"SKT_JOB", "SKT_RESTART", "SKT_MONITOR"};
+  std::vector<std::string> out{"SKT_JOB", "SKT_RESTART", "SKT_MONITOR", "SKT_MONITOR_KEY"};
   for (char** e = ::environ; *e != nullptr; ++e) {
     const std::string name = std::string(*e).substr(0, std::string(*e).find('='));
     const bool skt =
@@ -583,6 +585,22 @@ std::optional<std::vector<std::size_t>> segment_sizes_of_a_node(const Options& o
   return largest;
 }
 
+// A key for the monitor's datagrams, from the system's random source.
+std::string new_monitor_key() {
+  std::string key(skt::wire::kKeyBytes, '\0');
+  if (::getrandom(key.data(), key.size(), 0) != static_cast<ssize_t>(key.size()))
+    throw std::system_error(errno, std::generic_category(), "getrandom (the monitor's key)");
+  return key;
+}
+
+// What a stranger's datagram says, fit for a log line.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text)
+    out += c >= 32 && c < 127 ? c : '?';
+  return out;
+}
+
 constexpr const char* kShmemHugePages = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
 
 // The kernel's setting of huge pages for shared memory, when it gives them to nobody ("never",
@@ -826,7 +844,8 @@ class Supervisor {
   Log& log_;
   JobState state_;
   Listener listener_;
-  bool launching_ = false;  // from the first launch on
+  std::string monitor_key_;  // signs the ranks' datagrams of the launch (monitor_wire.hpp)
+  bool launching_ = false;   // from the first launch on
 };
 
 std::string Supervisor::monitor_address() const {
@@ -948,9 +967,20 @@ Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
   // their sizes): beside this loop, as a probe is.
   std::future<std::string> reserving;
   std::size_t reserved_for = 0;  // contexts whose segments the spares hold
+  int forged = 0;                // datagrams whose signature did not verify
   const auto hear_ranks = [&] {
     for (const auto& datagram : listener_.receive_all()) {
-      const auto h = parse_heard(datagram);
+      const auto line = skt::wire::verified(monitor_key_, datagram);
+      if (!line) {
+        if (++forged == 1) {
+          log_(
+              "warning: a datagram not signed by this launch's ranks came to the monitor port "
+              "and is ignored (another program, or another user, sent it): '{}'",
+              printable(datagram.substr(0, 80)));
+        }
+        continue;
+      }
+      const auto h = parse_heard(*line);
       if (!h) continue;
       watch.heard(*h, now());
       note_sub_job(h->job);
@@ -1309,14 +1339,21 @@ int Supervisor::run() {
     // A socket of its own for each launch: what the ranks of an earlier one still send (orphans,
     // or datagrams late in a buffer) cannot reach this launch's watchdog, even when both carry the
     // same launch number (0 under auto, as SKT_RESTART unset says).
-    listener_ = Listener();
+    listener_ = Listener(plan_.local && o_.monitor_host.empty());
+    // And a key of its own: a datagram it does not sign is not from this launch's ranks.
+    monitor_key_ = new_monitor_key();
     ++state_.launches;
     save("running", fmt::format("launch {} under skt-run pid {}", state_.launches, ::getpid()));
     launching_ = true;
     const auto launched = Clock::now();
     const TransportDir transport = plan_.local ? TransportDir(state_.launches) : TransportDir();
     EnvChanges environment{
-        {"SKT_JOB", o_.job}, {"SKT_RESTART", restart_text}, {"SKT_MONITOR", monitor_address()}};
+        {"SKT_JOB", o_.job},
+        {"SKT_RESTART", restart_text},
+        {"SKT_MONITOR", monitor_address()},
+        {"SKT_MONITOR_KEY",
+         skt::wire::to_hex(reinterpret_cast<const std::uint8_t*>(monitor_key_.data()),
+                           monitor_key_.size())}};
     for (const auto& variable : transport.environment())
       environment.push_back(variable);
     Supervised child;

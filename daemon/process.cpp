@@ -233,7 +233,7 @@ bool is_stopped(pid_t pid) {
   return process_state(pid) == 'T';
 }
 
-Listener::Listener() {
+Listener::Listener(bool loopback_only) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
   fd_ = Fd(fd);
@@ -246,7 +246,7 @@ Listener::Listener() {
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kReceiveBuffer, sizeof kReceiveBuffer);
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
   address.sin_port = 0;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
     throw std::system_error(errno, std::generic_category(), "bind");

@@ -79,7 +79,8 @@ bool is_stopped(pid_t pid);
 // A UDP socket bound to a port of its own on every interface, for the ranks' reports.
 class Listener {
  public:
-  Listener();
+  // On every address, or (`loopback_only`) where only this host's processes reach it.
+  explicit Listener(bool loopback_only = false);
   int fd() const noexcept { return fd_.get(); }
   int port() const noexcept { return port_; }
   // Every datagram waiting, one string each.

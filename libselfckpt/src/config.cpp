@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "libselfckpt/src/monitor.hpp"
+#include "libselfckpt/src/monitor_wire.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 extern char** environ;
@@ -224,6 +225,14 @@ const std::vector<Option>& options() {
          }
          c.monitor = v;
        }},
+      {"monitor_key", "SKT_MONITOR_KEY",
+       "the key that signs what each rank tells SKT_MONITOR (skt-run makes one per launch)",
+       [](Config& c, const std::string& origin, const std::string& v) {
+         if (!v.empty() && !wire::key_from_hex(v)) {
+           bad(origin, fmt::format("not a key: {} hexadecimal digits are", 2 * wire::kKeyBytes));
+         }
+         c.monitor_key = v;
+       }},
       {"drain_dir", "SKT_DRAIN_DIR",
        "drain committed checkpoints to files under this directory (one subdirectory per job), "
        "read back when memory cannot serve a recovery",
@@ -374,6 +383,11 @@ void validate(const Config& c) {
         fmt::format("{} parity chunks need groups of at least {} ranks, but the group size "
                     "(SKT_GROUP_SIZE) is {}; lower the parity or raise the group size",
                     c.parity, c.parity + 1, c.group_size));
+  }
+  if (!c.monitor.empty() && c.monitor_key.empty()) {
+    bad("monitor (SKT_MONITOR)",
+        "a supervisor hears the ranks only with the key that signs what they say: set "
+        "SKT_MONITOR_KEY too (skt-run sets both)");
   }
   if (c.drain_dir.find(kNodePlaceholder) != std::string::npos && !c.drain_checksum) {
     bad("drain_dir (SKT_DRAIN_DIR)",

@@ -83,6 +83,7 @@ struct Config {
   double wait_warning_seconds = 60;
   // host:port of the job's supervisor (skt-run), told of each rank's liveness and progress.
   std::string monitor;
+  std::string monitor_key;  // hex; signs the monitor's datagrams
   LogLevel log_level = LogLevel::warn;
   std::optional<FaultSpec> fault;
   std::optional<int> restart;  // relaunch count given by the launcher; 0 = first launch

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "encoders/mpi_util.hpp"
+#include "libselfckpt/src/monitor_wire.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt {
@@ -24,6 +25,7 @@ namespace skt {
 // kept to the end.
 struct ProcessReport {
   sockaddr_in to;
+  std::string key;  // signs each line (monitor_wire.hpp)
   std::string job;
   int rank;
   int launch;
@@ -34,10 +36,11 @@ struct ProcessReport {
 
 namespace {
 
-void send_line(int fd, const sockaddr_in& to, const std::string& line) {
+void send_line(int fd, const sockaddr_in& to, const std::string& key, const std::string& line) {
   // Lost datagrams only delay what the supervisor learns; nothing here may stop the program.
-  sendto(fd, line.data(), line.size(), MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to),
-         sizeof to);
+  const std::string signed_line = wire::sign(key, line);
+  sendto(fd, signed_line.data(), signed_line.size(), MSG_DONTWAIT,
+         reinterpret_cast<const sockaddr*>(&to), sizeof to);
 }
 
 // Runs inside exit() or MPI_Finalize: a socket of its own, since the Monitors may be gone by then.
@@ -48,8 +51,8 @@ void send_report(const ProcessReport& report, const char* kind, int value) noexc
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return;
   try {
-    send_line(fd, report.to,
-              fmt::format("skt1 {} {} {} {} {} {} {}\n", report.job, report.rank, report.launch,
+    send_line(fd, report.to, report.key,
+              fmt::format("skt1 {} {} {} {} {} {} {}", report.job, report.rank, report.launch,
                           getpid(), kind, value, report.contexts.load()));
   } catch (...) {
     // No memory for the line: the supervisor learns of it from the launcher instead.
@@ -88,13 +91,14 @@ int report_finalize(MPI_Comm, int, void* attribute, void*) noexcept {
 
 // Counts one more open context of the process; the first also arranges the process's reports,
 // and starts its beats once it is counted, so that none says it has no context open.
-ProcessReport* count_context(const sockaddr_in& to, const std::string& job, int rank, int launch) {
+ProcessReport* count_context(const sockaddr_in& to, const std::string& key, const std::string& job,
+                             int rank, int launch) {
   static std::once_flag once;
   static ProcessReport* report = nullptr;
   bool first = false;
   std::call_once(once, [&] {
     // Never freed: exit() reads it after every destructor of the program has run.
-    report = new ProcessReport{to, job, rank, launch, getpid()};
+    report = new ProcessReport{to, key, job, rank, launch, getpid()};
     on_exit(report_exit, report);
     int keyval = MPI_KEYVAL_INVALID;
     SKT_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, report_finalize, &keyval, nullptr));
@@ -120,9 +124,13 @@ std::optional<MonitorAddress> parse_monitor_address(const std::string& text) {
   return a;
 }
 
-Monitor::Monitor(const MonitorAddress& address, std::string job, int rank, int launch,
-                 int world_rank)
-    : job_(std::move(job)), rank_(rank), launch_(launch), world_rank_(world_rank) {
+Monitor::Monitor(const MonitorAddress& address, const std::string& key_hex, std::string job,
+                 int rank, int launch, int world_rank)
+    : key_(wire::key_from_hex(key_hex).value_or(std::string())),
+      job_(std::move(job)),
+      rank_(rank),
+      launch_(launch),
+      world_rank_(world_rank) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_DGRAM;
@@ -142,7 +150,7 @@ Monitor::Monitor(const MonitorAddress& address, std::string job, int rank, int l
     throw Error(SKT_ERR_CONFIG,
                 fmt::format("SKT_MONITOR: cannot open a socket: {}", std::strerror(errno)));
   }
-  process_ = count_context(to_, job_, world_rank, launch_);
+  process_ = count_context(to_, key_, job_, world_rank, launch_);
   send("hello");
   thread_ = std::thread([this] { beat(); });
 }
@@ -161,10 +169,10 @@ Monitor::~Monitor() {
 }
 
 void Monitor::send(const char* kind, const char* call) {
-  const std::string line = fmt::format("skt1 {} {} {} {} {} {} {}{}{}\n", job_, rank_, launch_,
+  const std::string line = fmt::format("skt1 {} {} {} {} {} {} {}{}{}", job_, rank_, launch_,
                                        getpid(), kind, epoch_.load(), world_rank_,
                                        call != nullptr ? " " : "", call != nullptr ? call : "");
-  send_line(fd_, to_, line);
+  send_line(fd_, to_, key_, line);
 }
 
 void Monitor::beat() {

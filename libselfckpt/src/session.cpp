@@ -183,8 +183,9 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
     if (!config_.monitor.empty()) {
       int world_rank = 0;
       SKT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
-      monitor_ = std::make_unique<Monitor>(*parse_monitor_address(config_.monitor), config_.job,
-                                           rank_, config_.restart.value_or(0), world_rank);
+      monitor_ =
+          std::make_unique<Monitor>(*parse_monitor_address(config_.monitor), config_.monitor_key,
+                                    config_.job, rank_, config_.restart.value_or(0), world_rank);
     }
   });
   fault_ = std::make_unique<FaultInjector>(config_.fault, rank_, config_.restart.value_or(0),

@@ -1,7 +1,14 @@
 #!/usr/bin/env python3
-"""Segments belong to their user: a job's segments are mode 0600 and owned by the caller; a second
-user (created here) can neither attach to them nor remove them, and skt-shm run by that user
-neither lists nor cleans them. Root only (it creates the user); skipped otherwise."""
+"""What another local user can do to a job, tried as a second user created here (root only; skipped
+otherwise):
+  segments   a job's segments are mode 0600 and owned by the caller: the other user can neither
+             attach to them nor remove them, and skt-shm run by that user neither lists nor
+             cleans them;
+  monitor    datagrams the other user forges to skt-run's monitor port (the job's tag read from
+             /proc, the port from /proc/net/udp), saying every rank exited 0, are ignored: the
+             run is not taken for a success.
+
+  security.py --app A --shm S --run R --inject I [--case NAME]"""
 
 import os
 import pwd
@@ -28,21 +35,89 @@ print(f"remove {'ok' if removed == 0 else 'refused'} {remove_errno}")
 """
 
 
-def main(argv):
-    options = harness.arguments(argv)
-    if os.geteuid() != 0:
-        print("SKIP: needs root to create a second user")
-        return 77
-    checks = harness.Checks()
-    expect = checks.expect
+FORGE = r"""
+import socket, sys
+port, job, ranks = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for rank in range(ranks):
+    for line in (f"skt1 {job} {rank} 0 {4000 + rank} finalize 0 0\n",
+                 f"skt1 {job} {rank} 0 {4000 + rank} exit 0 0\n"):
+        out.sendto(line.encode(), ("127.0.0.1", port))
+print("sent")
+"""
 
-    created = False
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER], check=True)
-        created = True
-    cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
+
+def as_other_user(d, options):
+    """The command prefix that runs as the other user, and a copy of the tool it may run."""
+    os.chmod(d, 0o755)
+    tool = os.path.join(d, "skt-shm")
+    shutil.copy(options.shm, tool)
+    os.chmod(tool, 0o755)
+    return [shutil.which("runuser") or "/usr/sbin/runuser", "-u", USER, "--"], tool
+
+
+def skt_run_pid(job):
+    """The skt-run of `job`, as another user finds it (its command line is public)."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                words = f.read().split(b"\0")
+        except OSError:
+            continue
+        if words and words[0].endswith(b"skt-run") and job.encode() in words:
+            return int(entry)
+    return None
+
+
+def udp_port_of(pid):
+    """The port of the UDP socket process `pid` listens on, as another user finds it."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    with open("/proc/net/udp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                return int(fields[1].split(":")[1], 16)
+    return None
+
+
+def monitor(options, cluster, checks):
+    """Forged datagrams saying every rank exited 0 do not end the run as a success."""
+    job = cluster.new_job("secm")
+    with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as d:
+        other, _ = as_other_user(d, options)
+        script = os.path.join(d, "forge.py")
+        with open(script, "w") as f:
+            f.write(FORGE)
+        os.chmod(script, 0o644)
+        runner = harness.SktRun(options, root)
+        forged = []
+
+        def forge(_):
+            port = udp_port_of(skt_run_pid(job))
+            sent = subprocess.run([*other, "/usr/bin/python3", script, str(port), job, "2"], capture_output=True,
+                                  text=True, env={"PATH": "/usr/bin:/bin"}, cwd=d)
+            forged.append(sent.stdout.strip() == "sent")
+            runner.kill_node(job, "n2")
+
+        code, out = runner.run(runner.command(job, ["n1", "n2", "n3"], 1, ["--iterations", "9", "--checkpoint-every",
+                                                                          "3", "--pause", "0:4"]),
+                               on_pause=forge)
+        checks.expect(forged == [True], "the other user sent each rank's 'finalize' and 'exit 0' to skt-run's port")
+        checks.expect("not signed by this launch's ranks" in out, "skt-run says it ignores them", out)
+        checks.expect("run 1 succeeded" not in out and "replacing node n2 by spare n3" in out and code == 0
+                      and harness.result_of(out) is not None,
+                      "the run is not taken for a success: n2's loss is seen, the job relaunched and finished",
+                      out)
+        cluster.clean(job)
+
+
+def segments(options, cluster, checks):
+    """A job's segments: not attached, removed, listed nor cleaned by another user."""
+    expect = checks.expect
     job = cluster.new_job("sec")
     try:
         # A job that crashes leaves its segments behind.
@@ -58,15 +133,11 @@ def main(argv):
         expect(all(modes.get(s) == ("root", "600") for s in shmids),
                "every segment is owned by the caller with mode 600", ipcs)
         with tempfile.TemporaryDirectory() as d:
-            os.chmod(d, 0o755)
-            tool = os.path.join(d, "skt-shm")
-            shutil.copy(options.shm, tool)
-            os.chmod(tool, 0o755)
+            other, tool = as_other_user(d, options)
             script = os.path.join(d, "attempt.py")
             with open(script, "w") as f:
                 f.write(ATTEMPT)
             os.chmod(script, 0o644)
-            other = [shutil.which("runuser") or "/usr/sbin/runuser", "-u", USER, "--"]
             # The system's interpreter: the user running the tests may have one the other cannot read.
             python = "/usr/bin/python3"
             env = {"PATH": "/usr/bin:/bin", "SKT_LOG": "off"}
@@ -92,6 +163,37 @@ def main(argv):
         expect(final.code == 0 and final.epoch == 1, "the owner's relaunch restores epoch 1", final.describe())
     finally:
         cluster.clean(job)
+
+
+CASES = {"segments": segments, "monitor": monitor}
+
+
+def main(argv):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for tool in ("app", "shm", "run", "inject"):
+        parser.add_argument(f"--{tool}", required=True)
+    parser.add_argument("--mpirun", default="mpirun")
+    parser.add_argument("--timeout", type=int, default=120)
+    parser.add_argument("--case", choices=sorted(CASES), action="append", help="only this case (repeatable)")
+    options = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print("SKIP: needs root to create a second user")
+        return 77
+    checks = harness.Checks()
+    created = False
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER], check=True)
+        created = True
+    cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
+    try:
+        for name in options.case or CASES:
+            print(f"-- {name}", flush=True)
+            CASES[name](options, cluster, checks)
+    finally:
         if created:
             subprocess.run(["userdel", USER], capture_output=True)
     return harness.report_failures(checks.failures)
