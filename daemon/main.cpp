@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -338,8 +339,10 @@ class TransportDir {
   explicit TransportDir(int launch) {
     std::error_code ec;
     if (!std::filesystem::is_directory(base(), ec)) return;
-    path_ = base() / fmt::format("{}{}.{}", kPrefix, ::getpid(), launch);
-    if (!std::filesystem::create_directory(path_, ec) && ec) path_.clear();
+    // Made here, new, 0700 (mkdtemp): never one that another user made in the shared directory
+    // beforehand under a name this one could take, which the ranks' transport would then use.
+    std::string name = (base() / fmt::format("{}{}.{}.XXXXXX", kPrefix, ::getpid(), launch));
+    if (::mkdtemp(name.data()) != nullptr) path_ = name;
   }
   ~TransportDir() {
     std::error_code ec;
@@ -361,6 +364,11 @@ class TransportDir {
       const std::string name = entry.path().filename().string();
       if (name.rfind(kPrefix, 0) != 0) continue;
       const long pid = std::strtol(name.c_str() + kPrefix.size(), nullptr, 10);
+      struct stat owner {};
+      if (::lstat(entry.path().c_str(), &owner) != 0 || owner.st_uid != ::geteuid() ||
+          !S_ISDIR(owner.st_mode)) {
+        continue;  // only this user's own
+      }
       if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
         std::filesystem::remove_all(entry.path(), ec);
     }

@@ -4,6 +4,9 @@ otherwise):
   segments   a job's segments are mode 0600 and owned by the caller: the other user can neither
              attach to them nor remove them, and skt-shm run by that user neither lists nor
              cleans them;
+  transport-directory
+             the directory of the ranks' shared-memory transport that skt-run makes on virtual
+             nodes: its own, 0700, whatever the other user made in /dev/shm beforehand;
   monitor    datagrams the other user forges to skt-run's monitor port (the job's tag read from
              /proc, the port from /proc/net/udp), saying every rank exited 0, are ignored: the
              run is not taken for a success.
@@ -115,6 +118,56 @@ def monitor(options, cluster, checks):
         cluster.clean(job)
 
 
+def transport_directory(options, cluster, checks):
+    """The directory skt-run gives the ranks' shared-memory transport on virtual nodes is its own,
+    made 0700: not one another user made beforehand under the name the next launch would take."""
+    job = cluster.new_job("sect")
+    with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as d:
+        other, _ = as_other_user(d, options)
+        runner = harness.SktRun(options, root)
+        planted = []
+        used = []
+
+        def transport_of_ranks():
+            found = set()
+            for rank_pid in harness.processes_of(job):
+                with open(f"/proc/{rank_pid}/environ", "rb") as f:
+                    for entry in f.read().split(b"\0"):
+                        if entry.startswith(b"OMPI_MCA_btl_vader_backing_directory="):
+                            found.add(entry.split(b"=", 1)[1].decode())
+            return found
+
+        def at_pause(k):
+            pid = skt_run_pid(job)
+            if k == 0:
+                # The other user makes the directory that launch 2 would have taken (mode 777), in
+                # the directory the transport's backing files go to (/dev/shm unless set).
+                base = os.path.dirname(next(iter(transport_of_ranks())))
+                os.chmod(base, 0o1777)  # as /dev/shm is
+                path = f"{base}/skt-run.{pid}.2"
+                made = subprocess.run([*other, "/usr/bin/python3", "-c",
+                                       f"import os; os.mkdir({path!r}); os.chmod({path!r}, 0o777)"],
+                                      capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, cwd=d)
+                planted.append(made.returncode == 0 and path)
+                runner.kill_node(job, "n2")
+            else:
+                for path in transport_of_ranks():
+                    st = os.stat(path)
+                    used.append((path, st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o700))
+                runner.kill_node(job, "n1")
+
+        code, out = runner.run(runner.command(job, ["n1", "n2", "n3", "n4"], 2,
+                                              ["--iterations", "9", "--checkpoint-every", "3", "--pause", "0:4",
+                                               "--pause", "1:5"]), on_pause=at_pause)
+        checks.expect(planted and planted[0], "the other user made /dev/shm/skt-run.<pid>.2, mode 777", out)
+        checks.expect(used and planted and all(path != planted[0] and own for path, own in used),
+                      f"launch 2's ranks use a directory of skt-run's own, 0700 ({used})", out)
+        checks.expect(code == 0 and harness.result_of(out) is not None, "the job finished", out)
+        if planted and planted[0]:
+            shutil.rmtree(planted[0], ignore_errors=True)
+        cluster.clean(job)
+
+
 def segments(options, cluster, checks):
     """A job's segments: not attached, removed, listed nor cleaned by another user."""
     expect = checks.expect
@@ -165,7 +218,7 @@ def segments(options, cluster, checks):
         cluster.clean(job)
 
 
-CASES = {"segments": segments, "monitor": monitor}
+CASES = {"segments": segments, "monitor": monitor, "transport-directory": transport_directory}
 
 
 def main(argv):
