@@ -12,6 +12,7 @@
 
 #include "libselfckpt/src/config.hpp"
 #include "libselfckpt/src/drain.hpp"
+#include "selfckpt/selfckpt.hpp"
 
 namespace fs = std::filesystem;
 
@@ -257,7 +258,12 @@ int main(int argc, char** argv) {
       std::find(s.exactly.begin(), s.exactly.end(), s.job) == s.exactly.end()) {
     s.exactly.push_back(s.job);
   }
-  if (list_cmd->parsed()) return list(s);
-  if (verify_cmd->parsed()) return verify(s);
-  return remove(s);
+  try {
+    if (list_cmd->parsed()) return list(s);
+    if (verify_cmd->parsed()) return verify(s);
+    return remove(s);
+  } catch (const skt::Error& e) {
+    fmt::print(stderr, "skt-drain: {}\n", e.what());
+    return 2;
+  }
 }

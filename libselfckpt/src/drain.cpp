@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <utility>
 
 #include "libselfckpt/src/format.hpp"
+#include "selfckpt/selfckpt.hpp"
 
 namespace skt {
 
@@ -83,13 +85,72 @@ void sync_directory(const fs::path& dir) {
   if (fd.get() < 0 || ::fsync(fd.get()) != 0) throw system_failure("cannot sync directory", dir);
 }
 
-void make_directories(const fs::path& dir) {
+// Drains belong to the job's user alone: the root they go under may be shared (/scratch, mode
+// 1777), but a job's directories are 0700 and its files 0600, and at every use nothing of them
+// that another user owns or may write is read or written into: it could hold anyone's data.
+// Why `path` is no private part of a drain; empty when it is, or is not there.
+std::string privacy_problem(const fs::path& path, const struct stat& st) {
+  if (S_ISLNK(st.st_mode)) return fmt::format("{} is a symbolic link", path.string());
+  if (st.st_uid != ::geteuid()) {
+    return fmt::format("{} belongs to uid {}, not to this job's user (uid {})", path.string(),
+                       st.st_uid, ::geteuid());
+  }
+  if ((st.st_mode & 022) != 0) {
+    return fmt::format("{} may be written by other users (mode {:o})", path.string(),
+                       st.st_mode & 07777);
+  }
+  return {};
+}
+
+[[noreturn]] void refuse_foreign(const std::string& problem) {
+  throw Error(SKT_ERR_CONFIG,
+              fmt::format("{}: a drain of another user, or one others may change, is neither "
+                          "written into nor restored. Remove it (its owner can), or set "
+                          "SKT_DRAIN_DIR elsewhere",
+                          problem));
+}
+
+// Throws when `path` exists and is not private.
+void require_private(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (const std::string problem = privacy_problem(path, st); !problem.empty()) {
+    refuse_foreign(problem);
+  }
+}
+
+// A drained file opened for reading, if it is there and private; -1 when it is not there.
+int open_private(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ELOOP) refuse_foreign(fmt::format("{} is a symbolic link", path.string()));
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) == 0) {
+    if (const std::string problem = privacy_problem(path, st); !problem.empty()) {
+      ::close(fd);
+      refuse_foreign(problem);
+    }
+  }
+  return fd;
+}
+
+// The epoch directory and the job's, 0700 (the root too, if it is missing), each one checked.
+void make_directories(const fs::path& epoch_dir) {
+  const fs::path job_dir = epoch_dir.parent_path();
   std::error_code error;
-  fs::create_directories(dir, error);
-  // Every rank creates the epoch's directory: another may have done it in between.
-  if (error && !fs::is_directory(dir)) {
-    throw std::runtime_error(
-        fmt::format("cannot create directory {}: {}", dir.string(), error.message()));
+  if (!fs::is_directory(job_dir.parent_path(), error)) {
+    fs::create_directories(job_dir.parent_path(), error);
+    fs::permissions(job_dir.parent_path(), fs::perms::owner_all, error);
+  }
+  for (const fs::path& dir : {job_dir, epoch_dir}) {
+    // Every rank creates the epoch's directory: another may have done it in between.
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw std::runtime_error(
+          fmt::format("cannot create directory {}: {}", dir.string(), std::strerror(errno)));
+    }
+    require_private(dir);
   }
 }
 
@@ -293,7 +354,8 @@ std::uint64_t write_drain_file(const fs::path& epoch_dir, const DrainFileHeader&
   make_directories(epoch_dir);
   const fs::path final_path = drain_rank_file(epoch_dir, header.rank);
   const fs::path part = fs::path(final_path.string() + ".part");
-  FileDescriptor fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  FileDescriptor fd(
+      ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (fd.get() < 0) throw system_failure("cannot create", part);
   try {
     std::vector<std::uint32_t> crcs(header.blocks());
@@ -333,7 +395,8 @@ void write_manifest(const fs::path& epoch_dir, const DrainManifest& manifest) {
   const fs::path final_path = epoch_dir / kManifestName;
   const fs::path part = epoch_dir / (std::string(kManifestName) + ".part");
   const std::string text = format_manifest(manifest);
-  FileDescriptor fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  FileDescriptor fd(
+      ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (fd.get() < 0) throw system_failure("cannot create", part);
   write_all(fd.get(), reinterpret_cast<const std::byte*>(text.data()), text.size(), 0, part);
   if (::fsync(fd.get()) != 0) throw system_failure("cannot sync", part);
@@ -345,9 +408,12 @@ void write_manifest(const fs::path& epoch_dir, const DrainManifest& manifest) {
 std::vector<fs::path> epoch_dirs(const fs::path& dir, const std::string& job) {
   std::vector<std::pair<std::uint64_t, fs::path>> found;
   std::error_code error;
+  require_private(drain_job_dir(dir, job));
   for (const auto& entry : fs::directory_iterator(drain_job_dir(dir, job), error)) {
     const auto epoch = epoch_of_name(entry.path().filename().string());
-    if (epoch && entry.is_directory()) found.emplace_back(*epoch, entry.path());
+    if (!epoch) continue;
+    require_private(entry.path());
+    if (entry.is_directory()) found.emplace_back(*epoch, entry.path());
   }
   std::sort(found.begin(), found.end());
   std::vector<fs::path> out;
@@ -360,11 +426,13 @@ std::vector<DrainedEpoch> complete_epochs(const fs::path& dir, const std::string
   std::vector<DrainedEpoch> out;
   const auto dirs = epoch_dirs(dir, job);
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
-    std::ifstream in(*it / kManifestName, std::ios::binary);
-    if (!in) continue;
-    std::ostringstream text;
-    text << in.rdbuf();
-    auto manifest = parse_manifest(text.str());
+    FileDescriptor fd(open_private(*it / kManifestName));
+    if (fd.get() < 0) continue;
+    std::string text;
+    char buffer[4096];
+    for (ssize_t n; (n = ::read(fd.get(), buffer, sizeof buffer)) > 0;)
+      text.append(buffer, static_cast<std::size_t>(n));
+    auto manifest = parse_manifest(text);
     if (!manifest || manifest->job != job ||
         epoch_of_name(it->filename().string()) != manifest->epoch) {
       continue;
@@ -376,7 +444,7 @@ std::vector<DrainedEpoch> complete_epochs(const fs::path& dir, const std::string
 
 DrainFileHeader read_rank_file(const fs::path& path, const DrainFileExpected& expected,
                                const BlockSink& deliver) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  FileDescriptor fd(open_private(path));
   if (fd.get() < 0) throw system_failure("cannot open", path);
   std::vector<std::byte> head(kDrainHeaderBytes);
   if (!read_all(fd.get(), head.data(), head.size(), 0, path)) {
@@ -442,7 +510,7 @@ DrainFileHeader read_drain_file(const DrainedEpoch& epoch, int rank, const Block
 }
 
 std::optional<DrainFileHeader> read_drain_header(const fs::path& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  FileDescriptor fd(open_private(path));
   if (fd.get() < 0) return {};
   std::vector<std::byte> head(kDrainHeaderBytes);
   if (!read_all(fd.get(), head.data(), head.size(), 0, path)) return {};
@@ -566,7 +634,7 @@ std::optional<std::uint64_t> drained_file_digest(const fs::path& epoch_dir, int 
                                                  std::uint64_t run, std::uint64_t epoch,
                                                  int nranks) {
   const fs::path path = drain_rank_file(epoch_dir, rank);
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  FileDescriptor fd(open_private(path));
   if (fd.get() < 0) return {};
   std::vector<std::byte> head(kDrainHeaderBytes);
   if (!read_all(fd.get(), head.data(), head.size(), 0, path)) return {};

@@ -4,6 +4,8 @@ otherwise):
   segments   a job's segments are mode 0600 and owned by the caller: the other user can neither
              attach to them nor remove them, and skt-shm run by that user neither lists nor
              cleans them;
+  drains     a job directory another user made in a shared drain root, with an epoch in it: refused,
+             never restored; the job's own drains are 0700 and 0600;
   transport-directory
              the directory of the ranks' shared-memory transport that skt-run makes on virtual
              nodes: its own, 0700, whatever the other user made in /dev/shm beforehand;
@@ -168,6 +170,46 @@ def transport_directory(options, cluster, checks):
         cluster.clean(job)
 
 
+def drains(options, cluster, checks):
+    """Drains under a shared root (mode 1777) are the job's user's alone: a job directory another
+    user made there first, with an epoch of its own in it, is refused (exit 2, naming it), never
+    restored; the job's own directories and files are 0700 and 0600."""
+    job = cluster.new_job("secd")
+    args = ["--iterations", "6", "--checkpoint-every", "3"]
+    with tempfile.TemporaryDirectory() as d:
+        other, _ = as_other_user(d, options)
+        root = os.path.join(d, "drains")
+        os.mkdir(root)
+        os.chmod(root, 0o1777)
+        planted = os.path.join(root, job)
+        epoch = os.path.join(planted, "epoch-000000000003")
+        made = subprocess.run([*other, "/usr/bin/python3", "-c",
+                               f"import os; os.makedirs({epoch!r}); os.chmod({planted!r}, 0o777); "
+                               f"open(os.path.join({epoch!r}, 'MANIFEST'), 'w').write('forged')"],
+                              capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, cwd=d)
+        checks.expect(made.returncode == 0, "the other user made the job's drain directory and an epoch in it",
+                      made.stderr)
+        env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2", "SKT_DRAIN_DIR": root}
+        refused = cluster.launch(["n0", "n1"], args, env)
+        checks.expect(refused.code == 2 and f"{planted} belongs to uid" in refused.err,
+                      "the job refuses it: exit 2, naming the directory and its owner", refused.describe())
+        shutil.rmtree(planted)
+        crashed = cluster.launch(["n0", "n1"], args + ["--crash-at", "5", "--crash-rank", "1"], env)
+        modes = {}
+        for top, dirs, files in os.walk(os.path.join(root, job)):
+            for name in dirs + files:
+                path = os.path.join(top, name)
+                modes[path] = (os.stat(path).st_mode & 0o777, os.path.isdir(path))
+        modes[os.path.join(root, job)] = (os.stat(os.path.join(root, job)).st_mode & 0o777, True)
+        checks.expect(crashed.code not in (0, 2, 3) and len(modes) > 2 and
+                      all(mode == (0o700 if is_dir else 0o600) for mode, is_dir in modes.values()),
+                      f"its own drains: directories 0700, files 0600 ({len(modes)} of them)",
+                      f"{modes} {crashed.describe()}")
+        final = cluster.launch(["n0", "n1"], args + ["--verify-recovery"], dict(env, SKT_RESTART="1"))
+        checks.expect(final.code == 0 and final.epoch == 1, "and its relaunch restores them", final.describe())
+        cluster.clean(job)
+
+
 def segments(options, cluster, checks):
     """A job's segments: not attached, removed, listed nor cleaned by another user."""
     expect = checks.expect
@@ -218,7 +260,8 @@ def segments(options, cluster, checks):
         cluster.clean(job)
 
 
-CASES = {"segments": segments, "monitor": monitor, "transport-directory": transport_directory}
+CASES = {"segments": segments, "drains": drains, "monitor": monitor,
+         "transport-directory": transport_directory}
 
 
 def main(argv):

@@ -1,14 +1,18 @@
 #include "libselfckpt/src/drain.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "selfckpt/selfckpt.hpp"
 
 namespace skt {
 namespace {
@@ -184,6 +188,50 @@ TEST_F(DrainFiles, OnlyEpochsWithAManifestAreComplete) {
   EXPECT_EQ(complete[1].manifest.epoch, 4u);
   EXPECT_EQ(epoch_dirs(root_, "job-1").size(), 4u);
   EXPECT_TRUE(complete_epochs(root_, "another-job").empty());
+}
+
+// A job's drains are its user's alone: made 0700 and 0600, and refused (SKT_ERR_CONFIG, naming
+// what and why) where another user owns a part of them or may write it.
+TEST_F(DrainFiles, AreMadePrivateAndRefusedWhereAnotherUserCouldHaveWritten) {
+  const DrainedEpoch epoch = drain_epoch(3);
+  const fs::path job_dir = drain_job_dir(root_, "job-1");
+  struct stat st {};
+  ASSERT_EQ(::stat(job_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat(epoch.dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat(drain_rank_file(epoch.dir, 1).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  const auto refusal = [&](const std::function<void()>& use) {
+    try {
+      use();
+    } catch (const skt::Error& e) {
+      EXPECT_EQ(e.code(), SKT_ERR_CONFIG);
+      return std::string(e.what());
+    }
+    return std::string("not refused");
+  };
+  fs::permissions(job_dir, fs::perms::all);  // 0777: anyone could have put an epoch there
+  EXPECT_NE(refusal([&] { complete_epochs(root_, "job-1"); }).find("may be written by other users"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] {
+              write_drain_file(drain_epoch_dir(root_, "job-1", 4), header(0, 4), copy_.data());
+            }).find(job_dir.string()),
+            std::string::npos)
+      << "nothing is drained into it either";
+  fs::permissions(job_dir, fs::perms::owner_all);
+  fs::permissions(drain_rank_file(epoch.dir, 1), fs::perms::all);
+  EXPECT_NE(refusal([&] { read_drain_file(epoch, 1, {}); }).find("rank-000001.skt"),
+            std::string::npos);
+  fs::permissions(drain_rank_file(epoch.dir, 1), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_NO_THROW(read_drain_file(epoch, 1, {}));
+  if (::geteuid() == 0) {
+    // Another user's epoch directory, however tidy its mode.
+    ASSERT_EQ(::chown(epoch.dir.c_str(), 65534, 65534), 0);
+    EXPECT_NE(refusal([&] { complete_epochs(root_, "job-1"); }).find("belongs to uid 65534"),
+              std::string::npos);
+  }
 }
 
 TEST_F(DrainFiles, WritersCompleteTheEpochOnceEveryFileIsThere) {
