@@ -15,12 +15,12 @@ if [ ! -f "$build/build.ninja" ]; then
     -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debugoptimized >/dev/null
 fi
 meson compile -C "$build" tests/fuzz/hpldat_fuzz tests/fuzz/config_fuzz tests/fuzz/header_fuzz \
-  tests/fuzz/monitor_fuzz >/dev/null
+  tests/fuzz/monitor_fuzz tests/fuzz/manifest_fuzz >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1
 status=0
-for target in hpldat config header monitor; do
+for target in hpldat config header monitor manifest; do
   mkdir -p "$work/$target"
   cp "$source_dir/tests/fuzz/corpus/$target/"* "$work/$target/" 2>/dev/null || true
   skt_say "fuzzing $target for $seconds s"

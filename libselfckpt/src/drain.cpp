@@ -422,22 +422,69 @@ std::vector<fs::path> epoch_dirs(const fs::path& dir, const std::string& job) {
   return out;
 }
 
+namespace {
+
+// The manifest an epoch's rank files make when every rank's is there, whole, and they agree.
+std::optional<DrainManifest> manifest_of_files(const fs::path& epoch_dir, const std::string& job,
+                                               std::uint64_t epoch) {
+  const auto first = read_drain_header(drain_rank_file(epoch_dir, 0));
+  if (!first || first->job != job || first->epoch != epoch || first->nranks < 1) return {};
+  DrainManifest m{job, first->run, epoch, {}};
+  for (int r = 0; r < first->nranks; ++r) {
+    const auto digest = drained_file_digest(epoch_dir, r, first->run, epoch, first->nranks);
+    if (!digest) return {};
+    m.digests.push_back(*digest);
+  }
+  return m;
+}
+
+bool holds_rank_files(const fs::path& epoch_dir) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(epoch_dir, error)) {
+    if (entry.path().extension() == ".skt") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<DrainedEpoch> complete_epochs(const fs::path& dir, const std::string& job) {
   std::vector<DrainedEpoch> out;
   const auto dirs = epoch_dirs(dir, job);
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+    const auto epoch = epoch_of_name(it->filename().string());
     FileDescriptor fd(open_private(*it / kManifestName));
-    if (fd.get() < 0) continue;
-    std::string text;
-    char buffer[4096];
-    for (ssize_t n; (n = ::read(fd.get(), buffer, sizeof buffer)) > 0;)
-      text.append(buffer, static_cast<std::size_t>(n));
-    auto manifest = parse_manifest(text);
-    if (!manifest || manifest->job != job ||
-        epoch_of_name(it->filename().string()) != manifest->epoch) {
+    const bool present = fd.get() >= 0;
+    std::optional<DrainManifest> manifest;
+    if (present) {
+      std::string text;
+      char buffer[4096];
+      for (ssize_t n; (n = ::read(fd.get(), buffer, sizeof buffer)) > 0;)
+        text.append(buffer, static_cast<std::size_t>(n));
+      manifest = parse_manifest(text);
+      if (manifest && (manifest->job != job || epoch != manifest->epoch)) manifest.reset();
+    }
+    if (manifest) {
+      out.push_back({*it, std::move(*manifest)});
       continue;
     }
-    out.push_back({*it, std::move(*manifest)});
+    // No manifest: the drain was stopped before it completed, and the epoch does not count. A
+    // damaged one: the files make the epoch whole when every rank's is there and they agree;
+    // else, where there are files, it is refused, since taking the epoch as absent would start
+    // the job afresh over a drain that exists.
+    if (!present) continue;
+    if (auto rebuilt = epoch ? manifest_of_files(*it, job, *epoch) : std::nullopt) {
+      out.push_back({*it, std::move(*rebuilt), true});
+    } else if (holds_rank_files(*it)) {
+      throw Error(
+          SKT_ERR_UNRECOVERABLE,
+          fmt::format("the manifest of drained epoch {} ({}) is damaged, and its rank files "
+                      "do not make a whole epoch without it: refusing to go on as if there "
+                      "were no drain. Remove the epoch to start without it (skt-drain "
+                      "remove --dir {} --job {} --epoch {})",
+                      epoch.value_or(0), (*it / kManifestName).string(), dir.string(), job,
+                      epoch.value_or(0)));
+    }
   }
   return out;
 }

@@ -121,6 +121,9 @@ void write_manifest(const std::filesystem::path& epoch_dir, const DrainManifest&
 struct DrainedEpoch {
   std::filesystem::path dir;
   DrainManifest manifest;
+  // Its manifest was damaged, but every rank's file is there and they agree (job, run, epoch,
+  // ranks): the manifest they make was used instead.
+  bool rebuilt = false;
 };
 std::vector<DrainedEpoch> complete_epochs(const std::filesystem::path& dir, const std::string& job);
 // Every epoch directory of a job, complete or not, oldest first.

@@ -1193,6 +1193,12 @@ bool Session::restore_from_storage(const std::vector<Finding>& findings,
                               epoch.manifest.nranks()));
     }
   });
+  if (rank_ == 0 && epoch.rebuilt) {
+    log_->warn(
+        "the manifest of drained epoch {} in {} is damaged; every rank's file of it is whole and "
+        "they agree, so the epoch is restored from them",
+        chosen, where);
+  }
   // Worth a warning: the job goes back to an older epoch than memory would have given.
   if (rank_ == 0) {
     log_->warn("{}: restoring drained epoch {} from storage ({})",

@@ -234,6 +234,31 @@ TEST_F(DrainFiles, AreMadePrivateAndRefusedWhereAnotherUserCouldHaveWritten) {
   }
 }
 
+// A damaged manifest is no reason to act as if there were no drain: over whole files that agree
+// it is rebuilt from them; over files that do not make the epoch, the epoch is refused
+// (SKT_ERR_UNRECOVERABLE), never skipped.
+TEST_F(DrainFiles, ADamagedManifestIsRebuiltFromWholeFilesOrRefused) {
+  const DrainedEpoch good = drain_epoch(5);
+  const fs::path manifest = good.dir / "MANIFEST";
+  {
+    std::fstream f(manifest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(10);
+    f.put('#');
+  }
+  auto complete = complete_epochs(root_, "job-1");
+  ASSERT_EQ(complete.size(), 1u);
+  EXPECT_TRUE(complete[0].rebuilt);
+  EXPECT_EQ(complete[0].manifest, good.manifest);
+  fs::remove(drain_rank_file(good.dir, 2));
+  try {
+    complete_epochs(root_, "job-1");
+    ADD_FAILURE() << "a damaged manifest over a missing file must be refused";
+  } catch (const skt::Error& e) {
+    EXPECT_EQ(e.code(), SKT_ERR_UNRECOVERABLE);
+    EXPECT_NE(std::string(e.what()).find("skt-drain remove"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(DrainFiles, WritersCompleteTheEpochOnceEveryFileIsThere) {
   drain_epoch(1);  // an older complete epoch, removed once epoch 2 is complete
   const fs::path dir = drain_epoch_dir(root_, "job-1", 2);
