@@ -921,12 +921,22 @@ std::uint64_t Session::restore() {
                               config_.job));
     });
   }
+  // A rank that found nothing of its own where this launch placed it, while its checkpoint lies on
+  // another node of this launch: the ranks were placed otherwise than in the run that wrote it
+  // (swapped between nodes). Refused before anything is rebuilt or removed, with every segment
+  // kept: the groups might rebuild those ranks, but on the wrong nodes and from less than there
+  // is, and beyond their tolerance the checkpoint would be lost for good; a relaunch that places
+  // them right restores it whole.
   const std::vector<Misplaced> needed = needed_elsewhere(findings, misplaced);
-  // establish removes them once the launch goes ahead without them: its groups rebuild those
-  // ranks, or storage serves. Any later launch then has the same ranks to rebuild. After that, what
-  // this launch could not do without is no longer anywhere.
+  if (!needed.empty()) {
+    throw AgreedError(SKT_ERR_MISMATCH,
+                      fmt::format("{}. Nothing was changed or removed",
+                                  misplacement_refusal(needed, nodes_, config_.job)));
+  }
+  // What is left on the wrong nodes is no checkpoint this launch or a later one could use (an
+  // older start's, or of ranks that found their own in place): establish removes it, as the memory
+  // it holds may be what the new segments need.
   misplaced_ = misplaced;
-  const auto still_needed = [&] { return !needed.empty() && !removed_misplaced_; };
 
   // The memory level first; when it cannot serve (more losses than a group tolerates, or nothing
   // left in memory at all), the newest epoch that storage holds completely.
@@ -934,9 +944,6 @@ std::uint64_t Session::restore() {
   std::optional<AgreedError> memory_failure;
   try {
     effects_->agree([&] { setup = plan_restore(findings, nodes_, config_); });
-    if (setup.fresh() && !needed.empty()) {  // alike on every rank, from the gathered facts
-      throw AgreedError(SKT_ERR_UNRECOVERABLE, "no rank found a checkpoint of its own on its node");
-    }
     const bool survivor = !setup.fresh() && mine.valid != 0;
     const int group =
         establish(setup, survivor ? std::optional<ControlState>(mine.state) : std::nullopt);
@@ -947,25 +954,13 @@ std::uint64_t Session::restore() {
     epoch_ = protocol_->restore(inputs);
   } catch (const AgreedError& e) {
     if (e.code() != SKT_ERR_UNRECOVERABLE) throw;
-    // What the launch could not do without is in memory, on the wrong nodes: a relaunch that
-    // places the ranks right restores it, which is no unrecoverable loss.
-    memory_failure =
-        !still_needed()
-            ? e
-            : AgreedError(SKT_ERR_MISMATCH,
-                          fmt::format("{}. Without them: {}",
-                                      misplacement_refusal(needed, nodes_, config_.job), e.what()));
+    memory_failure = e;
     if (config_.drain_dir.empty()) throw *memory_failure;
   }
   const bool fresh = !memory_failure && setup.fresh();
   bool from_storage = false;
   if (memory_failure || (fresh && !completed && !config_.drain_dir.empty())) {
-    try {
-      from_storage = restore_from_storage(findings, memory_failure ? memory_failure->what() : "");
-    } catch (const AgreedError& e) {
-      if (!still_needed() || e.code() != SKT_ERR_UNRECOVERABLE) throw;
-      throw AgreedError(SKT_ERR_MISMATCH, e.what());
-    }
+    from_storage = restore_from_storage(findings, memory_failure ? memory_failure->what() : "");
   }
   log_->set_epoch(epoch_);
   if ((from_storage || !fresh) && !arena_->at_fixed_addresses()) {
@@ -1088,7 +1083,6 @@ int Session::establish(const RestorePlan& setup, std::optional<ControlState> sur
     }
   }
   remove_misplaced(std::exchange(misplaced_, {}));
-  removed_misplaced_ = true;
   const double decided = MPI_Wtime();
   const double segments_before = segment_seconds_;
   codec_ = shape.geometry.parity > 0

@@ -203,10 +203,8 @@ class Session {
   std::set<const void*> released_;  // freed after recovery: still in the workspace until finalize
 
   bool recovered_ = false;
-  // Found by restore for establish to remove; removed_misplaced_: they are gone, so a refusal can
-  // no longer point to them.
+  // Found by restore for establish to remove: of no use to this launch or a later one.
   std::vector<Misplaced> misplaced_;
-  bool removed_misplaced_ = false;
   std::uint64_t epoch_ = 0;
   Segment checkpoint_;
   bool checkpoint_created_ = false;  // by this launch

@@ -7,10 +7,9 @@ launcher killed from outside takes its ranks with it (none writes on into the se
 relaunches started at once never both own a segment; a node back with the segments of an earlier
 start of the job under its tag is rebuilt, not restored from them; with SKT_RESTART unset, a run
 of another command under the tag of a killed run is refused; a relaunch that places the ranks on
-the job's nodes in another order restores what its groups can rebuild and removes the segments
-left under the other ranks, and one that could not do without them is refused, naming where each
-rank's checkpoint lies, instead of starting afresh beside them; the segments left under other
-ranks make way before a relaunch takes memory for its own, as a job near its memory limit needs;
+the job's nodes in another order (shifted, or two ranks swapped) is refused with exit 2, naming
+where each rank's checkpoint lies, with every segment kept, and the relaunch in the right order
+restores it, also near its memory limit;
 configuration errors stop every rank with exit code 2, and a first launch refused for its settings
 leaves no segment behind; a group size above the job's size makes one group, with a warning; a job
 that fits the machine only without another job's workspace not yet written is refused; a job
@@ -143,8 +142,9 @@ def ranks_placed_on_other_nodes(cluster, checks, reference):
     nodes, or another host order. A rank restores only from its own node. With every rank on a node
     that holds another's checkpoint, it is refused (exit 2) and changes nothing; before, it started
     afresh with exit 0, the checkpoint lost without a word and left holding the nodes' memory. Two
-    ranks swapped, one in each group, are rebuilt from their groups, and the segments left under
-    the other rank are removed; before, they stayed on after the job."""
+    ranks swapped are refused too, with every segment kept: they were rebuilt from their groups and
+    the segments under the other rank removed, which in groups of 3 or more lost the checkpoint for
+    good (exit 3, and again in the right order). The relaunch in the right order restores it."""
     job = cluster.new_job("iso-moved")
     try:
         _, env, before = crashed_after_epoch_2(cluster, job)
@@ -154,13 +154,39 @@ def ranks_placed_on_other_nodes(cluster, checks, reference):
                       cluster.digests(job) == before and cluster.segment_count(job) == 8,
                       "every rank on the node of another's checkpoint: refused with exit 2, naming "
                       "where each checkpoint lies, and nothing changes", shifted)
-        swapped = cluster.launch(["n1", "n0", "n2", "n3"], APP_ARGS + ["--verify-recovery"],
-                                 dict(env, SKT_RESTART="1"))
-        checks.expect(swapped.code == 0 and swapped.result == reference and swapped.epoch == 2 and
-                      "node n0 held rank 0's (on node n1 now)" in swapped.err and
+        swapped = cluster.launch(["n1", "n0", "n2", "n3"], APP_ARGS, dict(env, SKT_RESTART="1"))
+        checks.expect(swapped.code == 2 and "rank 0's is on node n0, where this launch runs rank 1"
+                      in swapped.err and "rank 1's is on node n1, where this launch runs rank 0" in
+                      swapped.err and "Nothing was changed or removed" in swapped.err and
+                      cluster.digests(job) == before and cluster.segment_count(job) == 8,
+                      "ranks 0 and 1 swapped: refused with exit 2, naming where each checkpoint "
+                      "lies, and nothing changes", swapped)
+        right = cluster.launch(["n0", "n1", "n2", "n3"], APP_ARGS + ["--verify-recovery"],
+                               dict(env, SKT_RESTART="1"))
+        checks.expect(right.code == 0 and right.result == reference and right.epoch == 2 and
                       cluster.segment_count(job) == 0,
-                      "ranks 0 and 1 swapped: rebuilt from their groups, and the job ends with no "
-                      "segment left on any node", swapped)
+                      "relaunched in the right order: epoch 2 restored, the reference result, no "
+                      "segment left", right)
+    finally:
+        cluster.clean(job)
+
+
+def swapped_in_a_group_of_four(cluster, checks):
+    """Two ranks of one group of 4 swapped: more than the group could rebuild. They were rebuilt
+    from the others, which failed, and the segments under the other rank were removed first: the
+    checkpoint was lost (exit 3, and exit 3 again in the right order). Refused now, nothing lost."""
+    job = cluster.new_job("iso-g4")
+    env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "4"}
+    try:
+        nodes = [f"n{r}" for r in range(4)]
+        crash_mid_run(cluster, nodes, env, 1)
+        before = cluster.digests(job)
+        swapped = cluster.launch(["n1", "n0", "n2", "n3"], APP_ARGS, dict(env, SKT_RESTART="1"))
+        checks.expect(swapped.code == 2 and "where this launch runs" in swapped.err and
+                      cluster.digests(job) == before,
+                      "two ranks of a group of 4 swapped: refused with exit 2, nothing changed", swapped)
+        right = cluster.launch(nodes, APP_ARGS + ["--verify-recovery"], dict(env, SKT_RESTART="1"))
+        checks.expect(right.code == 0 and right.epoch == 2, "and the right order restores epoch 2", right)
     finally:
         cluster.clean(job)
 
@@ -209,10 +235,8 @@ def an_ensemble_under_one_tag(cluster, checks):
 
 def ranks_swapped_within_a_memory_limit(cluster, checks):
     """The swap above for a job that takes most of its memory limit (a memory cgroup, as Slurm's --mem
-    sets): each of the two nodes holds the other rank's checkpoint and must make room for its own
-    rank's, rebuilt from its group. The segments left under the other rank are removed before the
-    new ones are made, and the job restores. Before, the memory check counted them as taken and
-    refused the relaunch with exit 2, telling the user to give the job a smaller workspace."""
+    sets): refused for the placement (not for memory), nothing made or removed, and the relaunch
+    in the right order restores within the limit."""
     job = cluster.new_job("iso-tight")
     args = ["--iterations", "5", "--checkpoint-every", "1", "--regions", "1", "--bytes", str(128 << 20)]
     env = {"SKT_JOB": job, "SKT_GROUP_SIZE": "2"}
@@ -231,13 +255,17 @@ def ranks_swapped_within_a_memory_limit(cluster, checks):
             # two left under the other ranks, which hold the memory of two ranks.
             rank_bytes = sum(int(row[7]) for row in cluster.segments(job) if row[3] == "0")
             cgroup.limit_to(cgroup.usage() + rank_bytes)
+            before = cluster.digests(job)
             swapped = cluster.launch(["n1", "n0", "n2", "n3"], args, dict(env, SKT_RESTART="1"))
-        checks.expect(swapped.code == 0 and swapped.result == reference and swapped.epoch == 2 and
-                      "node n0 held rank 0's (on node n1 now)" in swapped.err and
-                      cluster.segment_count(job) == 0,
+            kept = cluster.digests(job) == before
+            right = cluster.launch([f"n{r}" for r in range(4)], args, dict(env, SKT_RESTART="1"))
+        checks.expect(swapped.code == 2 and "where this launch runs" in swapped.err and kept,
                       f"ranks 0 and 1 swapped, in a cgroup with room for one rank's {rank_bytes >> 20} "
-                      "MiB of segments more: the segments left under the other rank make way, and the "
-                      "job restores epoch 2 and ends with the reference result", swapped)
+                      "MiB of segments more: refused for the placement, nothing changed", swapped)
+        checks.expect(right.code == 0 and right.result == reference and right.epoch == 2 and
+                      cluster.segment_count(job) == 0,
+                      "relaunched in the right order within the limit: epoch 2 and the reference "
+                      "result", right)
     finally:
         cluster.clean(job)
 
@@ -450,6 +478,7 @@ def main(argv):
     another_computation_under_the_tag(cluster, checks)
     ranks_placed_on_other_nodes(cluster, checks, reference)
     ranks_swapped_within_a_memory_limit(cluster, checks)
+    swapped_in_a_group_of_four(cluster, checks)
     an_ensemble_under_one_tag(cluster, checks)
     refused_relaunches_change_nothing(cluster, checks, reference)
     one_launch_at_a_time(cluster, checks, reference)
