@@ -111,9 +111,12 @@ void Factorization::write_buffers_in_advance() {
   // 12 µs a page: 18,600 faults per rank made the first four iterations at N = 12288 on 2x1 0.25 s
   // slower with checkpoints than without. That is set-up, like writing the matrix, not solving.
   const auto columns = static_cast<std::size_t>(std::max(0, matrix_.nq));
-  const auto nb = static_cast<std::size_t>(matrix_.nb);
+  // The widest panel: NB, or the whole matrix when NB is larger (as in netlib HPL, whose buffers
+  // are a panel's actual width: NB = 20000 for N = 4608 took 6 GB of buffers per rank here).
+  const int widest = std::min(matrix_.nb, matrix_.n);
+  const auto nb = static_cast<std::size_t>(widest);
   for (auto& buffer : panel_)
-    buffer.resize(slot_size(matrix_.mp, matrix_.nb));  // the first panel's rows: the most
+    buffer.resize(slot_size(matrix_.mp, widest));  // the first panel's rows: the most
   if (grid_.nprow() > 1) {
     // Every row of a swap message is one of the panel's nb, over at most every local column.
     for (int slot = kU; slot < kScratchSlots; ++slot)
@@ -123,7 +126,7 @@ void Factorization::write_buffers_in_advance() {
   // solve its columns: a tall product, a wide one and a wide solve, each of the update's depth,
   // reach as far into it as the solve does.
   if (matrix_.mp > 0 && columns > 0) {
-    const int tall = std::min(matrix_.mp, 1024), wide = matrix_.nq, k = matrix_.nb;
+    const int tall = std::min(matrix_.mp, 1024), wide = matrix_.nq, k = widest;
     const int thin = std::min(tall, 8);
     std::vector<double> l(static_cast<std::size_t>(tall) * nb, 0.0), t(nb * nb, 0.0),
         c(std::max(static_cast<std::size_t>(tall) * thin, thin * columns), 0.0), own_u;

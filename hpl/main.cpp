@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -621,6 +622,14 @@ int main(int argc, char** argv) {
     std::fflush(stderr);
     // Collective errors stop every rank with this code; a local one ends the job through mpirun.
     std::exit(e.exit_code());
+  } catch (const std::bad_alloc&) {
+    // What this machine cannot hold, a relaunch cannot either: a resource refusal (exit 2), which
+    // skt-run does not retry, rather than a crash it would relaunch again and again.
+    fmt::print(stderr,
+               "skt-hpl: out of memory for the test's work buffers (N, NB and the grid decide "
+               "their size): run it with a smaller N or NB, or on more ranks\n");
+    std::fflush(stderr);
+    std::exit(2);
   } catch (const std::exception& e) {
     fmt::print(stderr, "skt-hpl: {}\n", e.what());
     std::fflush(stderr);

@@ -781,6 +781,23 @@ def netlib_like(cluster, tmp, failures):
         failures.append(f"netlib's HPL.dat: first {first.describe()}; relaunch {final.describe()}")
 
 
+def blocks_wider_than_the_matrix(cluster, tmp, failures):
+    """NB above N is one block, as in netlib HPL: its work buffers are a panel's actual width. With
+    NB = 20000 at N = 512 on 4 ranks they took NB x NB doubles (3.2 GB) per rank and more (the
+    kernel's OOM killer at N = 4608), and NB = 100000 ended in std::bad_alloc, exit 1, which
+    skt-run relaunched. Each passes now, with checkpoints."""
+    paths = write_dats(tmp, {f"wide {nb}": hpl_dat(512, nb, 2, 2) for nb in (20000, 100000)})
+    for nb, dat in zip((20000, 100000), paths.values()):
+        job = cluster.new_job("hplwide")
+        try:
+            run = cluster.launch([f"n{r}" for r in range(4)], ["--checkpoint-every", "1", dat],
+                                 {"SKT_JOB": job, "SKT_RESTART": "0"})
+        finally:
+            cluster.clean(job)
+        report(run.code == 0 and "PASSED" in run.out and re.search(rf"^WR\S+\s+512\s+{nb}\s", run.out, re.M),
+               f"N=512 NB={nb} on 2x2: one block, PASSED, exit 0", run, failures)
+
+
 def as_it_comes(cluster, tmp, failures):
     """skt-hpl with no checkpoint option, as a benchmarker first runs it: its checkpoints every
     tenth of a test's panels (here every panel, a test of 16), a node lost in the middle, the same
@@ -856,6 +873,7 @@ def main(argv):
         progress_lines(cluster, tmp, failures)
         netlib_like(cluster, tmp, failures)
         as_it_comes(cluster, tmp, failures)
+        blocks_wider_than_the_matrix(cluster, tmp, failures)
         blas_threads(cluster, tmp, failures)
         for config in CONFIGS:
             scheme, parity, group_size, p, q, n, depth, steps = config
