@@ -4,12 +4,15 @@ edited), and programs built outside the tree against it the ways people build:
 
 - plain gcc/g++ with `pkg-config selfckpt` and their MPI's own pkg-config (ompi-c, ompi-cxx);
 - the MPI compiler wrappers (mpicc, mpicxx, mpifort) with `pkg-config selfckpt` (selfckpt-fortran);
-- CMake with find_package(selfckpt) (C, C++ and, when built, Fortran);
+- CMake with find_package(selfckpt) in projects of every language mix: C only, C++ only, Fortran
+  only (when built), and C + C++ (+ Fortran), the first three declaring cmake_minimum_required 3.0;
 - static linking with `pkg-config --static`.
 
 Each is run (without LD_LIBRARY_PATH: the library is found through the run path pkg-config and
 CMake give) on two virtual nodes; the examples must give their in-tree plain builds' results. Also:
-the shared library exports skt_* only, and `pkg-config --cflags selfckpt` carries no private flags."""
+the shared library exports skt_* only, `pkg-config --cflags selfckpt` carries no private flags,
+every program in bin is an skt-* (the examples go with their sources to share/selfckpt/examples),
+and the C++ header said it needs C++17 where it was compiled as C++14."""
 
 import os
 import re
@@ -57,8 +60,16 @@ def main(argv):
         if len(pcs) != 1:
             print(f"FAILED: expected one selfckpt.pc under {stage}, found {pcs}", file=sys.stderr)
             return 1
-        for tool in ["skt-run", "skt-hpl", "skt-shm", "skt-inject", "heat3d", "cg"] + (["jacobi2d"] if fortran else []):
+        for tool in ["skt-run", "skt-hpl", "skt-shm", "skt-inject", "skt-drain"]:
             checks.expect(any(tool in files for _, _, files in os.walk(stage)), f"{tool} is installed")
+        bins = [f for d, _, fs in os.walk(stage) if os.path.basename(d) == "bin" for f in fs]
+        checks.expect(bins and all(f.startswith("skt-") for f in bins),
+                      f"every program in bin is an skt-* ({', '.join(sorted(bins))})")
+        examples_installed = [d for d, _, _ in os.walk(stage) if d.endswith(os.path.join("selfckpt", "examples"))]
+        wanted = ["heat3d", "heat3d.c", "cg", "cg.cpp"] + (["jacobi2d", "jacobi2d.F90"] if fortran else [])
+        checks.expect(len(examples_installed) == 1 and
+                      all(os.path.exists(os.path.join(examples_installed[0], f)) for f in wanted),
+                      f"the examples and their sources are in share/selfckpt/examples ({', '.join(wanted)})")
         # The install prefix (e.g. /usr/local) moves to another directory as a whole.
         libdir = os.path.dirname(os.path.dirname(pcs[0]))  # <prefix>/<libdir>
         prefix_in_stage = libdir
@@ -125,22 +136,37 @@ def main(argv):
                 os.path.join(out, "jacobi2d-mpifort"), *pc("selfckpt-fortran")]
         built = {name: build(name, command) for name, command in programs.items()}
 
-        cmake_build = os.path.join(work, "cmake")
-        cmake_ok = False
+        too_old = subprocess.run(["g++", "-std=c++14", "-c", "-x", "c++", "-", "-o", os.devnull,
+                                  *pc("selfckpt", "ompi-cxx")], input="#include <selfckpt/selfckpt.hpp>\n",
+                                 capture_output=True, text=True, env=pc_env)
+        checks.expect(too_old.returncode != 0 and "selfckpt.hpp needs C++17" in too_old.stderr,
+                      "the C++ header compiled as C++14 says it needs C++17", too_old.stderr[-600:])
+
+        # A CMake project of each language mix: (name, directory, its programs).
+        projects = [("C and C++" + (" and Fortran" if fortran else ""), outside,
+                     ["heat3d", "vectors"] + (["jacobi2d"] if fortran else [])),
+                    ("C only", os.path.join(outside, "c"), ["heat3d"]),
+                    ("C++ only", os.path.join(outside, "cxx"), ["vectors"])]
+        if fortran:
+            projects.append(("Fortran only", os.path.join(outside, "fortran"), ["jacobi2d"]))
+        cmake_built = []
         if shutil.which("cmake") is None:
             checks.expect(False, "cmake is installed (Debian: cmake)")
-        else:
+            projects = []
+        for number, (kind, directory, names) in enumerate(projects):
+            cmake_build = os.path.join(work, f"cmake-{number}")
+            what = f"CMake, {kind}: find_package(selfckpt) from the relocated install, and the build"
             try:
                 flags = " ".join(extra)
-                run(["cmake", "-S", outside, "-B", cmake_build, f"-DCMAKE_PREFIX_PATH={prefix}",
-                     f"-DEXAMPLES={examples}", f"-DWITH_FORTRAN={'ON' if fortran else 'OFF'}",
+                run(["cmake", "-S", directory, "-B", cmake_build, f"-DCMAKE_PREFIX_PATH={prefix}",
+                     f"-DEXAMPLES={examples}", f"-DOUTSIDE={outside}", f"-DWITH_FORTRAN={'ON' if fortran else 'OFF'}",
                      f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}", f"-DCMAKE_EXE_LINKER_FLAGS={flags}"],
                     env=env)
                 run(["cmake", "--build", cmake_build], env=env)
-                cmake_ok = True
-                checks.expect(True, "CMake: find_package(selfckpt) from the relocated install, and the build")
+                checks.expect(True, what)
+                cmake_built += [(f"{name}, CMake {kind}", os.path.join(cmake_build, name)) for name in names]
             except RuntimeError as e:
-                checks.expect(False, "CMake: find_package(selfckpt) from the relocated install, and the build", str(e))
+                checks.expect(False, what, str(e))
 
         def on_own_nodes(job, program, *args):
             # One virtual node per rank, so that groups of 2 can form on one host.
@@ -160,11 +186,7 @@ def main(argv):
                                             *jacobi_args], env=env))
         to_run = [(name, os.path.join(out, command[command.index("-o") + 1])) for name, command in programs.items()
                   if built[name]]
-        if cmake_ok:
-            to_run += [("heat3d, CMake", os.path.join(cmake_build, "heat3d")),
-                       ("vectors, CMake", os.path.join(cmake_build, "vectors"))]
-            if fortran:
-                to_run.append(("jacobi2d, CMake", os.path.join(cmake_build, "jacobi2d")))
+        to_run += cmake_built
         for name, program in to_run:
             example = name.split(",")[0]
             job = f"outside-{re.sub(r'[^a-z0-9]+', '-', name)}-{os.getpid()}"[:48]

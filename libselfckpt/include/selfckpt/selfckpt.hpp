@@ -9,6 +9,10 @@
 //   ctx.finalize(true);
 #pragma once
 
+#if __cplusplus < 201703L
+#error "selfckpt.hpp needs C++17 or later (-std=c++17); C programs include selfckpt/selfckpt.h"
+#endif
+
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
