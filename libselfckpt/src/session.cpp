@@ -1013,7 +1013,58 @@ std::uint64_t Session::restore() {
           : "this rank was lost",
       s.workspace_blocks_rolled_back, s.copy_blocks_mended, s.chunks_rebuilt,
       describe_phases(recovery_));
+  log_job_recovery();
   return epoch_;
+}
+
+void Session::log_job_recovery() {
+  // Every rank's part, for one line of rank 0's: which ranks were rebuilt, where, and how much
+  // came back, where rank 0 alone spoke of its own.
+  struct Part {
+    double seconds;
+    std::uint64_t rebuilt_bytes;
+    std::uint64_t rolled_back_blocks;
+    std::int32_t lost;
+    std::int32_t warm;
+  };
+  const Part mine{recovery_.seconds, recovery_.rebuilt_bytes,
+                  protocol_->stats().workspace_blocks_rolled_back, recovery_.lost,
+                  arena_->from_reserve() || checkpoint_.from_reserve() ? 1 : 0};
+  const auto all =
+      effects_->gather(std::span(reinterpret_cast<const std::byte*>(&mine), sizeof mine));
+  if (rank_ != 0) return;
+  std::vector<std::string> rebuilt;
+  std::uint64_t bytes = 0, rolled_back = 0;
+  int slowest = 0, warm = 0;
+  double longest = -1;
+  for (int r = 0; r < nranks_; ++r) {
+    Part p{};
+    std::memcpy(&p, all[static_cast<std::size_t>(r)].data(), sizeof p);
+    if (p.lost != 0) {
+      rebuilt.push_back(fmt::format("{} (node {})", r, nodes_[static_cast<std::size_t>(r)]));
+      bytes += p.rebuilt_bytes;
+      warm += p.warm;
+    }
+    rolled_back += p.rolled_back_blocks;
+    if (p.seconds > longest) {
+      longest = p.seconds;
+      slowest = r;
+    }
+  }
+  constexpr double kMiB = 1 << 20;
+  log_->job(
+      "job '{}' recovered epoch {} in {:.3f} s (rank {} the slowest): {}; {} of {} ranks' memory "
+      "survived ({} blocks rolled back in all)",
+      config_.job, epoch_, longest, slowest,
+      rebuilt.empty()
+          ? std::string("no rank was rebuilt")
+          : fmt::format(
+                "rank{} {} rebuilt from {} group{}, {:.1f} MiB in all{}",
+                rebuilt.size() == 1 ? "" : "s", fmt::join(rebuilt, ", "),
+                rebuilt.size() == 1 ? "its" : "their", rebuilt.size() == 1 ? "" : "s",
+                static_cast<double>(bytes) / kMiB,
+                warm > 0 ? fmt::format(", {} onto memory reserved ahead", warm) : std::string()),
+      nranks_ - static_cast<int>(rebuilt.size()), nranks_, rolled_back);
 }
 
 void Session::account_recovery(bool lost) {

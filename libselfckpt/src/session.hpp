@@ -131,6 +131,8 @@ class Session {
   std::uint64_t restore();
   // Fills recovery_ from the clocks of the recovery just ended.
   void account_recovery(bool lost);
+  // Collective: rank 0 logs the job's recovery in one line, every rank's part in it.
+  void log_job_recovery();
   // Joins the group the plan gives this rank and sets up its store and protocol, over the
   // segments that survived (with their control state) or new ones. Returns the group. The
   // misplaced segments go first: the launch goes ahead without them, and the memory they hold is

@@ -76,6 +76,10 @@ def warm_spare(d, cluster, checks):
         else:
             checks.expect(reserved is not None, "skt-run reserved n3's memory for both segments", out)
             checks.expect(taken, "the rank relaunched on n3 took over the memory reserved there", out)
+        checks.expect(re.search(r"job '[^']+' recovered epoch \d+ in [\d.]+ s \(rank \d the slowest\): "
+                                r"rank 1 \(node n3\) rebuilt from its group, [\d.]+ MiB in all"
+                                + (r", 1 onto memory reserved ahead" if not cold else r";"), out) is not None,
+                      f"{what}: rank 0 says, for the job, which rank was rebuilt where, and how much", out)
         checks.expect(cluster.segment_count(job) == 0, f"{what}: no segment, reserve or other, left")
         cluster.clean(job)
 
