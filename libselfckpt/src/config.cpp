@@ -326,6 +326,40 @@ bool is_program_table(std::string_view key) {
   return key == "hpl" || key == "run";
 }
 
+// Edits (insertions, deletions, substitutions) between two names.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known variable an unknown one is within two edits of, after SKT_ (and a third of the rest's
+// length at most), if any.
+std::optional<std::string> nearest_variable(std::string_view name) {
+  constexpr std::string_view kPrefix = "SKT_";
+  name.remove_prefix(std::min(name.size(), kPrefix.size()));
+  std::optional<std::string> best;
+  std::size_t best_distance = std::min<std::size_t>(2, name.size() / 3);
+  for (const auto& option : options()) {
+    const std::size_t d = edit_distance(name, std::string_view(option.env).substr(kPrefix.size()));
+    if (d <= best_distance) {
+      best = option.env;
+      best_distance = d == 0 ? 0 : d - 1;  // a nearer one wins
+    }
+  }
+  return best;
+}
+
 std::string known_variables() {
   std::string out = "SKT_CONFIG";
   for (const auto& option : options())
@@ -608,7 +642,14 @@ Config load_config(const std::string& path, const Environment& env) {
     const auto option = std::find_if(options().begin(), options().end(),
                                      [&](const Option& o) { return o.env == wanted; });
     if (option == options().end()) {
-      bad(name, fmt::format("unknown variable (known: {})", known_variables()));
+      // A near miss of a setting is a typo that would silently change nothing: refused. Anything
+      // else with the prefix may be the user's own (a script's SKT_FOO): said once, and ignored.
+      if (const auto close = nearest_variable(name)) {
+        bad(name, fmt::format("unknown variable; did you mean {}? (known: {})", *close,
+                              known_variables()));
+      }
+      config.ignored_variables.push_back(name);
+      continue;
     }
     option->set(config, name, value);
   }

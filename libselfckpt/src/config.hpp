@@ -84,6 +84,8 @@ struct Config {
   // host:port of the job's supervisor (skt-run), told of each rank's liveness and progress.
   std::string monitor;
   std::string monitor_key;  // hex; signs the monitor's datagrams
+  // SKT_* variables of the environment that are no setting (nor near one): ignored, and said.
+  std::vector<std::string> ignored_variables;
   LogLevel log_level = LogLevel::warn;
   std::optional<FaultSpec> fault;
   std::optional<int> restart;  // relaunch count given by the launcher; 0 = first launch

@@ -179,6 +179,15 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
     config_.job = *job;
   });
   log_ = std::make_unique<Logger>(config_.log_level, rank_, config_.node);
+  if (rank_ == 0 && !config_.ignored_variables.empty()) {
+    const std::string said = fmt::format(
+        "{} {} no selfckpt setting and {} ignored (the settings: skt-run --help, or "
+        "docs/configuration.md)",
+        fmt::join(config_.ignored_variables, ", "),
+        config_.ignored_variables.size() == 1 ? "is" : "are",
+        config_.ignored_variables.size() == 1 ? "is" : "are");
+    if (first_time_in_process(said)) log_->warn("{}", said);
+  }
   effects_->agree([&] {
     if (!config_.monitor.empty()) {
       int world_rank = 0;

@@ -83,8 +83,22 @@ TEST(Config, UnknownKeysAreErrorsThatListTheKnownOnes) {
   EXPECT_NE(m.find(":2: group_szie: unknown key"), std::string::npos) << m;
   EXPECT_NE(m.find("group_size"), std::string::npos) << m;
   const std::string v = config_error("", {{"SKT_GROUPSIZE", "4"}});
-  EXPECT_NE(v.find("SKT_GROUPSIZE: unknown variable"), std::string::npos) << v;
-  EXPECT_NE(v.find("SKT_GROUP_SIZE"), std::string::npos) << v;
+  EXPECT_NE(v.find("SKT_GROUPSIZE: unknown variable; did you mean SKT_GROUP_SIZE?"),
+            std::string::npos)
+      << v;
+  for (const char* typo : {"SKT_GROUP_SZIE", "SKT_SHCEME", "SKT_MTBFF", "SKT_PARTIY"}) {
+    EXPECT_NE(config_error("", {{typo, "4"}}).find("did you mean"), std::string::npos) << typo;
+  }
+}
+
+// An SKT_* variable of the user's own scripts that is near no setting is ignored, and said (the
+// session warns, once), not a reason to stop a job that would run.
+TEST(Config, OtherVariablesWithThePrefixAreIgnored) {
+  const Config c =
+      load_config("", {{"SKT_FOO", "1"}, {"SKT_MY_SCRIPT_DIR", "/x"}, {"SKT_MODE", "self"}});
+  EXPECT_EQ(c.ignored_variables, (std::vector<std::string>{"SKT_FOO", "SKT_MY_SCRIPT_DIR"}));
+  EXPECT_TRUE(load_config("", {{"SKT_HPL_PAUSE", "3"}}).ignored_variables.empty())
+      << "the programs' own SKT_HPL_*, SKT_RUN_* and SKT_TOOLS_* are theirs";
 }
 
 TEST(Config, ImpossibleValuesSayWhatToChange) {
