@@ -175,13 +175,7 @@ ChangesResult checkpoint_changes(const std::string& job, std::size_t doubles, in
   return result;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+int run(int rank, int size, int argc, char** argv) {
   CLI::App app{"bench-checkpoint: checkpoint and recovery through the library vs memcpy"};
   std::size_t mib = 32;
   std::string groups = "4,8,16";
@@ -222,9 +216,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = rank == 0 ? app.exit(e) : 0;
-    MPI_Finalize();
-    return code;
+    return rank == 0 ? app.exit(e) : 0;
   }
   setenv("SKT_NODE", fmt::format("b{}", rank).c_str(), 1);
   setenv("SKT_CHUNK_SIZE", chunk.c_str(), 1);
@@ -243,7 +235,6 @@ int main(int argc, char** argv) {
                    "changes)\n",
                    name);
       }
-      MPI_Finalize();
       return 2;
     }
   }
@@ -251,9 +242,12 @@ int main(int argc, char** argv) {
 
   if (wants("checkpoint") || wants("recovery")) {
     setenv("SKT_FIND_CHANGES", "0", 1);
-    std::vector<double> scratch(doubles, 1.0), target(doubles);
-    const double memcpy_time = skt::bench::slowest(
-        MPI_COMM_WORLD, repeats, [&] { std::memcpy(target.data(), scratch.data(), bytes); });
+    // Its buffers are freed before the library's segments are made, which need the memory.
+    const double memcpy_time = [&] {
+      std::vector<double> scratch(doubles, 1.0), target(doubles);
+      return skt::bench::slowest(MPI_COMM_WORLD, repeats,
+                                 [&] { std::memcpy(target.data(), scratch.data(), bytes); });
+    }();
     std::unique_ptr<skt::bench::Table> recovery_table;
     if (rank == 0) {
       fmt::print(
@@ -475,6 +469,25 @@ int main(int argc, char** argv) {
       }
     }
   }
-  MPI_Finalize();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int code = 0;
+  try {
+    code = run(rank, size, argc, argv);
+  } catch (const std::exception& e) {
+    // A configuration this machine cannot hold (the library refuses it on every rank alike):
+    // said, and the run stops with the others, instead of std::terminate's abort.
+    fmt::print(stderr, "bench-checkpoint: rank {}: {}\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return code;
 }

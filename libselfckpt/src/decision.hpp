@@ -62,9 +62,10 @@ bool holds_epoch(std::span<const Finding> findings);
 // mapping policy), or the job moved to a shifted set of nodes (a batch job requeued elsewhere).
 // The first rank of this launch on the node reports it.
 struct Misplaced {
-  std::int32_t rank = -1;    // whose checkpoint it is
-  std::int32_t holder = -1;  // the rank of this launch on the node that holds it
-  std::int64_t newest = -1;  // the newest epoch it may hold; none once the job finished
+  std::int32_t rank = -1;       // whose checkpoint it is
+  std::int32_t holder = -1;     // the rank of this launch on the node that holds it
+  std::int64_t newest = -1;     // the newest epoch it may hold; none once the job finished
+  std::int64_t committed = -1;  // the newest it holds for certain
   std::uint64_t lineage = 0;
 };
 

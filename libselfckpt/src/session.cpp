@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <set>
@@ -379,13 +380,19 @@ void* Session::alloc(const std::string& name, std::size_t bytes) {
                             name, bytes));
   }
   Arena& a = arena();
-  // Beyond the addresses the workspace has, a size can only be a mistake (a count gone negative,
-  // n * sizeof(double) wrapped), and every offset computed from it would wrap too.
-  if (bytes > a.reserved_bytes()) {
+  // Half the address space or more is a count gone negative or n * sizeof(double) wrapped: a
+  // mistake, whose every offset would wrap too. Below that, beyond the addresses the workspace
+  // has, it is memory this node does not have (an HPL sweep's largest N skips on it).
+  if (bytes > std::numeric_limits<std::size_t>::max() / 2) {
     throw Error(SKT_ERR_ARG,
+                fmt::format("region '{}' of {} bytes: a size computed from a negative count, or "
+                            "one that wrapped around?",
+                            name, bytes));
+  }
+  if (bytes > a.reserved_bytes()) {
+    throw Error(SKT_ERR_NOMEM,
                 fmt::format("region '{}' of {} bytes is larger than the {} bytes of addresses a "
-                            "workspace has on this node (twice its memory and 64 GiB): a size "
-                            "computed from a negative count, or one that wrapped around?",
+                            "workspace has on this node (twice its memory and 64 GiB)",
                             name, bytes, a.reserved_bytes()));
   }
   const auto live = a.entries();
@@ -604,6 +611,7 @@ std::vector<Misplaced> Session::gather_misplaced() {
           const auto state = read_control(seen->base());
           if (state && state->finished < 0 && decode_checkpoint_info(seen->base(), &info)) {
             m.newest = std::max(state->committed, state->agreed);
+            m.committed = state->committed;
             m.lineage = info.lineage;
           }
         }
@@ -936,11 +944,20 @@ std::uint64_t Session::restore() {
   // kept: the groups might rebuild those ranks, but on the wrong nodes and from less than there
   // is, and beyond their tolerance the checkpoint would be lost for good; a relaunch that places
   // them right restores it whole.
+  // With drains, storage serves instead where it holds an epoch as new as theirs (a requeued job
+  // that lost the first node of its list shifts every rank), and nothing is lost.
   const std::vector<Misplaced> needed = needed_elsewhere(findings, misplaced);
+  std::int64_t misplaced_epoch = 0;
+  std::optional<AgreedError> memory_failure;
   if (!needed.empty()) {
-    throw AgreedError(SKT_ERR_MISMATCH,
-                      fmt::format("{}. Nothing was changed or removed",
-                                  misplacement_refusal(needed, nodes_, config_.job)));
+    const std::string refusal = misplacement_refusal(needed, nodes_, config_.job);
+    if (config_.drain_dir.empty()) {
+      throw AgreedError(SKT_ERR_MISMATCH,
+                        fmt::format("{}. Nothing was changed or removed", refusal));
+    }
+    for (const auto& m : needed)
+      misplaced_epoch = std::max(misplaced_epoch, m.committed);
+    memory_failure = AgreedError(SKT_ERR_MISMATCH, refusal);
   }
   // What is left on the wrong nodes is no checkpoint this launch or a later one could use (an
   // older start's, or of ranks that found their own in place): establish removes it, as the memory
@@ -950,26 +967,28 @@ std::uint64_t Session::restore() {
   // The memory level first; when it cannot serve (more losses than a group tolerates, or nothing
   // left in memory at all), the newest epoch that storage holds completely.
   RestorePlan setup;
-  std::optional<AgreedError> memory_failure;
-  try {
-    effects_->agree([&] { setup = plan_restore(findings, nodes_, config_); });
-    const bool survivor = !setup.fresh() && mine.valid != 0;
-    const int group =
-        establish(setup, survivor ? std::optional<ControlState>(mine.state) : std::nullopt);
-    std::function<void()> prepare;
-    if (!survivor && !setup.fresh()) prepare = [&] { prepare_checkpoint(setup); };
-    const RestoreInputs inputs{setup.candidates, survivor,    setup.shapes,      group,
-                               nodes_,           config_.job, std::move(prepare)};
-    epoch_ = protocol_->restore(inputs);
-  } catch (const AgreedError& e) {
-    if (e.code() != SKT_ERR_UNRECOVERABLE) throw;
-    memory_failure = e;
-    if (config_.drain_dir.empty()) throw *memory_failure;
+  if (!memory_failure) {
+    try {
+      effects_->agree([&] { setup = plan_restore(findings, nodes_, config_); });
+      const bool survivor = !setup.fresh() && mine.valid != 0;
+      const int group =
+          establish(setup, survivor ? std::optional<ControlState>(mine.state) : std::nullopt);
+      std::function<void()> prepare;
+      if (!survivor && !setup.fresh()) prepare = [&] { prepare_checkpoint(setup); };
+      const RestoreInputs inputs{setup.candidates, survivor,    setup.shapes,      group,
+                                 nodes_,           config_.job, std::move(prepare)};
+      epoch_ = protocol_->restore(inputs);
+    } catch (const AgreedError& e) {
+      if (e.code() != SKT_ERR_UNRECOVERABLE) throw;
+      memory_failure = e;
+      if (config_.drain_dir.empty()) throw *memory_failure;
+    }
   }
   const bool fresh = !memory_failure && setup.fresh();
   bool from_storage = false;
   if (memory_failure || (fresh && !completed && !config_.drain_dir.empty())) {
-    from_storage = restore_from_storage(findings, memory_failure ? memory_failure->what() : "");
+    from_storage = restore_from_storage(findings, memory_failure ? memory_failure->what() : "",
+                                        misplaced_epoch);
   }
   log_->set_epoch(epoch_);
   if ((from_storage || !fresh) && !arena_->at_fixed_addresses()) {
@@ -1200,9 +1219,24 @@ void Session::prepare_checkpoint(const RestorePlan& setup) {
                     setup.lineage, Segment::Population::mapped);
 }
 
+void Session::refuse_older_than_misplaced(const std::string& misplacement,
+                                          std::int64_t misplaced_epoch,
+                                          std::int64_t drained) const {
+  if (misplaced_epoch <= 0 || drained >= misplaced_epoch) return;
+  throw AgreedError(
+      SKT_ERR_MISMATCH,
+      fmt::format("{}; storage ({}) holds {}, older than their epoch {}. Nothing was changed or "
+                  "removed",
+                  misplacement, drain_job_dir(config_.drain_dir, config_.job).string(),
+                  drained < 0 ? "no completely drained epoch" : fmt::format("epoch {}", drained),
+                  misplaced_epoch));
+}
+
 bool Session::restore_from_storage(const std::vector<Finding>& findings,
-                                   const std::string& memory_failure) {
-  if (config_.drain_checksum) return restore_from_group_files(findings, memory_failure);
+                                   const std::string& memory_failure,
+                                   std::int64_t misplaced_epoch) {
+  if (config_.drain_checksum)
+    return restore_from_group_files(findings, memory_failure, misplaced_epoch);
   // Rank 0's view of the drain directory decides; every rank must see that epoch's manifest too.
   std::int64_t chosen = -1;
   std::vector<DrainedEpoch> complete;
@@ -1211,6 +1245,7 @@ bool Session::restore_from_storage(const std::vector<Finding>& findings,
     chosen = static_cast<std::int64_t>(complete.front().manifest.epoch);
   SKT_MPI(MPI_Bcast(&chosen, 1, MPI_INT64_T, 0, comm_.get()));
   const std::string where = drain_job_dir(config_.drain_dir, config_.job).string();
+  refuse_older_than_misplaced(memory_failure, misplaced_epoch, chosen);
   if (chosen < 0) {
     if (memory_failure.empty()) return false;  // a fresh start: nothing anywhere
     throw AgreedError(SKT_ERR_UNRECOVERABLE,
@@ -1329,7 +1364,8 @@ void Session::load_copy_bytes(std::uint64_t offset, const std::byte* bytes, std:
 }
 
 bool Session::restore_from_group_files(const std::vector<Finding>& findings,
-                                       const std::string& memory_failure) {
+                                       const std::string& memory_failure,
+                                       std::int64_t misplaced_epoch) {
   // No rank may see another's files (node-local disks): each tells the others which it holds.
   const std::string where = drain_job_dir(config_.drain_dir, config_.job).string();
   std::vector<DrainFileHeader> own;
@@ -1354,6 +1390,8 @@ bool Session::restore_from_group_files(const std::vector<Finding>& findings,
       if (newest == nullptr || h.epoch > newest->epoch) newest = &h;
     }
   }
+  refuse_older_than_misplaced(memory_failure, misplaced_epoch,
+                              newest != nullptr ? static_cast<std::int64_t>(newest->epoch) : -1);
   if (newest == nullptr) {
     if (memory_failure.empty()) return false;  // a fresh start: nothing anywhere
     throw AgreedError(SKT_ERR_UNRECOVERABLE,

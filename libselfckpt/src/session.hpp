@@ -144,14 +144,20 @@ class Session {
   void warn_of_other_group_sizes(const GroupPlan& plan) const;
   // The storage level: restores the newest completely drained epoch when memory could not serve
   // (`memory_failure` says why) or held nothing (empty). False: storage holds nothing either, on a
-  // fresh start; with a memory failure that is an AgreedError, as any refusal.
-  bool restore_from_storage(const std::vector<Finding>& findings,
-                            const std::string& memory_failure);
+  // fresh start; with a memory failure that is an AgreedError, as any refusal. Where memory could
+  // not serve because the ranks were placed away from their checkpoints, `misplaced_epoch` is the
+  // epoch those committed: storage serves only as new an epoch, or the launch is refused unchanged.
+  bool restore_from_storage(const std::vector<Finding>& findings, const std::string& memory_failure,
+                            std::int64_t misplaced_epoch);
   // The same from drains with checksums (SKT_DRAIN_WRITE=copy+checksum), where each rank sees only
   // its own files: the newest epoch whose groups hold enough whole files, the others rebuilt from
   // them as a lost member's memory would be.
   bool restore_from_group_files(const std::vector<Finding>& findings,
-                                const std::string& memory_failure);
+                                const std::string& memory_failure, std::int64_t misplaced_epoch);
+  // Refuses (SKT_ERR_MISMATCH, on every rank: `drained` is agreed) a restore from storage that
+  // would go back before the epoch of checkpoints left on the wrong nodes (see above).
+  void refuse_older_than_misplaced(const std::string& misplacement, std::int64_t misplaced_epoch,
+                                   std::int64_t drained) const;
   // Bytes of a drained copy B at `offset`, into W's stage or regions.
   void load_copy_bytes(std::uint64_t offset, const std::byte* bytes, std::size_t n);
   // Collective: whether the epoch just committed is drained (SKT_DRAIN_EVERY).

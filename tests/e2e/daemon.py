@@ -433,7 +433,7 @@ def bad_input(d, checks):
         (["--nodes", "n1,n2", "--spares", "-1", "--", app], 2, "cannot be negative"),
         (["--nodes", "n1", "--job", "x" * 49, "--", app], 2, "a job tag is 1 to 48"),
         (["--nodes", "n1", "--job", "a+b", "--", app], 2, "a job tag is 1 to 48"),
-        (["--nodes", "n1", "--silence", "-3", "--", app], 2, "a duration cannot be negative"),
+        (["--nodes", "n1", "--silence", "-3", "--", app], 2, "give a finite number of seconds, 0 or more"),
         (["--nodes", "n1", "--probe-timeout", "0", "--", app], 2, "give a positive number of seconds"),
         (["--nodes", "n1", "--launch", "ssh", "--", app], 2, "expected auto, local or hosts"),
         (["--nodes", "n1"], 2, "no program"),
