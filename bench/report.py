@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes docs/benchmarks.md from what bench/report measured: tables from the CSV files, the PNG
+"""Writes docs/benchmarks/report.md from what bench/report measured: tables from the CSV files, the PNG
 plots, the fitted HPL efficiency and Daly interval (tools/skt-model), and the daemon's phase times;
 each section names its command, the machine and the date."""
 

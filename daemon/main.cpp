@@ -1324,10 +1324,10 @@ int Supervisor::run() {
     TransportDir::remove_orphans();
     if (const auto off = shared_memory_huge_pages_off()) {
       log_(
-          "note: transparent huge pages for shared memory are off on this host ({}): a relaunched "
-          "rank maps every 4 KiB page of its segments anew, which a virtual machine may charge "
-          "microseconds each; with 'advise' (echo advise > {}, as root) the library's segments "
-          "get huge pages (see docs/operations.md)",
+          "note: transparent huge pages for shared memory are off on this host ({}): a rank "
+          "rebuilt after a failure maps every 4 KiB page of its segments anew, which a virtual "
+          "machine may charge microseconds each; with 'advise' (echo advise > {}, as root) the "
+          "library's segments get huge pages (see docs/operations.md)",
           *off, kShmemHugePages);
     }
   }
@@ -1555,9 +1555,11 @@ int run(int argc, char** argv) {
       "virtual node of this host (one app context per node, SKT_NODE set, oversubscribed);\n"
       "'hosts' puts rank r on the r-th node of the ranklist (mpirun --host with one entry per\n"
       "rank, --map-by seq), the default inside Slurm or with --hostfile.\n"
-      "Every rank gets SKT_JOB, SKT_RESTART and SKT_MONITOR, and the SKT_*, OPENBLAS_* and OMP_*\n"
-      "variables set here (mpirun -x), however its node starts it. Through SKT_MONITOR the ranks\n"
-      "tell skt-run that they live and commit: a run with a rank silent for --silence seconds\n"
+      "Every rank gets SKT_JOB, SKT_RESTART, SKT_MONITOR and its key SKT_MONITOR_KEY (new for\n"
+      "each launch: what the ranks say is signed with it, and anything else that reaches\n"
+      "skt-run's port is ignored), and the SKT_*, OPENBLAS_* and OMP_* variables set here\n"
+      "(mpirun -x), however its node starts it. Through SKT_MONITOR the ranks tell skt-run\n"
+      "that they live and commit: a run with a rank silent for --silence seconds\n"
       "(stopped, or its node frozen), or without a checkpoint for three times its own interval\n"
       "(at least --progress-floor; or --hang-timeout), is ended and relaunched like a failed one,\n"
       "unless its Slurm job is suspended (then skt-run waits for the resume).\n"

@@ -6,7 +6,7 @@ SKT_PACKAGES=(
   libopenmpi-dev openmpi-bin
   libisal-dev libopenblas-dev libscalapack-openmpi-dev
   libgtest-dev libgmock-dev
-  libcli11-dev libtomlplusplus-dev libfmt-dev libspdlog-dev nettle-dev
+  libcli11-dev libtomlplusplus-dev libfmt-dev libspdlog-dev nettle-dev help2man
 )
 
 skt_say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
