@@ -32,8 +32,10 @@ What real programs and operators do (section 2), at every step:
   flipnode the member's node is lost and a bit flips in another member: exact, or refused;
   pair     two ranks per node, and the member's node (both ranks) is lost.
 
-  tools/fault-matrix [--full] [--scheme xor|sum|rs ...] [--section 1|2]
-      (the reduced matrix runs in CI; --full runs them all)
+  tools/fault-matrix [--full | --quick] [--scheme xor|sum|rs ...] [--section 1|2]
+      (the reduced matrix runs in CI; --full runs them all; --quick, for the sanitizers' build,
+      which takes twice as long per case: the reduced matrix's xor and Reed-Solomon configurations,
+      and section 2 at half its steps, each throwing step among them)
 """
 
 import sys
@@ -55,6 +57,9 @@ EXTRA_KINDS = ["launcher", "throw", "zero", "random", "flipB", "flipC", "flipW",
                "pair"]
 EXTRA_FULL = [("xor", 1, 2, 4), ("xor", 1, 4, 8), ("rs", 2, 4, 8), ("sum", 1, 4, 8)]
 EXTRA_REDUCED = [("xor", 1, 4, 8)]
+QUICK = [("xor", 1, 4, 8), ("rs", 2, 4, 8)]
+# Before the agreement (throwing, stage and encoded), after it (flush), in a recovery, between two.
+EXTRA_QUICK_STEPS = ["stage", "encoded", "flush", "recover", "mid"]
 APP_ARGS = ["--iterations", "12", "--checkpoint-every", "3", "--bytes", "20000", "--regions", "2"]
 FAULT_EPOCH = 2  # the second checkpoint, at iteration 6
 MID_ITERATION = 7  # between the second and the third checkpoint
@@ -263,7 +268,10 @@ def main(argv):
     parser.add_argument("--inject", required=True, help="the skt-inject tool")
     parser.add_argument("--mpirun", default="mpirun")
     parser.add_argument("--timeout", type=int, default=120, help="seconds before a run counts as hung")
-    parser.add_argument("--full", action="store_true", help="every configuration, position and kind")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--full", action="store_true", help="every configuration, position and kind")
+    size.add_argument("--quick", action="store_true",
+                      help="xor and rs only, section 2 at half its steps (the sanitizers' build)")
     parser.add_argument("--scheme", choices=["xor", "sum", "rs"], action="append",
                         help="only this scheme's configurations (repeatable)")
     parser.add_argument("--section", choices=["1", "2"], action="append",
@@ -272,7 +280,8 @@ def main(argv):
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout, options.inject)
     sections = options.section or ["1", "2"]
     wanted = lambda configs: [c for c in configs if not options.scheme or c[0] in options.scheme]
-    configs = wanted(FULL if options.full else REDUCED) if "1" in sections else []
+    configs = wanted(FULL if options.full else QUICK if options.quick else REDUCED) if "1" in sections else []
+    extra_steps = EXTRA_QUICK_STEPS if options.quick else STEPS
     extras = wanted(EXTRA_FULL if options.full else EXTRA_REDUCED) if "2" in sections else []
     references = {}
     for c in configs + extras:
@@ -317,7 +326,7 @@ def main(argv):
         print(f"{'scheme':<6} {'m':>2} {'G':>3} {'step':<10} " + " ".join(f"{k:<9}" for k in EXTRA_KINDS))
     for config in extras:
         scheme, parity, group_size, nranks = config
-        for step in STEPS:
+        for step in extra_steps:
             cells = []
             for kind in EXTRA_KINDS:
                 outcome = run_extra(cluster, config, step, kind, group_size // 2,
