@@ -24,10 +24,11 @@ if [ "${SKT_TOOLS_QUICK:-0}" != 1 ]; then
   rm -rf "$build_dir-asan"
   # At -O1 with line tables only (-g1), as ASan advises: at -O2 -g the sanitizers' instrumentation
   # made this build 30 of the check's 92 minutes on a half-speed machine (7.5 now, the suite no
-  # slower). The stack traces keep their files and lines; no test runs the benchmarks.
+  # slower). The stack traces keep their files and lines; no test runs the benchmarks. No Python
+  # module: it would bring the sanitizers' runtime into an interpreter built without it.
   meson setup "$build_dir-asan" "$source_dir" --buildtype=custom -Doptimization=1 -Ddebug=false \
     -Dc_args=-g1 -Dcpp_args=-g1 -Dbench=false -Db_sanitize=address,undefined -Db_lundef=false \
-    >/dev/null
+    -Dpython=disabled >/dev/null
   meson compile -C "$build_dir-asan" >/dev/null
   # Open MPI's own allocations outlive MPI_Finalize: leak reports would be its, not ours.
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

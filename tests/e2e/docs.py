@@ -3,7 +3,9 @@
 
 - every shell block (```sh) says whether this test runs it: the comment line before it is
   `<!-- doc-test: run -->` (run as a bash script, `set -euo pipefail`, in a directory where
-  `build/` is the build under test and the source tree's folders are at hand; exit 0 expected), or
+  `build/` is the build under test and the source tree's folders are at hand; exit 0 expected;
+  `<!-- doc-test: run needs python -->` when it uses the Python module, and is skipped, saying so,
+  in a build without it), or
   `<!-- doc-test: skip REASON -->` (printed, so that what is not run is seen, with why);
 - every relative link names a file that exists, and an anchor (#...) a heading there;
 - docs/configuration.md names every SKT_* variable the library knows (libselfckpt/src/config.cpp)
@@ -12,6 +14,7 @@
   docs.py --source DIR --build DIR [--case NAME]"""
 
 import argparse
+import glob
 import os
 import re
 import subprocess
@@ -102,6 +105,9 @@ def commands(source, build, docs, checks):
                                          "(<!-- doc-test: run --> or <!-- doc-test: skip REASON -->)", code)
                 elif directive == "skip":
                     checks.expect(bool(reason), f"{where}: not run: {reason or '(no reason given)'}")
+                elif reason == "needs python" and not glob.glob(os.path.join(build, "libselfckpt", "python",
+                                                                               "selfckpt*.so")):
+                    checks.expect(True, f"{where}: not run: this build has no Python module (-Dpython)")
                 else:
                     done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + code], cwd=work, env=env,
                                           capture_output=True, text=True, timeout=900)

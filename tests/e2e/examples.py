@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The examples (heat3d in C, cg in C++, jacobi2d in Fortran) under skt-run on local virtual nodes:
-a rank dies at a step of the second checkpoint
+"""The examples (heat3d in C, cg in C++, jacobi2d in Fortran, heat2d in Python) under skt-run on
+local virtual nodes: a rank dies at a step of the second checkpoint
 (every protocol step: SKT_FAULT=<step>) and its node with it: the probe, a script of this test,
 destroys the node's memory (skt-inject) and reports it dead. The daemon puts a spare in its place,
 the example resumes from its first or second checkpoint, and its result is identical, bit for bit,
@@ -20,9 +20,17 @@ from harness import result_of
 
 # jacobi2d is the Fortran one (use selfckpt), built when the library was built with Fortran.
 EXAMPLES = {"heat3d": ["40", "40", "40", "120", "10"], "cg": ["64", "300"],
-            "jacobi2d": ["96", "96", "200", "10"]}
+            "jacobi2d": ["96", "96", "200", "10"], "heat2d": ["64", "48", "120", "10"]}
 SCHEMES = [("xor", 1, 2), ("rs", 2, 4)]
 STEPS = {"xor": ["stage", "encode", "encoded", "agreed", "flush", "committed"], "rs": ["stage", "flush"]}
+
+
+def command(options, name, plain):
+    """The example's command line: a built program, or heat2d.py under the Python that has the
+    module (--python), its plain version with --plain."""
+    if name == "heat2d":
+        return [options.python, options.heat2d] + (["--plain"] if plain else [])
+    return [os.path.join(options.bin, name + ("-plain" if plain else ""))]
 
 
 def one_failure(options, expect, name, args, reference, scheme, parity, group_size, step):
@@ -45,7 +53,7 @@ exit 0
             [options.run, "--nodes", "n1,n2,n3,n4,n5", "--spares", "1", "--probe", f"cmd:{probe}",
              "--job", job, "--launcher", options.mpirun, "--shm-tool", options.shm,
              "--state-dir", os.path.join(registry, "state"), "--",
-             os.path.join(options.bin, name), *args],
+             *command(options, name, False), *args],
             env=harness.daemon_env(SKT_GROUP_SIZE=str(group_size), SKT_SCHEME=scheme, SKT_PARITY=str(parity),
                                    SKT_FAULT=f"{step}:1:2:0", SKT_MTBF="1s"),
             capture_output=True, text=True, timeout=options.timeout)
@@ -70,17 +78,30 @@ def main(argv):
     parser.add_argument("--shm", required=True)
     parser.add_argument("--bin", required=True, help="the directory of the built examples")
     parser.add_argument("--mpirun", default="mpirun")
+    parser.add_argument("--python", help="a python3 with numpy and mpi4py, for heat2d.py")
+    parser.add_argument("--python-path", help="the directory of the built module (import selfckpt)")
+    parser.add_argument("--heat2d", help="examples/heat2d.py")
     parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--example", choices=sorted(EXAMPLES), help="only this example")
     options = parser.parse_args(argv)
+    if options.python_path:
+        # Every rank's interpreter finds the module; mpirun passes its environment on.
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [options.python_path,
+                                                                 os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, **harness.MPI_ENV)
     checks = harness.Checks()
     expect = checks.expect
 
     for name, args in EXAMPLES.items():
+        if options.example and name != options.example:
+            continue
         if name == "jacobi2d" and not os.path.exists(os.path.join(options.bin, name)):
             print("skip jacobi2d: the library was built without Fortran")
             continue
-        plain = subprocess.run([options.mpirun, "-n", "4", os.path.join(options.bin, name + "-plain"), *args],
+        if name == "heat2d" and not options.python:
+            print("skip heat2d: the library was built without the Python module")
+            continue
+        plain = subprocess.run([options.mpirun, "-n", "4", *command(options, name, True), *args],
                                env=env, capture_output=True, text=True, timeout=options.timeout)
         reference = result_of(plain.stdout)
         expect(plain.returncode == 0 and reference is not None, f"{name}: the plain MPI build runs",

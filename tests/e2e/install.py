@@ -12,7 +12,9 @@ Each is run (without LD_LIBRARY_PATH: the library is found through the run path 
 CMake give) on two virtual nodes; the examples must give their in-tree plain builds' results. Also:
 the shared library exports skt_* only, `pkg-config --cflags selfckpt` carries no private flags,
 every program in bin is an skt-* (the examples go with their sources to share/selfckpt/examples),
-and the C++ header said it needs C++17 where it was compiled as C++14."""
+and the C++ header said it needs C++17 where it was compiled as C++14. With --python, the module is
+installed, and the installed heat2d.py imports it from there (PYTHONPATH the moved install's
+directory) and gives its plain version's result."""
 
 import os
 import re
@@ -44,6 +46,7 @@ def main(argv):
     parser.add_argument("--source", required=True, help="the source directory")
     parser.add_argument("--mpirun", default="mpirun")
     parser.add_argument("--extra-flags", default="", help="compiler flags the build used (sanitizers)")
+    parser.add_argument("--python", help="the python3 the module was built for (when it was)")
     options = parser.parse_args(argv)
     env = dict(os.environ, **harness.MPI_ENV, SKT_GROUP_SIZE="2")
     env.pop("LD_LIBRARY_PATH", None)
@@ -168,11 +171,11 @@ def main(argv):
             except RuntimeError as e:
                 checks.expect(False, what, str(e))
 
-        def on_own_nodes(job, program, *args):
+        def on_own_nodes(job, program, *args, **more_env):
             # One virtual node per rank, so that groups of 2 can form on one host.
             return run([options.mpirun, "--oversubscribe", "-n", "2", "sh", "-c",
                         'SKT_NODE=o$OMPI_COMM_WORLD_RANK exec "$0" "$@"', program, *args],
-                       env=dict(env, SKT_JOB=job))
+                       env=dict(env, SKT_JOB=job, **more_env))
 
         heat_args = ["24", "24", "24", "40", "10"]
         jacobi_args = ["48", "48", "60", "10"]
@@ -201,7 +204,33 @@ def main(argv):
             else:
                 checks.expect(result(got) == plain[example] and plain[example] is not None,
                               f"{name}: the plain build's result", got)
+        if options.python:
+            installed_python(options, prefix, on_own_nodes, env, checks)
     return harness.report_failures(checks.failures)
+
+
+def installed_python(options, prefix, on_own_nodes, env, checks):
+    """The module in the moved install, and the installed heat2d.py on it against its plain run."""
+    modules = [os.path.join(d, f) for d, _, fs in os.walk(prefix) for f in fs
+               if f.startswith("selfckpt.") and f.endswith(".so")]
+    checks.expect(len(modules) == 1, f"the Python module is installed ({', '.join(modules) or 'none'})")
+    examples = [d for d, _, _ in os.walk(prefix) if d.endswith(os.path.join("selfckpt", "examples"))]
+    heat2d = os.path.join(examples[0], "heat2d.py") if examples else ""
+    checks.expect(os.path.exists(heat2d), "heat2d.py is installed with the examples")
+    if len(modules) != 1 or not os.path.exists(heat2d):
+        return
+    path = os.path.dirname(modules[0])
+    args = ["32", "24", "30", "10"]
+    try:
+        plain = result(run([options.mpirun, "--oversubscribe", "-n", "2", options.python, heat2d, *args,
+                            "--plain"], env=env))
+        got = on_own_nodes(f"outside-heat2d-{os.getpid()}", options.python, heat2d, *args, PYTHONPATH=path)
+    except RuntimeError as e:
+        checks.expect(False, "heat2d.py: import selfckpt from the moved install, and run", str(e))
+        return
+    checks.expect(plain is not None and result(got) == plain,
+                  f"heat2d.py: import selfckpt from the moved install ({os.path.relpath(path, prefix)}), and "
+                  "the plain version's result", got)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ SKT_PACKAGES=(
   libisal-dev libopenblas-dev libscalapack-openmpi-dev
   libgtest-dev libgmock-dev
   libcli11-dev libtomlplusplus-dev libfmt-dev libspdlog-dev nettle-dev help2man
+  pybind11-dev python3-numpy python3-mpi4py
 )
 
 skt_say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
