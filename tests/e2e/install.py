@@ -33,6 +33,11 @@ def run(command, **kw):
     return done.stdout
 
 
+def examples_directories(root):
+    """Where under `root` the examples were installed (share/selfckpt/examples)."""
+    return [d for d, _, _ in os.walk(root) if d.endswith(os.path.join("selfckpt", "examples"))]
+
+
 def result(text):
     m = re.search(r"^RESULT \w+", text, re.M)
     return m.group(0) if m else None
@@ -68,7 +73,7 @@ def main(argv):
         bins = [f for d, _, fs in os.walk(stage) if os.path.basename(d) == "bin" for f in fs]
         checks.expect(bins and all(f.startswith("skt-") for f in bins),
                       f"every program in bin is an skt-* ({', '.join(sorted(bins))})")
-        examples_installed = [d for d, _, _ in os.walk(stage) if d.endswith(os.path.join("selfckpt", "examples"))]
+        examples_installed = examples_directories(stage)
         wanted = ["heat3d", "heat3d.c", "cg", "cg.cpp"] + (["jacobi2d", "jacobi2d.F90"] if fortran else [])
         checks.expect(len(examples_installed) == 1 and
                       all(os.path.exists(os.path.join(examples_installed[0], f)) for f in wanted),
@@ -214,7 +219,7 @@ def installed_python(options, prefix, on_own_nodes, env, checks):
     modules = [os.path.join(d, f) for d, _, fs in os.walk(prefix) for f in fs
                if f.startswith("selfckpt.") and f.endswith(".so")]
     checks.expect(len(modules) == 1, f"the Python module is installed ({', '.join(modules) or 'none'})")
-    examples = [d for d, _, _ in os.walk(prefix) if d.endswith(os.path.join("selfckpt", "examples"))]
+    examples = examples_directories(prefix)
     heat2d = os.path.join(examples[0], "heat2d.py") if examples else ""
     checks.expect(os.path.exists(heat2d), "heat2d.py is installed with the examples")
     if len(modules) != 1 or not os.path.exists(heat2d):
