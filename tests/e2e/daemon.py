@@ -488,23 +488,17 @@ def main(argv):
     options = harness.arguments(argv, tools=("run", "inject"), timeout=180)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     checks = harness.Checks()
+    chosen = harness.selected(options, [("bad-input", lambda: bad_input(d, checks))] + harness.named(
+        [slurm_commands_failing, two_losses_two_spares, warm_spare, other_job_with_a_plus_left_alone,
+         out_of_spares, kill_during_checkpoint_and_recovery, probes_and_exit_codes, hanging_probe,
+         fresh_if_unrecoverable, storage_beyond_tolerance, node_local_drains_fresh, state_lost_drains_left,
+         ping_probe],
+        lambda: (d, cluster, checks, reference)))
     reference = cluster.reference(4, APP_ARGS)
     with tempfile.TemporaryDirectory() as root:
         d = harness.SktRun(options, root)
-        bad_input(d, checks)
-        slurm_commands_failing(d, cluster, checks)
-        two_losses_two_spares(d, cluster, checks, reference)
-        warm_spare(d, cluster, checks)
-        other_job_with_a_plus_left_alone(d, cluster, checks, reference)
-        out_of_spares(d, cluster, checks)
-        kill_during_checkpoint_and_recovery(d, cluster, checks, reference)
-        probes_and_exit_codes(d, cluster, checks, reference)
-        hanging_probe(d, cluster, checks, reference)
-        fresh_if_unrecoverable(d, cluster, checks, reference)
-        storage_beyond_tolerance(d, cluster, checks, reference)
-        node_local_drains_fresh(d, cluster, checks, reference)
-        state_lost_drains_left(d, cluster, checks, reference)
-        ping_probe(d, cluster, checks)
+        for case in chosen:
+            case()
     return harness.report_failures(checks.failures)
 
 

@@ -393,19 +393,17 @@ def main(argv):
     options.drain = own.drain
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     checks = harness.Checks()
+    chosen = harness.selected(options, harness.named(
+        [beyond_tolerance, whole_job_elsewhere, allocation_ends, shifted_nodes, killed_mid_drain, damaged_file,
+         unwritable_and_full], lambda: (cluster, drains, checks, reference, root)) + [
+        ("node-local", lambda: node_local(cluster, options, checks, reference, root)),
+        ("tool-usage", lambda: tool_usage(drains, checks))])
     root = tempfile.mkdtemp(prefix="skt-drain-e2e-")
     try:
         drains = Drains(options, root)
         reference = cluster.reference(4, APP_ARGS)
-        beyond_tolerance(cluster, drains, checks, reference)
-        whole_job_elsewhere(cluster, drains, checks, reference)
-        allocation_ends(cluster, drains, checks, reference)
-        shifted_nodes(cluster, drains, checks, reference)
-        killed_mid_drain(cluster, drains, checks, reference)
-        damaged_file(cluster, drains, checks)
-        unwritable_and_full(cluster, drains, checks, reference, root)
-        node_local(cluster, options, checks, reference, root)
-        tool_usage(drains, checks)
+        for case in chosen:
+            case()
         leftover = [d for d in os.listdir(root) if d != "a-file" and
                     not (d.startswith("local-") and not os.listdir(os.path.join(root, d)))]
         checks.expect(not leftover, "every job's drains were removed", str(leftover))

@@ -276,12 +276,18 @@ def main(argv):
                         help="only this scheme's configurations (repeatable)")
     parser.add_argument("--section", choices=["1", "2"], action="append",
                         help="only this section (repeatable; default both)")
+    parser.add_argument("--step", choices=STEPS, action="append",
+                        help="only this step (repeatable): with --scheme and --kind, one case by name")
+    parser.add_argument("--kind", choices=["crash", "node", "beyond"] + EXTRA_KINDS, action="append",
+                        help="only this kind of fault (repeatable)")
     options = parser.parse_args(argv)
+    chosen = lambda steps: [s for s in steps if not options.step or s in options.step]
+    skipped = lambda kind: options.kind and kind not in options.kind
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout, options.inject)
     sections = options.section or ["1", "2"]
     wanted = lambda configs: [c for c in configs if not options.scheme or c[0] in options.scheme]
     configs = wanted(FULL if options.full else QUICK if options.quick else REDUCED) if "1" in sections else []
-    extra_steps = EXTRA_QUICK_STEPS if options.quick else STEPS
+    extra_steps = chosen(EXTRA_QUICK_STEPS if options.quick else STEPS)
     extras = wanted(EXTRA_FULL if options.full else EXTRA_REDUCED) if "2" in sections else []
     references = {}
     for c in configs + extras:
@@ -308,11 +314,11 @@ def main(argv):
         positions = range(group_size) if options.full and group_size <= 4 else \
             sorted({0, group_size // 2, group_size - 1}) if options.full else [group_size // 2]
         for position in positions:
-            for step in STEPS:
+            for step in chosen(STEPS):
                 cells = []
                 for kind in ("crash", "node", "beyond"):
                     if (kind == "beyond" and not options.full and step not in ("encode", "flush", "mid")) or \
-                            (step in REBUILD_STEPS and kind != "node"):
+                            (step in REBUILD_STEPS and kind != "node") or skipped(kind):
                         cells.append("-")
                         continue
                     status, detail = run_case(cluster, config, step, kind, position,
@@ -329,7 +335,7 @@ def main(argv):
         for step in extra_steps:
             cells = []
             for kind in EXTRA_KINDS:
-                outcome = run_extra(cluster, config, step, kind, group_size // 2,
+                outcome = None if skipped(kind) else run_extra(cluster, config, step, kind, group_size // 2,
                                     references[(scheme == "sum", nranks)])
                 if outcome is None:
                     cells.append("-")

@@ -241,7 +241,35 @@ def arguments(argv, tools=(), timeout=120):
     parser.add_argument("--mpirun", default="mpirun")
     parser.add_argument("--timeout", type=int, default=timeout, help="seconds before a run counts as hung")
     parser.add_argument("--quick", action="store_true", help="a reduced set of cases")
+    parser.add_argument("--case", action="append", metavar="NAME",
+                        help="run only this case (repeatable); --case list names them")
     return parser.parse_args(argv)
+
+
+def selected(options, cases):
+    """The cases to run, in order, from `cases`, a list of (name, function of no argument): all of
+    them, or those `--case` names. `--case list` prints the names and ends the script; an unknown
+    name ends it with exit 2, naming the known ones. The functions may use what the script sets up
+    after this call (a reference run): only those chosen run, once it is there."""
+    names = [name for name, _ in cases]
+    wanted = getattr(options, "case", None) or []
+    if "list" in wanted:
+        print("\n".join(names))
+        sys.exit(0)
+    unknown = [name for name in wanted if name not in names]
+    if unknown:
+        print(f"unknown case {', '.join(unknown)}; the cases: {', '.join(names)}", file=sys.stderr)
+        sys.exit(2)
+    return [function for name, function in cases if not wanted or name in wanted]
+
+
+def named(functions, arguments):
+    """(name, function) pairs for `selected`: each function's name with dashes, called with the
+    first as many of what `arguments()` returns as it takes (the scripts' cases take cluster,
+    checks, and the reference run when they use it). `arguments` is called when a case runs, late
+    enough for what the script sets up after choosing (the reference run)."""
+    return [(f.__name__.replace("_", "-"), lambda f=f: f(*arguments()[:f.__code__.co_argcount]))
+            for f in functions]
 
 
 class Checks:

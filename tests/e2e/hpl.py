@@ -861,45 +861,43 @@ def main(argv):
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     counts = {"exact": 0, "wrong": 0, "hung": 0}
     failures = []
+
+    def faults(config):
+        """The fault cases of one configuration: at each step, a crash and a node loss."""
+        scheme, parity, group_size, p, q, n, depth, steps = config
+        dat = os.path.join(tmp, f"HPL-{n}-{depth}.dat")
+        with open(dat, "w") as f:
+            f.write(hpl_dat(n, NB, p, q, depth))
+        run = run_without_checkpoints(cluster, p * q, dat, "hplref")
+        reference = residual_line(run.out)
+        if run.code != 0 or "PASSED" not in run.out or reference is None:
+            failures.append(f"the run without faults: {run.describe()}")
+            return
+        print(f"{scheme} m={parity} G={group_size} grid {p}x{q}, N={n} NB={NB} depth {depth}: {reference}")
+        declared_ranges_cover_every_change(cluster, config, dat, reference, failures)
+        if config is CONFIGS[0]:
+            beyond_tolerance(cluster, dat, reference, tmp, failures)
+        for step in steps if not options.quick else steps[-2:]:
+            cells = []
+            for mode in ("crash", "node"):
+                status, detail = run_case(cluster, config, step, mode, dat, reference)
+                counts[status] += 1
+                cells.append("ok " + detail.split()[-1] if status == "exact" else status.upper())
+                if status != "exact":
+                    failures.append(f"{scheme} G={group_size} step={step} {mode}: {detail}")
+            print(f"  {step:<10} crash {cells[0]:<10} node loss {cells[1]:<10}", flush=True)
+
+    chosen = harness.selected(options, harness.named(
+        [bad_input, edited_between_launches, too_large_among_others, short_of_memory_on_resume,
+         limited_by_cgroup, suggested_n_runs, ctrl_c_without_a_job_tag, limited_by_segment_limits,
+         progress_lines, netlib_like, as_it_comes, blocks_wider_than_the_matrix, blas_threads],
+        lambda: (cluster, tmp, failures)) + [
+        (f"faults-{c[0]}-m{c[1]}-G{c[2]}-N{c[5]}", lambda c=c: faults(c)) for c in CONFIGS])
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "HPL.dat"), "w") as f:
             f.write(hpl_dat(N, NB, 2, 2))
-        bad_input(cluster, tmp, failures)
-        edited_between_launches(cluster, tmp, failures)
-        too_large_among_others(cluster, tmp, failures)
-        short_of_memory_on_resume(cluster, tmp, failures)
-        limited_by_cgroup(cluster, tmp, failures)
-        suggested_n_runs(cluster, tmp, failures)
-        ctrl_c_without_a_job_tag(cluster, tmp, failures)
-        limited_by_segment_limits(cluster, tmp, failures)
-        progress_lines(cluster, tmp, failures)
-        netlib_like(cluster, tmp, failures)
-        as_it_comes(cluster, tmp, failures)
-        blocks_wider_than_the_matrix(cluster, tmp, failures)
-        blas_threads(cluster, tmp, failures)
-        for config in CONFIGS:
-            scheme, parity, group_size, p, q, n, depth, steps = config
-            dat = os.path.join(tmp, f"HPL-{n}-{depth}.dat")
-            with open(dat, "w") as f:
-                f.write(hpl_dat(n, NB, p, q, depth))
-            run = run_without_checkpoints(cluster, p * q, dat, "hplref")
-            reference = residual_line(run.out)
-            if run.code != 0 or "PASSED" not in run.out or reference is None:
-                print(f"FAILED: the run without faults: {run.describe()}", file=sys.stderr)
-                return 1
-            print(f"{scheme} m={parity} G={group_size} grid {p}x{q}, N={n} NB={NB} depth {depth}: {reference}")
-            declared_ranges_cover_every_change(cluster, config, dat, reference, failures)
-            if config is CONFIGS[0]:
-                beyond_tolerance(cluster, dat, reference, tmp, failures)
-            for step in steps if not options.quick else steps[-2:]:
-                cells = []
-                for mode in ("crash", "node"):
-                    status, detail = run_case(cluster, config, step, mode, dat, reference)
-                    counts[status] += 1
-                    cells.append("ok " + detail.split()[-1] if status == "exact" else status.upper())
-                    if status != "exact":
-                        failures.append(f"{scheme} G={group_size} step={step} {mode}: {detail}")
-                print(f"  {step:<10} crash {cells[0]:<10} node loss {cells[1]:<10}", flush=True)
+        for case in chosen:
+            case()
     total = sum(counts.values())
     print(f"cases run {total}, passed with the reference residual {counts['exact']}, "
           f"wrong {counts['wrong']}, hung {counts['hung']}")

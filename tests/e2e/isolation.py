@@ -472,20 +472,16 @@ def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     checks = harness.Checks()
+    chosen = harness.selected(options, harness.named(
+        [another_job_is_left_alone, a_node_back_from_an_earlier_start, another_computation_under_the_tag,
+         ranks_placed_on_other_nodes, ranks_swapped_within_a_memory_limit, swapped_in_a_group_of_four,
+         an_ensemble_under_one_tag, refused_relaunches_change_nothing, one_launch_at_a_time,
+         resumed_twice_at_once, configuration_errors, beside_a_job_still_writing,
+         cancelled_during_a_checkpoint],
+        lambda: (cluster, checks, reference)))
     reference = cluster.reference(4, APP_ARGS)
-    another_job_is_left_alone(cluster, checks, reference)
-    a_node_back_from_an_earlier_start(cluster, checks)
-    another_computation_under_the_tag(cluster, checks)
-    ranks_placed_on_other_nodes(cluster, checks, reference)
-    ranks_swapped_within_a_memory_limit(cluster, checks)
-    swapped_in_a_group_of_four(cluster, checks)
-    an_ensemble_under_one_tag(cluster, checks)
-    refused_relaunches_change_nothing(cluster, checks, reference)
-    one_launch_at_a_time(cluster, checks, reference)
-    resumed_twice_at_once(cluster, checks, reference)
-    configuration_errors(cluster, checks)
-    beside_a_job_still_writing(cluster, checks)
-    cancelled_during_a_checkpoint(cluster, checks, reference)
+    for case in chosen:
+        case()
     return harness.report_failures(checks.failures)
 
 

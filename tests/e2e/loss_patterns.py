@@ -166,14 +166,23 @@ def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     checks = harness.Checks()
-    references = {n: cluster.reference(n, APP_ARGS) for n in (3, 4, 8)}
-    two_losses_in_one_group(cluster, checks, references[4], 2, 4, [1, 3])
-    two_losses_in_one_group(cluster, checks, references[8], 4, 8, [3, 5])
-    one_loss_per_group(cluster, checks, references[4])
-    groups_not_of_the_size_asked(cluster, checks, references)
-    pointers_into_regions(cluster, checks, references[4])
-    second_failure_during_recovery(cluster, checks, references[4])
-    removed_from_outside(cluster, checks, references[4])
+    references = {}
+
+    def reference(n):
+        if n not in references:
+            references[n] = cluster.reference(n, APP_ARGS)
+        return references[n]
+
+    chosen = harness.selected(options, [
+        ("two-losses-in-a-group-of-2", lambda: two_losses_in_one_group(cluster, checks, reference(4), 2, 4, [1, 3])),
+        ("two-losses-in-a-group-of-4", lambda: two_losses_in_one_group(cluster, checks, reference(8), 4, 8, [3, 5])),
+    ] + harness.named([one_loss_per_group], lambda: (cluster, checks, reference(4))) + [
+        ("groups-not-of-the-size-asked",
+         lambda: groups_not_of_the_size_asked(cluster, checks, {n: reference(n) for n in (3, 4, 8)})),
+    ] + harness.named([pointers_into_regions, second_failure_during_recovery, removed_from_outside],
+                      lambda: (cluster, checks, reference(4))))
+    for case in chosen:
+        case()
     return harness.report_failures(checks.failures)
 
 

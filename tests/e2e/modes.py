@@ -176,13 +176,15 @@ def main(argv):
     options = harness.arguments(argv)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     checks = harness.Checks()
-    reference = cluster.reference(4, APP_ARGS)
-    for mode in ("self", "double", "single"):
-        for memory_lost in (True, False):
-            failure_during_update(cluster, checks, reference, mode, memory_lost)
-    changes_found_under_faults(cluster, checks)
-    declared_ranges_under_faults(cluster, checks)
-    memory_per_rank(cluster, checks)
+    updates = [(f"failure-during-update-{mode}-{'memory-lost' if lost else 'crash'}",
+                lambda mode=mode, lost=lost: failure_during_update(cluster, checks, reference, mode, lost))
+               for mode in ("self", "double", "single") for lost in (True, False)]
+    chosen = harness.selected(options, updates + harness.named(
+        [changes_found_under_faults, declared_ranges_under_faults, memory_per_rank], lambda: (cluster, checks)))
+    if any(case in chosen for _, case in updates):
+        reference = cluster.reference(4, APP_ARGS)
+    for case in chosen:
+        case()
     return harness.report_failures(checks.failures)
 
 

@@ -71,7 +71,11 @@ def main(argv):
     parser.add_argument("--netlib", default="", help="netlib HPL 2.3's source tarball")
     parser.add_argument("--source-root", default="", help="where to look for ../shared/peers")
     parser.add_argument("--mpicc", default="mpicc")
+    names = [f"{n}:{nb}:{p}x{q}" for n, nb, p, q in CASES]
+    parser.add_argument("--case", choices=names, action="append",
+                        help="only this matrix, N:NB:PxQ (repeatable)")
     options = parser.parse_args(argv)
+    cases = [c for c, name in zip(CASES, names) if not options.case or name in options.case]
     tarball = options.netlib or os.path.join(options.source_root, "..", "shared", "peers",
                                              "hpl-2.3.tar.gz")
     if not os.path.isfile(tarball):
@@ -85,7 +89,7 @@ def main(argv):
     entries = 0
     with tempfile.TemporaryDirectory() as tmp:
         netlib = build_netlib(tarball, tmp, options.mpicc)
-        for n, nb, p, q in CASES:
+        for n, nb, p, q in cases:
             for myrow in range(p):
                 for mycol in range(q):
                     args = [str(v) for v in (n, nb, p, q, myrow, mycol, SEED)]

@@ -45,6 +45,11 @@ import harness
 APP_ARGS = ["--iterations", "12", "--checkpoint-every", "3", "--bytes", "20000", "--verify-recovery"]
 
 
+# The cases, in the order they run, each on the nodes the ones before left alive.
+CASES = ["node-drained-while-running", "stuck-in-mpi-finalize", "suspended-and-resumed", "state-lost",
+         "requeued-elsewhere", "two-nodes-killed-two-spares", "out-of-spares"]
+
+
 def main(argv):
     import argparse
 
@@ -55,7 +60,12 @@ def main(argv):
     parser.add_argument("--cluster", required=True, help="tools/cluster")
     parser.add_argument("--mpirun", default="mpirun")
     parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--case", choices=CASES + ["list"], action="append",
+                        help="run only this case (repeatable); --case list names them")
     options = parser.parse_args(argv)
+    if "list" in (options.case or []):
+        print("\n".join(CASES))
+        return 0
     if os.geteuid() != 0:
         print("SKIP: a local Slurm needs root (slurmd runs as root)")
         return 77
@@ -199,7 +209,7 @@ def main(argv):
             ended = re.findall(r"^skt-run exit (\d+)$", out, re.M)
             return (int(ended[-1]) if ended and "resuming job" in out else -1), out
 
-        try:
+        def node_drained_while_running():
             code, out = daemon(5, "slurm-e2e-probe", ["0:6"], lambda k: drain("n3"), 1,
                                extra=["--probe-interval", "1"])
             expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None,
@@ -213,6 +223,7 @@ def main(argv):
             subprocess.run(["scontrol", "update", "NodeName=n3", "State=RESUME"], env=env,
                            capture_output=True)
 
+        def stuck_in_mpi_finalize():
             # Rank 1's own line saying so may be held in the orted it stops: not looked for.
             code, out = daemon(4, "slurm-e2e-finalize", [], None, 0, extra=["--hang-timeout", "5"],
                                app_extra=["--crash-at", "5", "--crash-rank", "1", "--stop-launcher"])
@@ -225,6 +236,7 @@ def main(argv):
                    and "relaunched" not in out,
                    "the daemon names the ranks stuck in MPI_Finalize and does not do the work again", out)
 
+        def suspended_and_resumed():
             allocation = []
             with open(os.path.join(state, "cluster", "slurmctld.pid")) as f:
                 controller = int(f.read())
@@ -271,8 +283,7 @@ def main(argv):
                    "with the controller frozen, squeue's silence was bounded by --probe-timeout and "
                    "not taken for a resume", out)
 
-            state_lost()
-
+        def requeued_onto_other_nodes():
             code, out = requeued_elsewhere()
             expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None,
                    f"a job requeued onto other nodes: exit 0, right result (got {code})", out)
@@ -282,6 +293,7 @@ def main(argv):
                    "the requeued job resumed on its new allocation: n1's rank moved to a new node, the "
                    "others kept theirs and their segments, and the checkpoint was restored", out)
 
+        def two_nodes_killed_two_spares():
             victims = ["n2", "n4"]
             code, out = daemon(6, "slurm-e2e-a", ["0:6", "1:9"], lambda k: kill(victims[k]), 2,
                                ranks_per_node=4, group_size=4)
@@ -305,11 +317,19 @@ def main(argv):
             expect(listed.returncode == 0 and not re.search(r"^\s*\d+\s+0x", listed.stdout, re.M),
                    "no segments of the job left on any live node", listed.stdout + listed.stderr)
 
+        def out_of_spares():
             # n1, n3, n5 and n6 are left.
             code, out = daemon(4, "slurm-e2e-b", ["0:6"], lambda k: kill("n3"), 0)
             expect(code == 5, f"a node killed with no spare: exit 5 (got {code})", out)
             expect("out of spares: 1 node dead (n3) but 0 live spares left" in out,
                    "the message names the dead node and says no spare is left", out)
+
+        cases = [node_drained_while_running, stuck_in_mpi_finalize, suspended_and_resumed, state_lost,
+                 requeued_onto_other_nodes, two_nodes_killed_two_spares, out_of_spares]
+        chosen = harness.selected(options, list(zip(CASES, cases)))
+        try:
+            for case in chosen:
+                case()
         finally:
             subprocess.run([options.cluster, "stop"], env=env, capture_output=True)
     return harness.report_failures(checks.failures)

@@ -884,16 +884,18 @@ def main(argv):
     options = harness.arguments(argv, tools=("run", "inject"), timeout=180)
     cluster = harness.Cluster(options.app, options.shm, options.mpirun, options.timeout)
     checks = harness.Checks()
+    chosen = harness.selected(options, harness.named(
+        [stopped_rank, words_lost, deadlock, resume_after_signals, launch_failures, remote_environment,
+         isolation, ended_while_finishing, leftovers, another_command, calls_out_of_step, stalled_again,
+         killed_while_creating, stopped_launcher, stopped_after_work, launcher_outliving_ranks,
+         launcher_ended_from_outside, state_disk_full, session_ended, state_lost, commit_unheard,
+         verdict_after_work],
+        lambda: (d, cluster, checks, reference)))
     reference = cluster.reference(4, APP_ARGS)
     with tempfile.TemporaryDirectory() as root:
         d = harness.SktRun(options, root)
-        for case in (stopped_rank, words_lost, deadlock, resume_after_signals, launch_failures, remote_environment,
-                     isolation, ended_while_finishing, leftovers, another_command, calls_out_of_step,
-                     stalled_again, killed_while_creating,
-                     stopped_launcher,
-                     stopped_after_work, launcher_outliving_ranks, launcher_ended_from_outside,
-                     state_disk_full, session_ended, state_lost, commit_unheard, verdict_after_work):
-            case(d, cluster, checks, reference)
+        for case in chosen:
+            case()
         left = os.listdir(harness.transport_directory("skt-run"))
         checks.expect(not left, "every launch's Open MPI shared-memory files were removed, those of the runs "
                       f"skt-run ended with SIGKILL too (left: {' '.join(left) or 'none'})")

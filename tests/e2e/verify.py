@@ -51,7 +51,7 @@ def main(argv):
 
     configs = [({"SKT_SCHEME": "xor"}, []), ({"SKT_SCHEME": "rs", "SKT_PARITY": "2"}, []),
                ({"SKT_SCHEME": "xor", "SKT_MODE": "double"}, []), ({"SKT_SCHEME": "sum"}, ["--doubles"])]
-    for settings, extra in configs:
+    def damage_found_and_repaired(settings, extra):
         name = " ".join(f"{k}={v}" for k, v in settings.items())
         job = cluster.new_job("vfy")
         nodes = [f"n{r}" for r in range(NRANKS)]
@@ -128,19 +128,28 @@ def main(argv):
         finally:
             cluster.clean(job)
 
-    job = cluster.new_job("vfy")
-    try:
-        run = cluster.launch([f"n{r}" for r in range(NRANKS)], APP_ARGS,
-                             {"SKT_JOB": job, "SKT_GROUP_SIZE": str(GROUP), "SKT_FAULT": "flush:6:2"})
-        expect(run.code not in (0, 2, 3, 4), "a job killed in the middle of overwriting B", run)
-        code, out = verify(job)
-        expect(code == 2 and re.search(r"rank 6 is writing epoch 2", out) and "0 corrupt" in out,
-               "the interrupted flush is reported as not verifiable, not as corruption", out)
-    finally:
-        cluster.clean(job)
+    def interrupted_flush():
+        job = cluster.new_job("vfy")
+        try:
+            run = cluster.launch([f"n{r}" for r in range(NRANKS)], APP_ARGS,
+                                 {"SKT_JOB": job, "SKT_GROUP_SIZE": str(GROUP), "SKT_FAULT": "flush:6:2"})
+            expect(run.code not in (0, 2, 3, 4), "a job killed in the middle of overwriting B", run)
+            code, out = verify(job)
+            expect(code == 2 and re.search(r"rank 6 is writing epoch 2", out) and "0 corrupt" in out,
+                   "the interrupted flush is reported as not verifiable, not as corruption", out)
+        finally:
+            cluster.clean(job)
 
-    code, out = verify("vfy-none")
-    expect(code == 2 and "no checkpoint segments" in out, "a job with no segments: exit 2", out)
+    def no_segments():
+        code, out = verify("vfy-none")
+        expect(code == 2 and "no checkpoint segments" in out, "a job with no segments: exit 2", out)
+
+    scheme_name = lambda settings: "-".join(v.lower() for v in settings.values())
+    for case in harness.selected(options, [
+            (f"damage-{scheme_name(settings)}", lambda s=settings, e=extra: damage_found_and_repaired(s, e))
+            for settings, extra in configs] + [("interrupted-flush", interrupted_flush),
+                                               ("no-segments", no_segments)]):
+        case()
     return harness.report_failures(checks.failures)
 
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import unittest
 
-TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "skt-model")
+TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools", "skt-model")
 loader = importlib.machinery.SourceFileLoader("skt_model", TOOL)
 spec = importlib.util.spec_from_loader("skt_model", loader)
 model = importlib.util.module_from_spec(spec)

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <map>
 
-#include "tests/unit/protocol_sim.hpp"
+#include "tests/unit/lib/protocol_sim.hpp"
 
 namespace skt::sim {
 namespace {

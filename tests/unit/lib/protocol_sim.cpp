@@ -1,4 +1,4 @@
-#include "tests/unit/protocol_sim.hpp"
+#include "tests/unit/lib/protocol_sim.hpp"
 
 #include <fmt/format.h>
 

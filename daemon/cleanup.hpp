@@ -1,0 +1,47 @@
+// What a job leaves on its nodes, found and removed: its segments (skt-shm), the memory reserved
+// for it on the spares (warm spares), and its drained epochs (skt-drain).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/cli.hpp"
+#include "daemon/launch.hpp"
+#include "daemon/log.hpp"
+
+namespace skt::run {
+
+// What skt-shm list shows of a job on the nodes of a launch.
+struct SegmentsFound {
+  int count = 0;
+  // By rank of the launch, the node that holds the rank's segments; empty where none is seen.
+  // Nothing when a rank's segments lie on two nodes, or a rank beyond the launch's has some.
+  std::optional<std::vector<std::string>> node_of_rank;
+};
+
+// The job's segments on the nodes of `plan`, its spares included (skt-shm list on each: through
+// the launcher on other hosts, within --probe-timeout); nothing when that cannot be known.
+std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan);
+
+// Removes the job's segments, and what is reserved for it, on every node of the plan: exactly
+// those of its tag and of the sub-jobs its ranks reported.
+void clean_segments(const Options& o, const Plan& plan, const std::vector<std::string>& sub_jobs,
+                    Log& log);
+
+// Warm spares: on each of `spares`, memory for the segments of one node's ranks, made and written
+// now (skt-shm reserve), so that ranks relaunched there take it over instead of paying for fresh
+// memory in their recovery. Returns what to log.
+std::string reserve_on_spares(const Options& o, const Plan& plan,
+                              const std::vector<std::string>& spares);
+
+// Removes the job's drained epochs: a job started afresh must not find an earlier run's drains,
+// which it would refuse.
+void clean_drains(const Options& o, const Plan& plan, const std::vector<std::string>& sub_jobs,
+                  Log& log);
+
+// How many drained epoch directories of the job skt-drain lists (on every node, for a directory
+// per node); nothing when that cannot be known.
+std::optional<int> drained_epoch_count(const Options& o, const Plan& plan, Log& log);
+
+}  // namespace skt::run

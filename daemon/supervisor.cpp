@@ -1,0 +1,804 @@
+#include "daemon/supervisor.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "daemon/output.hpp"
+#include "daemon/ranklist.hpp"
+#include "libselfckpt/src/job_tag.hpp"
+#include "libselfckpt/src/monitor_wire.hpp"
+
+namespace skt::run {
+namespace {
+
+// A signal to skt-run (SIGINT, SIGTERM, SIGHUP) is written to this pipe, which the run's loop
+// watches.
+int g_signal_pipe[2] = {-1, -1};
+std::atomic<int> g_signal{0};
+
+extern "C" void on_signal(int sig) {
+  g_signal = sig;
+  const char byte = 1;
+  [[maybe_unused]] const auto n = ::write(g_signal_pipe[1], &byte, 1);
+}
+
+// A key for the monitor's datagrams, from the system's random source.
+std::string new_monitor_key() {
+  std::string key(skt::wire::kKeyBytes, '\0');
+  if (::getrandom(key.data(), key.size(), 0) != static_cast<ssize_t>(key.size()))
+    throw std::system_error(errno, std::generic_category(), "getrandom (the monitor's key)");
+  return key;
+}
+
+// What a stranger's datagram says, fit for a log line.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text)
+    out += c >= 32 && c < 127 ? c : '?';
+  return out;
+}
+
+// Copies what a run writes to this process's output, line by line for standard error (whose last
+// lines say why a launcher failed).
+class Passthrough {
+ public:
+  Passthrough(int fd, int to, std::deque<std::string>* tail) : fd_(fd), to_(to), tail_(tail) {}
+  // Returns false at the end of the stream.
+  bool read_some() {
+    char buffer[8192];
+    const ssize_t n = ::read(fd_, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) return true;
+    if (n <= 0) return false;
+    output::write(to_, std::string_view(buffer, static_cast<std::size_t>(n)));
+    if (tail_ != nullptr) {
+      pending_.append(buffer, static_cast<std::size_t>(n));
+      std::size_t end;
+      while ((end = pending_.find('\n')) != std::string::npos) {
+        tail_->push_back(pending_.substr(0, end));
+        if (tail_->size() > 60) tail_->pop_front();
+        pending_.erase(0, end + 1);
+      }
+    }
+    return true;
+  }
+
+ private:
+  int fd_;
+  int to_;
+  std::deque<std::string>* tail_;
+  std::string pending_;
+};
+
+}  // namespace
+
+void catch_stop_signals() {
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::system_error(errno, std::generic_category(), "pipe");
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    // One ignored already stays so: nohup ignores SIGHUP so that the job outlives the session,
+    // and a shell without job control SIGINT for a command started with &.
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &action, nullptr);
+  }
+}
+
+std::string Supervisor::monitor_address() const {
+  std::string host = o_.monitor_host;
+  if (host.empty()) {
+    if (plan_.local) {
+      host = "127.0.0.1";
+    } else {
+      char name[256] = {};
+      ::gethostname(name, sizeof name - 1);
+      host = name;
+    }
+  }
+  return fmt::format("{}:{}", host, listener_.port());
+}
+
+void Supervisor::save(const std::string& status, const std::string& note) {
+  state_.status = status;
+  state_.note = note;
+  state_.ranklist = plan_.ranklist;
+  state_.spares = plan_.spares;
+  record([&] { dir_.save(state_); });
+}
+
+void Supervisor::note_sub_job(const std::string& tag) {
+  if (tag == o_.job || !skt::job_covers(o_.job, tag) ||
+      !valid_node_name(tag.substr(o_.job.size() + 1))) {
+    return;
+  }
+  if (std::find(state_.sub_jobs.begin(), state_.sub_jobs.end(), tag) != state_.sub_jobs.end()) {
+    return;
+  }
+  state_.sub_jobs.push_back(tag);
+  record([&] { dir_.save(state_); });
+}
+
+void Supervisor::note_checkpointed(const Watchdog& watch) {
+  if (state_.checkpointed || !watch.checkpointed()) return;
+  state_.checkpointed = true;
+  record([&] { dir_.save(state_); });
+}
+
+// Before the first launch a record that cannot be written (a full disk) refuses the job: nothing
+// ran. From then on the run matters more than its record, which a resume can do without (it finds
+// the job's segments): a warning, and the run goes on.
+void Supervisor::record(const std::function<void()>& write) {
+  try {
+    write();
+  } catch (const WriteError& e) {
+    if (!launching_) throw;
+    log_(
+        "warning: {}; going on without it (if skt-run dies, the same command resumes from the "
+        "job's segments alone)",
+        e.what());
+  }
+}
+
+std::string Supervisor::inherited_terms() const {
+  if (o_.new_command) return "with this command, whatever command wrote it (--new-command)";
+  return "if this command, from this directory, wrote it (SKT_RESTART=auto: the program refuses "
+         "another command's checkpoint; --new-command resumes it with this one)";
+}
+
+std::string Supervisor::kept_hint(bool resumable) const {
+  const std::string resume = resumable ? ": the same command resumes it" : "";
+  if (plan_.local) {
+    const auto found = find_segments(o_, plan_);
+    const auto kept = found ? std::optional<int>(found->count) : std::nullopt;
+    if (kept && *kept == 0) {
+      return fmt::format("no segment of job {} is left (state in {})", o_.job, dir_.path());
+    }
+    if (kept) {
+      return fmt::format(
+          "{} segment{} of job {} {} kept{} (state in {}); skt-shm clean --job {} removes {}",
+          *kept, *kept == 1 ? "" : "s", o_.job, *kept == 1 ? "is" : "are", resume, dir_.path(),
+          o_.job, *kept == 1 ? "it" : "them");
+    }
+  }
+  return fmt::format(
+      "the job's segments on its nodes are kept{} (job {}, state in {}); skt-shm clean --job {} "
+      "on each node removes them",
+      resume, o_.job, dir_.path(), o_.job);
+}
+
+bool Supervisor::place_by_segments(const SegmentsFound& found) {
+  if (!found.node_of_rank) return true;
+  const auto layout = layout_of_segments(*found.node_of_rank, o_.ranks_per_node);
+  if (!layout || *layout == plan_.ranklist) return true;
+  try {
+    resume_plan(*layout, o_, plan_, log_);
+  } catch (const OutOfSpares& e) {
+    log_("{}; give the nodes that hold the job's segments", e.what());
+    return false;
+  }
+  log_("ranks placed on the nodes that hold their segments: {}", fmt::join(plan_.ranklist, ","));
+  return true;
+}
+
+void Supervisor::end_run(Supervised& child) const {
+  // The launcher's ranks die with it (the library ends a rank whose launcher dies), stopped ones
+  // included; its process group goes too.
+  ::kill(-child.pid, SIGKILL);
+  ::kill(child.pid, SIGKILL);
+}
+
+Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
+  Outcome out;
+  const auto launched = Clock::now();
+  const auto now = [&] { return seconds_since(launched); };
+  WatchLimits limits;
+  limits.silence = o_.silence;
+  limits.startup = o_.startup;
+  limits.progress_floor = o_.progress_floor;
+  limits.progress_fixed = o_.hang_timeout;
+  Watchdog watch(o_.job, launch, static_cast<int>(plan_.ranklist.size()), limits, cadence, 0.0);
+  // What the ranks said since the last time, to the watchdog; and the job's first checkpoint to
+  // the state at once.
+  // Warm spares once the run has committed a checkpoint (its segments are then all there, at
+  // their sizes): beside this loop, as a probe is.
+  std::future<std::string> reserving;
+  std::size_t reserved_for = 0;  // contexts whose segments the spares hold
+  int forged = 0;                // datagrams whose signature did not verify
+  const auto hear_ranks = [&] {
+    for (const auto& datagram : listener_.receive_all()) {
+      const auto line = skt::wire::verified(monitor_key_, datagram);
+      if (!line) {
+        if (++forged == 1) {
+          log_(
+              "warning: a datagram not signed by this launch's ranks came to the monitor port "
+              "and is ignored (another program, or another user, sent it): '{}'",
+              printable(datagram.substr(0, 80)));
+        }
+        continue;
+      }
+      const auto h = parse_heard(*line);
+      if (!h) continue;
+      watch.heard(*h, now());
+      note_sub_job(h->job);
+    }
+    note_checkpointed(watch);
+    // Again whenever another of the program's contexts commits its first (skt-hpl's test after
+    // its record of the run): the segments a spare must hold grew. What a spare has counts.
+    if (!o_.warm_spares || plan_.spares.empty() || reserving.valid() ||
+        watch.contexts_committed() <= reserved_for) {
+      return;
+    }
+    reserved_for = watch.contexts_committed();
+    // By reference: plan_ changes only once this run is over, and the reserving ends before.
+    reserving = std::async(std::launch::async,
+                           [this] { return reserve_on_spares(o_, plan_, plan_.spares); });
+  };
+  Passthrough stdout_copy(child.out.get(), STDOUT_FILENO, nullptr);
+  Passthrough stderr_copy(child.err.get(), STDERR_FILENO, &out.last_errors);
+  bool out_open = true, err_open = true, killed = false;
+  std::optional<Ended> ended;
+  std::optional<int> ranks_code;  // the run's exit when skt-run ended a launcher that outlived it
+  double stopped_since = -1;      // since when the launcher is stopped, while it is
+  double suspended_since = -1;    // since when the Slurm job is suspended, while it is
+  double next_resume_check = 0;
+  bool slurm_silent = false;  // Slurm did not answer the last question whether it resumed
+  double next_probe = o_.probe_interval;
+  // The probe in flight while the run is up: it runs beside this loop, which goes on copying the
+  // output and watching the ranks however long a node takes to answer (up to --probe-timeout).
+  std::future<Probed> probing;
+  double reaped_at = 0;
+  // Before a run is ended for what its ranks did not say: a suspended Slurm job stopped them.
+  const auto suspended_on_purpose = [&](const std::string& why) {
+    if (plan_.slurm_job.empty()) return false;
+    const auto answer = slurm_job_suspended(plan_.slurm_job, o_.probe_timeout);
+    if (!answer.suspended) {
+      log_("Slurm did not say whether job {} is suspended ({}): the silence counts as a hang",
+           plan_.slurm_job, answer.trouble);
+      return false;
+    }
+    if (!*answer.suspended) return false;
+    log_(
+        "{}, but Slurm job {} is suspended (scontrol suspend, or preemption): its ranks are "
+        "stopped on purpose; waiting for it to resume",
+        why, plan_.slurm_job);
+    suspended_since = now();
+    watch.pardon(now());
+    return true;
+  };
+  while (out_open || err_open || !ended) {
+    pollfd fds[4] = {{out_open ? child.out.get() : -1, POLLIN, 0},
+                     {err_open ? child.err.get() : -1, POLLIN, 0},
+                     {listener_.fd(), POLLIN, 0},
+                     {g_signal_pipe[0], POLLIN, 0}};
+    const int ready = ::poll(fds, 4, 200);
+    if (ready < 0 && errno != EINTR)
+      throw std::system_error(errno, std::generic_category(), "poll");
+    output::divert_if_broken(STDOUT_FILENO);
+    output::divert_if_broken(STDERR_FILENO);
+    if ((fds[0].revents & (POLLIN | POLLHUP)) != 0) {
+      out_open = stdout_copy.read_some();
+    }
+    if ((fds[1].revents & (POLLIN | POLLHUP)) != 0) err_open = stderr_copy.read_some();
+    if ((fds[2].revents & POLLIN) != 0) hear_ranks();
+    if ((fds[3].revents & POLLIN) != 0) {
+      char drain[16];
+      [[maybe_unused]] const auto n = ::read(g_signal_pipe[0], drain, sizeof drain);
+      // Passed on: the launcher ends the run its own way (and the ranks with it).
+      if (!ended) ::kill(child.pid, g_signal.load());
+    }
+    if (!ended) {
+      ended = reap(child.pid);
+      if (ended) reaped_at = now();
+    }
+    if (ended) {
+      // Whatever is still in the pipes comes within moments; a rank that kept them open must not
+      // keep the run alive.
+      if (now() - reaped_at > 2.0) break;
+      continue;
+    }
+    if (killed || g_signal != 0) continue;
+    if (const auto why = watch.launcher_overdue(now())) {
+      ranks_code = watch.exit_code();
+      log_(
+          "{}; ending it (what the ranks printed and it had not passed on is lost): the run's "
+          "exit is the ranks', {}",
+          *why, *ranks_code);
+      end_run(child);
+      killed = true;
+      continue;
+    }
+    if (suspended_since >= 0) {
+      // The ranks are stopped on purpose: nothing they do not say is held against them.
+      watch.pardon(now());
+      if (now() >= next_resume_check) {
+        next_resume_check = now() + 1.0;  // Slurm asked once a second, not at every poll
+        const auto answer = slurm_job_suspended(plan_.slurm_job, o_.probe_timeout);
+        if (!answer.suspended) {
+          // A controller restarting or frozen says nothing of the job: it stays suspended until
+          // Slurm says otherwise (its ranks, if they run again, are pardoned meanwhile).
+          if (!slurm_silent) {
+            log_(
+                "Slurm did not say whether job {} is still suspended ({}); it stays suspended for "
+                "skt-run until Slurm says otherwise",
+                plan_.slurm_job, answer.trouble);
+          }
+        } else if (!*answer.suspended) {
+          log_(
+              "Slurm job {} resumed, {:.1f} s after skt-run found it suspended; watching its ranks "
+              "again",
+              plan_.slurm_job, now() - suspended_since);
+          suspended_since = -1;
+        } else if (slurm_silent) {
+          log_("Slurm answers again: job {} is still suspended", plan_.slurm_job);
+        }
+        slurm_silent = !answer.suspended;
+      }
+    }
+    if (const auto why = watch.stuck_after_work(now())) {
+      if (suspended_on_purpose(*why)) continue;
+      out.stuck_after_work = *why;
+      log_("{}; ending the run (what the ranks printed and the launcher had not passed on is lost)",
+           *why);
+      end_run(child);
+      killed = true;
+      continue;
+    }
+    // A stopped launcher holds up the ranks' output and their MPI_Finalize, and may stay stopped
+    // for good (a stray SIGSTOP, a job-control slip): continued, the run goes on where it was.
+    if (!is_stopped(child.pid)) {
+      stopped_since = -1;
+    } else if (stopped_since < 0) {
+      stopped_since = now();
+    } else if (now() - stopped_since > o_.silence) {
+      log_("the launcher (pid {}) has been stopped for {:.1f} s; continuing it (SIGCONT)",
+           child.pid, now() - stopped_since);
+      ::kill(child.pid, SIGCONT);
+      stopped_since = -1;
+    }
+    if (const double at = now(); const auto why = watch.hung(at)) {
+      if (suspended_on_purpose(*why)) continue;
+      out.hung = *why;
+      out.stalled_at = watch.stalled_at(at);
+      log_("the run is hung: {}; ending it", *why);
+      end_run(child);
+      killed = true;
+      continue;
+    }
+    if (o_.probe_interval > 0 && !probing.valid() && now() >= next_probe) {
+      probing = std::async(std::launch::async,
+                           [probe = plan_.probe.get(), nodes = nodes_of(plan_.ranklist)] {
+                             return probe->dead(nodes);
+                           });
+    }
+    if (reserving.valid() &&
+        reserving.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      if (const std::string said = reserving.get(); !said.empty()) log_("{}", said);
+    }
+    if (probing.valid() && probing.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      next_probe = now() + o_.probe_interval;
+      try {
+        const Probed probed = probing.get();
+        if (!probed.dead.empty()) {
+          out.dead_node = probed.describe();
+          log_("probe: node {} dead while the run is up; ending it", *out.dead_node);
+          end_run(child);
+          killed = true;
+        }
+      } catch (const std::exception& e) {
+        log_("probe failed: {}", e.what());
+      }
+    }
+  }
+  hear_ranks();  // what came with the launcher's end
+  if (reserving.valid()) {
+    if (const std::string said = reserving.get(); !said.empty()) log_("{}", said);
+  }
+  // skt-run ended it (a hang, a dead node, an overdue launcher, which set ranks_code) or passed
+  // the operator's signal on.
+  const bool ended_by_us = killed || g_signal != 0;
+  if (!ended_by_us && ended->code != 0) {
+    // A launcher that failed after its ranks' work ended (killed, or interrupted: Open MPI's
+    // mpirun then exits 1, ending ranks still in MPI_Finalize) did not fail the program, and a
+    // relaunch would do the work again. If every rank reported its exit, their codes are the
+    // run's; if some were ended in MPI_Finalize, the run's exit is unknown.
+    ranks_code = watch.exit_code();
+    if (ranks_code) {
+      if (*ranks_code != ended->code) {
+        log_(
+            "the launcher ended with exit {}, after every rank reported its exit: the run's exit "
+            "is the ranks', {}",
+            ended->code, *ranks_code);
+      }
+    } else if (watch.work_ended() && watch.failed_exit() == ended->code) {
+      // A rank's own verdict (2, 3, 4), which the launcher passed on after ending the ranks
+      // still in MPI_Finalize: the run's exit is known. It used to be taken as unknown (exit 8).
+      ranks_code = ended->code;
+      log_(
+          "a rank exited with {} after its work, and the launcher ended the ranks still in "
+          "MPI_Finalize with that code: the run's exit is {}",
+          ended->code, ended->code);
+    } else if (watch.work_ended()) {
+      out.stuck_after_work = fmt::format(
+          "the launcher ended with exit {} once every rank had entered MPI_Finalize, every "
+          "selfckpt context closed: ranks were ended there, their exit codes unknown",
+          ended->code);
+      log_("{}", *out.stuck_after_work);
+    }
+  }
+  out.restored = watch.restored();
+  out.restored_at = watch.restored_at();
+  out.restored_from_storage = watch.restored_from_storage();
+  out.code = ranks_code.value_or(ended->code);
+  if (!ended_by_us) out.launcher_signal = ended->signal;
+  out.started = watch.anyone_started();
+  out.cadence = watch.cadence();
+  return out;
+}
+
+int Supervisor::run() {
+  bool fresh = false;
+  if (const auto refused = take_up(fresh)) return *refused;
+  announce();
+  return launch_until_done(fresh);
+}
+
+std::optional<int> Supervisor::take_up(bool& fresh) {
+  const auto loaded = dir_.load();
+  state_ = loaded.value_or(JobState{});
+  state_.job = o_.job;
+  const bool resuming = resumes(loaded);
+  if (loaded && loaded->status == "unrecoverable" && !o_.fresh_if_unrecoverable) {
+    log_(
+        "the last run of job {} found its checkpoint unrecoverable ({}); start it afresh: the "
+        "same command with --fresh-if-unrecoverable, or skt-shm clean --job {} first",
+        o_.job, loaded->note, o_.job);
+    return 3;
+  }
+  if (resuming) {
+    if (loaded->ranklist.size() != plan_.ranklist.size()) {
+      log_(
+          "job {} ran {} ranks ({}), this command gives {}: resume it with as many ranks, or "
+          "remove its checkpoints (skt-shm clean --job {}) and its state ({})",
+          o_.job, loaded->ranklist.size(), dir_.file("state"), plan_.ranklist.size(), o_.job,
+          dir_.path());
+      return kExitUsage;
+    }
+    if (command_changed(*loaded, o_.directory, o_.command)) {
+      if (!o_.new_command) {
+        log_(
+            "{}: its checkpoint is of the computation that command made, and restored into "
+            "another one it gives a wrong result. Resume it with that command; or start this one "
+            "as another job (another --job; or remove this one: skt-shm clean --job {}, then its "
+            "state: rm -r {}); or, where the change leaves the computation as it was (an output "
+            "file, a progress option), resume it with --new-command",
+            command_change(*loaded, o_), o_.job, dir_.path());
+        return kExitUsage;
+      }
+      log_("{}: resuming its checkpoint with this command (--new-command)",
+           command_change(*loaded, o_));
+    }
+    // "running" with the lock free: the skt-run that wrote it died (its run died with it).
+    log_(
+        "resuming job {} after {} launch{} ({}): ranks on {}, spares: {}; resuming its checkpoint "
+        "{}",
+        o_.job, loaded->launches, loaded->launches == 1 ? "" : "es",
+        loaded->status == "running" ? "the skt-run of the last one died: " + loaded->note
+                                    : loaded->note,
+        fmt::join(nodes_of(loaded->ranklist), ","),
+        loaded->spares.empty() ? "none" : fmt::format("{}", fmt::join(loaded->spares, ",")),
+        inherited_terms());
+    // What happened to the job's segments since the state was written, no skt-run saw: a commit
+    // whose report never arrived (skt-run killed first, a datagram lost), or a run of another
+    // computation under mpirun by hand after they were removed. SKT_RESTART=1 would have the
+    // program take them whatever command wrote them (a wrong result with exit 0); the program
+    // judges instead, until a launch restores them or starts afresh.
+    state_.inherited = true;
+    try {
+      resume_plan(loaded->ranklist, o_, plan_, log_);
+    } catch (const OutOfSpares& e) {
+      log_("{}; give as many nodes as it ran on", e.what());
+      return kExitOutOfSpares;
+    }
+  } else {
+    if (loaded && loaded->status == "unrecoverable") {
+      log_(
+          "the last run found its checkpoint unrecoverable: removing the job's segments and "
+          "starting afresh (--fresh-if-unrecoverable)");
+      clean_segments(o_, plan_, state_.sub_jobs, log_);
+      clean_drains(o_, plan_, state_.sub_jobs, log_);
+    }
+    state_ = JobState{};
+    state_.job = o_.job;
+  }
+  state_.directory = o_.directory;
+  state_.command = o_.command;
+  fresh = !resuming;
+  if (fresh) {
+    // Segments without skt-run's state: the job ran without it (mpirun by hand), or its state
+    // directory is lost. The program decides whether they are a checkpoint it can resume; told
+    // SKT_RESTART=0 it refused them, and on other hosts, where skt-run did not count them, the way
+    // out it named (skt-shm clean) destroyed a checkpoint the same command could resume.
+    const auto found = find_segments(o_, plan_);
+    const std::string where = plan_.local ? "" : " on each node";
+    if (found && found->count > 0) {
+      log_(
+          "{} segment{} of job {} exist from an earlier run that skt-run has no state of: resuming "
+          "from them {} (skt-shm clean --job {}{} first to start afresh)",
+          found->count, found->count == 1 ? "" : "s", o_.job, inherited_terms(), o_.job, where);
+      if (!place_by_segments(*found)) return kExitOutOfSpares;
+    } else if (!found) {
+      log_(
+          "skt-run has no state of job {} and could not count its segments (skt-shm list{} "
+          "failed): resuming from those an earlier run may have left, {}, and else starting "
+          "afresh (skt-shm clean --job {}{} first to start afresh regardless)",
+          o_.job, where, inherited_terms(), o_.job, where);
+    }
+    if (!found || found->count > 0) {
+      fresh = false;
+      state_.inherited = true;
+    }
+  }
+  if (fresh && !(loaded && loaded->status == "unrecoverable")) {
+    // The same for drained epochs, which outlive the nodes (a new allocation, other nodes).
+    if (const auto found = drained_epoch_count(o_, plan_, log_); found && *found > 0) {
+      log_(
+          "{} drained epoch{} of job {} exist{} from an earlier run that skt-run has no state of: "
+          "resuming from {} {} (skt-drain remove --job {} first to start afresh)",
+          *found, *found == 1 ? "" : "s", o_.job, *found == 1 ? "s" : "",
+          *found == 1 ? "it" : "them", inherited_terms(), o_.job);
+      fresh = false;
+      state_.inherited = true;
+    }
+  }
+  return std::nullopt;
+}
+
+void Supervisor::announce() {
+  log_("job {}: {} ranks on {} ({} per node), spares: {}; probe {}; launch {}; state in {}", o_.job,
+       plan_.ranklist.size(), fmt::join(nodes_of(plan_.ranklist), ","), o_.ranks_per_node,
+       plan_.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan_.spares, ",")),
+       plan_.probe->name(), plan_.local ? "local (virtual nodes)" : "hosts", dir_.path());
+
+  if (plan_.local) {
+    TransportDir::remove_orphans();
+    if (const auto off = shared_memory_huge_pages_off()) {
+      log_(
+          "note: transparent huge pages for shared memory are off on this host ({}): a rank "
+          "rebuilt after a failure maps every 4 KiB page of its segments anew, which a virtual "
+          "machine may charge microseconds each; with 'advise' (echo advise > {}, as root) the "
+          "library's segments get huge pages (see docs/operations.md)",
+          *off, kShmemHugePages);
+    }
+  }
+}
+
+int Supervisor::launch_until_done(bool fresh) {
+  std::optional<Clock::time_point> failed_at;
+  for (int attempt = 0;; ++attempt) {
+    record([&] { write_ranklist(dir_.file("ranklist"), plan_.ranklist); });
+    if (!o_.ranklist_out.empty()) record([&] { write_ranklist(o_.ranklist_out, plan_.ranklist); });
+    const auto argv_run = launch_command(o_, plan_);
+    // A first launch is one with nothing behind it: the library then refuses old segments.
+    const int restart = fresh ? 0 : std::max(state_.launches, 1);
+    // SKT_RESTART=1 would tell the program to take a checkpoint of unknown origin as its own,
+    // whatever command wrote it (skt-run without its state used to: another computation under the
+    // job's tag restored it and gave a wrong result with exit 0).
+    const bool judged = state_.inherited && !o_.new_command;
+    const std::string restart_text = judged ? "auto" : std::to_string(restart);
+    fresh = false;
+    // A socket of its own for each launch: what the ranks of an earlier one still send (orphans,
+    // or datagrams late in a buffer) cannot reach this launch's watchdog, even when both carry the
+    // same launch number (0 under auto, as SKT_RESTART unset says).
+    listener_ = Listener(plan_.local && o_.monitor_host.empty());
+    // And a key of its own: a datagram it does not sign is not from this launch's ranks.
+    monitor_key_ = new_monitor_key();
+    ++state_.launches;
+    save("running", fmt::format("launch {} under skt-run pid {}", state_.launches, ::getpid()));
+    launching_ = true;
+    const auto launched = Clock::now();
+    const TransportDir transport = plan_.local ? TransportDir(state_.launches) : TransportDir();
+    EnvChanges environment{
+        {"SKT_JOB", o_.job},
+        {"SKT_RESTART", restart_text},
+        {"SKT_MONITOR", monitor_address()},
+        {"SKT_MONITOR_KEY",
+         skt::wire::to_hex(reinterpret_cast<const std::uint8_t*>(monitor_key_.data()),
+                           monitor_key_.size())}};
+    for (const auto& variable : transport.environment())
+      environment.push_back(variable);
+    Supervised child;
+    try {
+      child = launch_supervised(argv_run, environment);
+    } catch (const std::exception& e) {
+      log_("cannot launch: {}", e.what());
+      --state_.launches;
+      save("failed", "the launcher could not start");
+      return kExitLaunchFailed;
+    }
+    if (failed_at) {
+      log_("relaunched (run {}, SKT_RESTART={}) {:.3f} s after the failure was seen",
+           state_.launches, restart_text, seconds_since(*failed_at));
+    } else {
+      log_("launched (SKT_RESTART={}): {}", restart_text, shell_quoted(argv_run));
+    }
+    Outcome out = supervise(child, judged ? 0 : restart, state_.cadence);
+    // The program took the checkpoint as its own (restored), or found none: this job's from now.
+    if (out.restored) state_.inherited = false;
+    state_.cadence = std::max(state_.cadence, out.cadence);
+    const auto stalled_before = std::exchange(state_.stalled_at, out.stalled_at);
+    if (out.restored && *out.restored == 0 && restart != 0) {
+      // Epochs count from 1: the relaunch found no checkpoint (the run before died before its
+      // first one) and started afresh.
+      log_("the program found no checkpoint and started afresh");
+    } else if (out.restored && restart != 0) {
+      log_("the program reports restored epoch {}{}{}", *out.restored,
+           out.restored_from_storage ? " from storage (SKT_DRAIN_DIR)" : "",
+           failed_at && out.restored_at
+               ? fmt::format(", {:.3f} s after the failure was seen",
+                             std::chrono::duration<double>(launched - *failed_at).count() +
+                                 *out.restored_at)
+               : std::string());
+    }
+    JobFacts facts{attempt,        o_.max_restarts, o_.fresh_if_unrecoverable,
+                   o_.backoff,     g_signal.load(), stalled_before,
+                   plan_.ranklist, plan_.spares};
+    Action action = next_action(facts, out);
+    if (action.step == Step::probe) {
+      failed_at = Clock::now();
+      out.dead = probe_after_failure(out, *failed_at);
+      action = next_action(facts, out);
+    }
+    if (action.step == Step::start_afresh) failed_at = Clock::now();
+    if (const auto code = carry_out(action, out)) return *code;
+    if (action.step == Step::start_afresh) fresh = true;
+  }
+}
+
+std::set<std::string> Supervisor::probe_after_failure(const Outcome& out,
+                                                      Clock::time_point failed_at) {
+  const bool refused = launcher_refused(out);
+  const auto how = [&]() -> std::string {
+    if (out.hung) return "was ended as hung";
+    if (out.dead_node) return "was ended: a node died";
+    if (refused) return "failed to launch";
+    const bool silent = never_ran(out);
+    const std::string before = silent ? " before any rank started" : "";
+    if (out.launcher_signal != 0) {
+      return fmt::format("failed{}: its launcher was killed by signal {} ({}), not by skt-run",
+                         before, out.launcher_signal, ::strsignal(out.launcher_signal));
+    }
+    if (silent) return "failed before any rank started, the launcher silent (interrupted?)";
+    return "failed";
+  };
+  log_("run {} {} (exit {}); probing {} node(s) and {} spare(s) with {}", state_.launches, how(),
+       out.code, nodes_of(plan_.ranklist).size(), plan_.spares.size(), plan_.probe->name());
+  auto probed = nodes_of(plan_.ranklist);
+  probed.insert(probed.end(), plan_.spares.begin(), plan_.spares.end());
+  try {
+    const Probed found = plan_.probe->dead(probed);
+    log_("probed in {:.3f} s: {}", seconds_since(failed_at),
+         found.dead.empty() ? std::string("every node is alive (a process crash or a hang)")
+                            : "dead: " + found.describe());
+    return found.dead;
+  } catch (const std::exception& e) {
+    log_("probe failed: {}; relaunching on the same nodes", e.what());
+    return {};
+  }
+}
+
+std::optional<int> Supervisor::carry_out(const Action& action, const Outcome& out) {
+  const int code = out.code;
+  switch (action.step) {
+    case Step::stop:
+      log_("stopped by signal {} (run exit {}); {}", g_signal.load(), code, kept_hint());
+      save("stopped", fmt::format("stopped by signal {}", g_signal.load()));
+      return action.exit_code;
+    case Step::succeed:
+      log_("run {} succeeded", state_.launches);
+      clean_segments(o_, plan_, state_.sub_jobs, log_);
+      clean_drains(o_, plan_, state_.sub_jobs, log_);
+      save("done", fmt::format("succeeded after {} launch(es)", state_.launches));
+      log_("final ranklist in {}", dir_.file("ranklist"));
+      return action.exit_code;
+    case Step::stuck_after_work:
+      log_(
+          "run {}: the program's work ended (every context closed), but its ranks did not leave "
+          "the program by themselves, so its exit code is unknown: see its output; not "
+          "relaunching (the work would be done again from the start); {}",
+          state_.launches, kept_hint(false));
+      save("failed", "stuck after its work: " + *out.stuck_after_work);
+      return action.exit_code;
+    case Step::start_afresh:
+      log_(
+          "run {} found its checkpoint unrecoverable (exit 3): removing the job's segments and "
+          "starting afresh (--fresh-if-unrecoverable)",
+          state_.launches);
+      clean_segments(o_, plan_, state_.sub_jobs, log_);
+      clean_drains(o_, plan_, state_.sub_jobs, log_);
+      state_.checkpointed = false;
+      return std::nullopt;
+    case Step::program_refused: {
+      const char* why = code == 2
+                            ? "bad usage or configuration, a relaunch that does not match its "
+                              "checkpoint, or a resource it lacks (see its message)"
+                        : code == 3 ? "unrecoverable (a group lost more than it tolerates)"
+                                    : "the result failed verification";
+      // A checkpoint found without state and refused as another command's: the same command
+      // would be refused again.
+      const bool refused_inherited = code == 2 && state_.inherited;
+      log_("run {} ended with exit {}: {}; not relaunching; {}{}", state_.launches, code, why,
+           kept_hint(code == 2 && !refused_inherited),
+           refused_inherited
+               ? "; if the program refused the checkpoint as another command's, resume it with "
+                 "the command that wrote it, or, where this one leaves the computation as it was "
+                 "(an output file, a progress option), with --new-command"
+               : "");
+      save(code == 3 ? "unrecoverable" : "failed", fmt::format("exit {}: {}", code, why));
+      return action.exit_code;
+    }
+    case Step::stalled_again:
+      log_(
+          "run {} stalled at epoch {} as the run before it did: it does not get past that point, "
+          "and a relaunch would restore the same checkpoint and stall the same way; not "
+          "relaunching. A deadlock of the program (see which calls the ranks waited in, above) "
+          "is fixed in the program, which then resumes with --new-command; work that takes "
+          "longer than the bound without a checkpoint resumes with the same command and a "
+          "larger --hang-timeout or --progress-floor; {}",
+          state_.launches, *out.stalled_at, kept_hint());
+      save("failed", fmt::format("stalled twice at epoch {}: {}", *out.stalled_at, *out.hung));
+      return action.exit_code;
+    case Step::launch_failed:
+      log_(
+          "the launcher failed before the program started, and every node is alive; not "
+          "relaunching (a launch failure is not a crash); it said:{}",
+          launcher_reason(out.last_errors));
+      --state_.launches;
+      save(state_.launches > 0 ? "failed" : "new",
+           "the launcher failed before the program started");
+      return action.exit_code;
+    case Step::restart_budget:
+      log_("--max-restarts {} reached; giving up; {}", o_.max_restarts, kept_hint());
+      save("failed", fmt::format("--max-restarts {} reached", o_.max_restarts));
+      return action.exit_code;
+    case Step::out_of_spares:
+      log_("out of spares: {}; giving up; {}", action.why, kept_hint());
+      save("failed", fmt::format("out of spares: {}", action.why));
+      return action.exit_code;
+    case Step::probe:
+      break;  // next_action asks for the probe only before it has run
+    case Step::relaunch:
+      for (const auto& [from, to] : action.replacement.replaced)
+        log_("replacing node {} by spare {}", from, to);
+      plan_.ranklist = action.replacement.ranklist;
+      plan_.spares = action.replacement.spares_left;
+      save("failed", out.hung ? "ended as hung: " + *out.hung : "the run failed");
+      if (action.wait > 0) {
+        log_("waiting {:.1f} s before relaunching", action.wait);
+        std::this_thread::sleep_for(std::chrono::duration<double>(action.wait));
+      }
+      return std::nullopt;
+  }
+  throw std::logic_error("skt-run: an action without its step");
+}
+
+}  // namespace skt::run

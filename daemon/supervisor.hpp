@@ -1,0 +1,75 @@
+// skt-run's supervisor: launches the job, watches it (its output, the ranks' datagrams, probes of
+// the nodes) until the launch ends, and carries out what the relaunch policy decides.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "daemon/cleanup.hpp"
+#include "daemon/cli.hpp"
+#include "daemon/launch.hpp"
+#include "daemon/log.hpp"
+#include "daemon/policy.hpp"
+#include "daemon/process.hpp"
+#include "daemon/state.hpp"
+#include "daemon/watch.hpp"
+
+namespace skt::run {
+
+// Makes SIGINT, SIGTERM and SIGHUP reach the supervisor's loop (those this process ignores stay
+// ignored: nohup's SIGHUP). Throws std::system_error when it cannot.
+void catch_stop_signals();
+
+class Supervisor {
+ public:
+  Supervisor(Options& o, Plan& plan, StateDir& dir, Log& log)
+      : o_(o), plan_(plan), dir_(dir), log_(log) {}
+
+  int run();
+
+ private:
+  // What the job's state and nodes say before its first launch here: whether it starts afresh
+  // (`fresh`) or resumes; the exit code when it can do neither.
+  std::optional<int> take_up(bool& fresh);
+  // The job's layout, said once before its first launch, and what this host lacks for it.
+  void announce();
+  // Launches until the job ends, one way or another: its exit code.
+  int launch_until_done(bool fresh);
+  Outcome supervise(Supervised& child, int launch, double cadence);
+  // Probes the job's nodes and spares after a failed launch, saying how it failed: the dead ones
+  // (none when the probe itself failed, and the job relaunches where it was).
+  std::set<std::string> probe_after_failure(const Outcome& out, Clock::time_point failed_at);
+  // Does what the policy decided, and says so: the exit code when skt-run ends there.
+  std::optional<int> carry_out(const Action& action, const Outcome& out);
+  void end_run(Supervised& child) const;
+  std::string monitor_address() const;
+  void save(const std::string& status, const std::string& note);
+  // Records, once, that the job has a checkpoint: at once, since skt-run may die before the run
+  // ends, and then the next one must still know that another command would restore it.
+  void note_checkpointed(const Watchdog& watch);
+  // Records a sub-job (TAG+NAME) the job's ranks reported, which cleaning up the job removes.
+  void note_sub_job(const std::string& tag);
+  void record(const std::function<void()>& write);
+  // The words every exit ends with: what is left of the job, and how to resume it (if the same
+  // command can) or remove it.
+  std::string kept_hint(bool resumable = true) const;
+  // How a checkpoint found without state is resumed: the program judges its command, unless
+  // --new-command says it is this one's.
+  std::string inherited_terms() const;
+  // Without skt-run's state, the launch places each rank on the node that holds its segments, as a
+  // resume from the state does; false (said) when too few nodes are given for that.
+  bool place_by_segments(const SegmentsFound& found);
+
+  Options& o_;
+  Plan& plan_;
+  StateDir& dir_;
+  Log& log_;
+  JobState state_;
+  Listener listener_;
+  std::string monitor_key_;  // signs the ranks' datagrams of the launch (monitor_wire.hpp)
+  bool launching_ = false;   // from the first launch on
+};
+
+}  // namespace skt::run
