@@ -25,6 +25,18 @@ Comm& Comm::operator=(Comm&& other) noexcept {
   return *this;
 }
 
+bool mpi_initialized() {
+  int initialized = 0;
+  SKT_MPI(MPI_Initialized(&initialized));
+  return initialized != 0;
+}
+
+int world_rank() {
+  int rank = 0;
+  SKT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  return rank;
+}
+
 std::string broadcast_string(MPI_Comm comm, std::string text, int root) {
   int length = static_cast<int>(text.size());
   SKT_MPI(MPI_Bcast(&length, 1, MPI_INT, root, comm));

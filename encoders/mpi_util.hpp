@@ -57,6 +57,11 @@ class Comm {
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
+// Whether MPI has been initialised (MPI_Initialized: finalised since counts too).
+bool mpi_initialized();
+// This process's rank in MPI_COMM_WORLD.
+int world_rank();
+
 // Collective: `root`'s text, on every rank of `comm` (its length first, then its bytes).
 std::string broadcast_string(MPI_Comm comm, std::string text, int root = 0);
 

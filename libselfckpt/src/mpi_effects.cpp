@@ -59,7 +59,7 @@ void MpiEffects::agree(const std::function<void()>& step) {
   if (first == 2 * nranks_) return;
   const int root = first % nranks_;
   SKT_MPI(MPI_Bcast(&code, 1, MPI_INT, root, job_));
-  message = broadcast_string(job_, std::move(message), root);
+  message = skt::broadcast_string(job_, std::move(message), root);
   if (joined_) {
     // An operation may have been abandoned half way, leaving messages nobody will receive on the
     // group's communicator: every rank takes a fresh one.
@@ -99,6 +99,65 @@ std::vector<std::vector<std::byte>> MpiEffects::gather(std::span<const std::byte
     out.emplace_back(from, from + counts[static_cast<std::size_t>(r)]);
   }
   return out;
+}
+
+namespace {
+
+// Gathered bytes, `each` of them per rank in rank order, one vector per rank.
+std::vector<std::vector<std::byte>> split_gathered(const std::vector<std::byte>& all,
+                                                   std::size_t each) {
+  std::vector<std::vector<std::byte>> out;
+  for (std::size_t at = 0; at < all.size(); at += each)
+    out.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(at),
+                     all.begin() + static_cast<std::ptrdiff_t>(at + each));
+  return out;
+}
+
+MPI_Op mpi_op(Combine how) {
+  switch (how) {
+    case Combine::min:
+      return MPI_MIN;
+    case Combine::max:
+      return MPI_MAX;
+    case Combine::sum:
+      return MPI_SUM;
+  }
+  return MPI_OP_NULL;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::byte>> MpiEffects::gather_reporting(
+    std::span<const std::byte> mine, double first_report,
+    const std::function<void(double waited)>& report) {
+  std::vector<std::byte> all(mine.size() * static_cast<std::size_t>(nranks_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  SKT_MPI(MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
+                         static_cast<int>(mine.size()), MPI_BYTE, job_, &request));
+  wait_reporting_delays(request, first_report, report);
+  return split_gathered(all, mine.size());
+}
+
+std::vector<std::vector<std::byte>> MpiEffects::gather_on_machine(std::span<const std::byte> mine) {
+  if (!machine_) machine_ = Comm::split_shared(job_);
+  std::vector<std::byte> all(mine.size() * static_cast<std::size_t>(machine_.size()));
+  SKT_MPI(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
+                        static_cast<int>(mine.size()), MPI_BYTE, machine_.get()));
+  return split_gathered(all, mine.size());
+}
+
+void MpiEffects::combine(std::span<std::int64_t> values, Combine how) {
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_INT64_T,
+                        mpi_op(how), job_));
+}
+
+void MpiEffects::combine(std::span<double> values, Combine how) {
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
+                        mpi_op(how), job_));
+}
+
+void MpiEffects::broadcast(std::span<std::byte> bytes, int root) {
+  SKT_MPI(MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, root, job_));
 }
 
 enc::RowMasks MpiEffects::row_masks(const enc::ChunkList& mine,

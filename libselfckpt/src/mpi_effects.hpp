@@ -28,10 +28,19 @@ class MpiEffects : public Effects {
             std::vector<std::uint64_t> member_chunks, int pipeline_depth);
   // Where the control block is written.
   void set_control_page(std::byte* page) noexcept { control_page_ = page; }
+  // Where SKT_FAULT's points are, once the configuration is read (none before).
+  void set_fault(const FaultInjector* fault) noexcept { fault_ = fault; }
 
   void agree(const std::function<void()>& step) override;
   void barrier() override;
   std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine) override;
+  std::vector<std::vector<std::byte>> gather_reporting(
+      std::span<const std::byte> mine, double first_report,
+      const std::function<void(double waited)>& report) override;
+  std::vector<std::vector<std::byte>> gather_on_machine(std::span<const std::byte> mine) override;
+  void combine(std::span<std::int64_t> values, Combine how) override;
+  void combine(std::span<double> values, Combine how) override;
+  void broadcast(std::span<std::byte> bytes, int root) override;
   enc::RowMasks row_masks(const enc::ChunkList& mine,
                           const std::vector<std::uint64_t>& changed) override;
   std::uint64_t encode(const enc::ChunkList& source, std::byte* parity,
@@ -53,6 +62,7 @@ class MpiEffects : public Effects {
   const std::string& own_node_;
   const FaultInjector* fault_;
   std::byte* control_page_ = nullptr;
+  Comm machine_;  // the job's ranks on this machine, made when first needed
 
   bool joined_ = false;
   int group_ = 0;

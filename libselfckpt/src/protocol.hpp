@@ -23,9 +23,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "encoders/codec.hpp"
@@ -53,6 +55,9 @@ struct GroupWork {
   double transfer_seconds = 0;  // of it, waiting for transfers to arrive or leave
 };
 
+// How a job-wide combination reduces the ranks' values (Effects::combine).
+enum class Combine { min, max, sum };
+
 class Effects {
  public:
   virtual ~Effects() = default;
@@ -62,7 +67,58 @@ class Effects {
   virtual void agree(const std::function<void()>& step) = 0;
   // Job-wide and infallible: only where every rank is sure to call it too.
   virtual void barrier() = 0;
+  // Job-wide and infallible too: every rank's bytes, in rank order.
   virtual std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine) = 0;
+  // The same, every rank's bytes of one size, for a collective some rank may be slow to join (a
+  // program that calls it on some ranks only): once it has waited `first_report` seconds, and at
+  // each doubling of that, `report` hears how long (0 or less: it just waits).
+  virtual std::vector<std::vector<std::byte>> gather_reporting(
+      std::span<const std::byte> mine, double first_report,
+      const std::function<void(double waited)>& report) = 0;
+  // Among the ranks of the job on this rank's machine (sharing its memory): their bytes, of one
+  // size, in their order.
+  virtual std::vector<std::vector<std::byte>> gather_on_machine(
+      std::span<const std::byte> mine) = 0;
+  // Job-wide and infallible: every rank's values combined element by element, on every rank.
+  virtual void combine(std::span<std::int64_t> values, Combine how) = 0;
+  virtual void combine(std::span<double> values, Combine how) = 0;
+  // Job-wide and infallible: rank `root`'s bytes on every rank (`bytes` of one size everywhere).
+  virtual void broadcast(std::span<std::byte> bytes, int root) = 0;
+
+  // Typed forms of the above, for one value (integers within the range of std::int64_t).
+  template <class T>
+  T all_min(T value) {
+    return combined(value, Combine::min);
+  }
+  template <class T>
+  T all_max(T value) {
+    return combined(value, Combine::max);
+  }
+  template <class T>
+  T all_sum(T value) {
+    return combined(value, Combine::sum);
+  }
+  template <class T>
+  requires std::is_trivially_copyable_v<T> T broadcast_value(T value, int root = 0) {
+    broadcast(std::as_writable_bytes(std::span(&value, 1)), root);
+    return value;
+  }
+  // `root`'s text, its length first.
+  std::string broadcast_string(std::string text, int root = 0) {
+    text.resize(broadcast_value<std::uint64_t>(text.size(), root));
+    broadcast(std::as_writable_bytes(std::span(text.data(), text.size())), root);
+    return text;
+  }
+  // Every rank's value of one trivially copyable type, in rank order.
+  template <class T>
+  requires std::is_trivially_copyable_v<T> std::vector<T> gather_values(const T& mine) {
+    const auto all = gather(std::as_bytes(std::span(&mine, 1)));
+    std::vector<T> out(all.size());
+    for (std::size_t r = 0; r < all.size(); ++r)
+      std::memcpy(&out[r], all[r].data(), sizeof(T));
+    return out;
+  }
+
   // Group-wide and infallible: the row masks of an incremental encoding.
   virtual enc::RowMasks row_masks(const enc::ChunkList& mine,
                                   const std::vector<std::uint64_t>& changed) = 0;
@@ -83,6 +139,21 @@ class Effects {
   // Fault points (SKT_FAULT, and the simulator's): may end the process here, or throw.
   virtual void fault(FaultStep step, std::uint64_t epoch) = 0;
   virtual Progress midway(FaultStep step, std::uint64_t epoch) = 0;
+
+ private:
+  template <class T>
+  T combined(T value, Combine how) {
+    if constexpr (std::is_floating_point_v<T>) {
+      double v = value;
+      combine(std::span(&v, 1), how);
+      return static_cast<T>(v);
+    } else {
+      static_assert(std::is_integral_v<T> && sizeof(T) <= sizeof(std::int64_t));
+      auto v = static_cast<std::int64_t>(value);
+      combine(std::span(&v, 1), how);
+      return static_cast<T>(v);
+    }
+  }
 };
 
 // One rank's memory as the protocol sees it, and its group.

@@ -28,6 +28,11 @@ namespace skt {
 
 namespace {
 
+// Seconds on a steady clock, for durations.
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 // Whether this process has not yet said `message`. A program that opens several contexts over the
 // same ranks (skt-hpl: one for its record of the run, one for each test) would otherwise be told
 // the same thing by each.
@@ -129,9 +134,7 @@ std::vector<RegionEntry> Session::entries() const {
 }
 
 Session::Session(MPI_Comm comm, const std::string& config_path) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
+  if (!mpi_initialized()) {
     throw Error(SKT_ERR_STATE, "skt_init: MPI is not initialised; call MPI_Init first");
   }
   die_with_launcher();
@@ -154,15 +157,15 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   std::array<char, kNodeBytes> tag{};
   int leader = 0;  // rank 0's rank in MPI_COMM_WORLD
   if (rank_ == 0) {
-    SKT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &leader));
+    leader = world_rank();
     // Random, not the time: MPI_Wtime counts from MPI_Init here (the tag read tmp-<pid>-0), and
     // rank 0 of two jobs on other nodes, or in containers, may share a pid.
     std::random_device entropy;
     const auto text = fmt::format("tmp-{:x}-{:08x}{:08x}", getpid(), entropy(), entropy());
     std::memcpy(tag.data(), text.data(), std::min(text.size(), tag.size() - 1));
   }
-  SKT_MPI(MPI_Bcast(tag.data(), static_cast<int>(tag.size()), MPI_CHAR, 0, comm_.get()));
-  SKT_MPI(MPI_Bcast(&leader, 1, MPI_INT, 0, comm_.get()));
+  tag = effects_->broadcast_value(tag);
+  leader = effects_->broadcast_value(leader);
   if (config_.job.empty()) {
     config_.job = tag.data();
     ephemeral_job_ = true;
@@ -191,16 +194,14 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
   }
   effects_->agree([&] {
     if (!config_.monitor.empty()) {
-      int world_rank = 0;
-      SKT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
       monitor_ =
           std::make_unique<Monitor>(*parse_monitor_address(config_.monitor), config_.monitor_key,
-                                    config_.job, rank_, config_.restart.value_or(0), world_rank);
+                                    config_.job, rank_, config_.restart.value_or(0), world_rank());
     }
   });
   fault_ = std::make_unique<FaultInjector>(config_.fault, rank_, config_.restart.value_or(0),
                                            log_.get());
-  effects_ = std::make_unique<MpiEffects>(comm_.get(), nodes_, config_.node, fault_.get());
+  effects_->set_fault(fault_.get());
   if (rank_ == 0) {
     // Later runs draw larger ids: the clock in the high bits, chance in the low ones. A run that
     // starts the job afresh makes its id the job's lineage, newer than that of any earlier start.
@@ -210,11 +211,11 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
     run_id_ =
         (static_cast<std::uint64_t>(now.count()) & ~std::uint64_t{0xffff}) | (entropy() & 0xffffu);
   }
-  SKT_MPI(MPI_Bcast(&run_id_, 1, MPI_UINT64_T, 0, comm_.get()));
+  run_id_ = effects_->broadcast_value(run_id_);
 
   // Settings every rank must share, compared with rank 0's.
   const std::string shared = config_.shared_settings();
-  const std::string reference = broadcast_string(comm_.get(), shared);
+  const std::string reference = effects_->broadcast_string(shared);
   effects_->agree([&] {
     if (shared != reference) {
       throw Error(SKT_ERR_CONFIG,
@@ -240,11 +241,8 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
 
   std::array<char, kNodeBytes> mine{};
   std::memcpy(mine.data(), config_.node.data(), std::min(config_.node.size(), kNodeBytes - 1));
-  std::vector<char> all(kNodeBytes * static_cast<std::size_t>(nranks_));
-  SKT_MPI(MPI_Allgather(mine.data(), kNodeBytes, MPI_CHAR, all.data(), kNodeBytes, MPI_CHAR,
-                        comm_.get()));
-  for (int r = 0; r < nranks_; ++r)
-    nodes_.emplace_back(&all[kNodeBytes * static_cast<std::size_t>(r)]);
+  for (const auto& node : effects_->gather_values(mine))
+    nodes_.emplace_back(node.data());
 
   if (ephemeral_job_) {
     log_->job(
@@ -258,8 +256,7 @@ Session::Session(MPI_Comm comm, const std::string& config_path) {
 }
 
 void Session::warn_of_logind_removal() const {
-  int exposed = session_removing_ipc(read_login_facts()) ? 1 : 0;
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &exposed, 1, MPI_INT, MPI_SUM, comm_.get()));
+  const int exposed = effects_->all_sum(session_removing_ipc(read_login_facts()) ? 1 : 0);
   if (exposed == 0 || rank_ != 0) return;
   log_->warn(
       "{} of the job's {} ranks run in a login session (a launch over ssh), and systemd-logind "
@@ -275,21 +272,24 @@ Session::~Session() = default;
 
 void Session::enter(CollectiveCall call) {
   const auto mine = static_cast<std::int32_t>(call);
-  std::vector<std::int32_t> calls(static_cast<std::size_t>(nranks_));
-  MPI_Request request = MPI_REQUEST_NULL;
-  SKT_MPI(
-      MPI_Iallgather(&mine, 1, MPI_INT32_T, calls.data(), 1, MPI_INT32_T, comm_.get(), &request));
+  std::vector<std::int32_t> calls;
   // The supervisor learns from the beats which call this rank waits in, should the run stop
   // getting on: the one thing that tells a deadlock of the program from a slow rank.
   if (monitor_) monitor_->waiting_in(call_name(call));
   try {
-    wait_reporting_delays(request, config_.wait_warning_seconds, [&](double waited) {
-      log_->warn(
-          "this rank has waited {:.1f} s in {} for the other ranks of the context to call it "
-          "too: one may still be computing, or be stopped or stuck; or the program calls it "
-          "on some ranks only: {}",
-          waited, call_name(call), kDecisionsOfTheirOwn);
-    });
+    const auto gathered = effects_->gather_reporting(
+        std::as_bytes(std::span(&mine, 1)), config_.wait_warning_seconds, [&](double waited) {
+          log_->warn(
+              "this rank has waited {:.1f} s in {} for the other ranks of the context to call it "
+              "too: one may still be computing, or be stopped or stuck; or the program calls it "
+              "on some ranks only: {}",
+              waited, call_name(call), kDecisionsOfTheirOwn);
+        });
+    for (const auto& theirs : gathered) {
+      std::int32_t called = 0;
+      std::memcpy(&called, theirs.data(), sizeof called);
+      calls.push_back(called);
+    }
   } catch (...) {
     if (monitor_) monitor_->waiting_in(nullptr);
     throw;
@@ -670,7 +670,6 @@ std::pair<StreamLayout, CheckpointAreas> Session::plan_store(const GroupShape& s
 
 Session::MemoryDemand Session::memory_demand(std::uint64_t mine) {
   MemoryDemand demand;
-  const Comm machine = Comm::split_shared(comm_.get());
   // Each rank's need and the cgroups holding it: the ranks sharing a cgroup share its limit.
   constexpr std::size_t kMostLimits = 8;
   std::vector<MemoryLimit> limits = own_memory_limits();
@@ -684,10 +683,11 @@ Session::MemoryDemand Session::memory_demand(std::uint64_t mine) {
     own[i + 2] = limits[i].id;
   own[kSegments] = static_cast<std::uint64_t>(arena_->segment_id());
   own[kSegments + 1] = static_cast<std::uint64_t>(checkpoint_.id());
-  const int ranks = machine.size();
-  std::vector<std::uint64_t> all(own.size() * static_cast<std::size_t>(ranks));
-  SKT_MPI(MPI_Allgather(own.data(), static_cast<int>(own.size()), MPI_UINT64_T, all.data(),
-                        static_cast<int>(own.size()), MPI_UINT64_T, machine.get()));
+  const auto gathered = effects_->gather_on_machine(std::as_bytes(std::span(own)));
+  const auto ranks = static_cast<int>(gathered.size());
+  std::vector<std::uint64_t> all(own.size() * gathered.size());
+  for (std::size_t r = 0; r < gathered.size(); ++r)
+    std::memcpy(all.data() + r * own.size(), gathered[r].data(), sizeof own);
   std::vector<int> ours;
   for (int r = 0; r < ranks; ++r) {
     const std::uint64_t* other = all.data() + static_cast<std::size_t>(r) * own.size();
@@ -815,10 +815,10 @@ void Session::create_checkpoint(const GroupShape& shape, int group, int member, 
   header.identity = identity(SegmentKind::checkpoint);
   header.nranks = nranks_;
   header.data_bytes = store_.areas.data_bytes(info_.table_bytes);
-  const double creating = MPI_Wtime();
+  const double creating = now_seconds();
   checkpoint_ =
       Segment::create(header, config_.huge_pages, population, fault_->midway(FaultStep::create, 0));
-  segment_seconds_ += MPI_Wtime() - creating;
+  segment_seconds_ += now_seconds() - creating;
   checkpoint_created_ = true;
   if (ephemeral_job_) checkpoint_.remove();  // it goes with this process (see Arena::seal)
   encode_checkpoint_info(checkpoint_.base(), info_);
@@ -846,7 +846,11 @@ std::uint64_t Session::recover() {
     // the others as soon as one exits, and a rank killed before its clean-up would leave segments
     // that make the corrected first launch of the job refuse to start.
     remove_created_segments();
-    MPI_Barrier(comm_.get());
+    try {
+      effects_->barrier();
+    } catch (const MpiError&) {
+      // A communicator failing here must not hide the refusal every rank agreed on.
+    }
     throw;
   }
 }
@@ -866,7 +870,7 @@ void Session::remove_created_segments() {
 }
 
 std::uint64_t Session::restore() {
-  const double start = MPI_Wtime();
+  const double start = now_seconds();
   segment_seconds_ = 0;
   Finding mine;
   effects_->agree([&] {
@@ -876,7 +880,7 @@ std::uint64_t Session::restore() {
               [](const PrivateObject& a, const PrivateObject& b) { return a.name < b.name; });
     arena_->seal(staged_bytes());
     mine = inspect_checkpoint();
-    segment_seconds_ += MPI_Wtime() - start;
+    segment_seconds_ += now_seconds() - start;
   });
   declared_layout_hash_ = mine.layout_hash;
   const auto gathered =
@@ -998,16 +1002,15 @@ std::uint64_t Session::restore() {
         "into its regions before the relaunch do not point there now");
   }
   recovered_ = true;
-  last_recover_seconds_ = MPI_Wtime() - start;
+  last_recover_seconds_ = now_seconds() - start;
   last_verify_seconds_ = protocol_->stats().verify_seconds;
   account_recovery(mine.valid == 0 && !fresh);
   // What a checkpoint cost before the failure, as the survivors recorded it (the slowest's): the
   // checkpoint interval's cost until this launch has measured its own.
   double recorded = static_cast<double>(protocol_->state().checkpoint_nanoseconds) * 1e-9;
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &recorded, 1, MPI_DOUBLE, MPI_MAX, comm_.get()));
-  recorded_checkpoint_seconds_ = recorded;
+  recorded_checkpoint_seconds_ = effects_->all_max(recorded);
   if (monitor_) monitor_->recovered(epoch_, from_storage);
-  last_commit_time_ = MPI_Wtime();
+  last_commit_time_ = now_seconds();
   if (from_storage) {
     log_->job("recovered epoch {} from storage ({}) in {:.3f} s; the memory level is rebuilt",
               epoch_, config_.drain_dir, last_recover_seconds_);
@@ -1162,7 +1165,7 @@ int Session::establish(const RestorePlan& setup, std::optional<ControlState> sur
     }
   }
   remove_misplaced(std::exchange(misplaced_, {}));
-  const double decided = MPI_Wtime();
+  const double decided = now_seconds();
   const double segments_before = segment_seconds_;
   codec_ = shape.geometry.parity > 0
                ? enc::make_codec(config_.scheme, shape.geometry.group_size, shape.geometry.parity)
@@ -1205,7 +1208,7 @@ int Session::establish(const RestorePlan& setup, std::optional<ControlState> sur
       PrivateObjects{[this](std::byte* at, const Progress& p) { stage_private_objects(at, p); },
                      [this](const std::byte* at) { restore_private_objects(at); }},
       survived.value_or(ControlState{}));
-  join_seconds_ = MPI_Wtime() - decided - (segment_seconds_ - segments_before);
+  join_seconds_ = now_seconds() - decided - (segment_seconds_ - segments_before);
   log_->debug("joined group {} as member {} in {:.4f} s", group, member, join_seconds_);
   return group;
 }
@@ -1243,7 +1246,7 @@ bool Session::restore_from_storage(const std::vector<Finding>& findings,
   effects_->agree([&] { complete = complete_epochs(config_.drain_dir, config_.job); });
   if (rank_ == 0 && !complete.empty())
     chosen = static_cast<std::int64_t>(complete.front().manifest.epoch);
-  SKT_MPI(MPI_Bcast(&chosen, 1, MPI_INT64_T, 0, comm_.get()));
+  chosen = effects_->broadcast_value(chosen);
   const std::string where = drain_job_dir(config_.drain_dir, config_.job).string();
   refuse_older_than_misplaced(memory_failure, misplaced_epoch, chosen);
   if (chosen < 0) {
@@ -1483,16 +1486,12 @@ bool Session::restore_from_group_files(const std::vector<Finding>& findings,
         log_->warn("{}: this rank's file of epoch {} counts as lost", e.what(), c.epoch);
       }
     });
-    int all_whole = whole;
-    SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &all_whole, 1, MPI_INT, MPI_MIN, comm_.get()));
-    if (all_whole != 0) {
+    if (effects_->all_min(whole) != 0) {
       chosen = std::move(c);
       break;
     }
     // Each rank drops what it found damaged from everyone's view, and the choice is made again.
-    std::vector<int> bad(static_cast<std::size_t>(nranks_));
-    const int mine_bad = 1 - whole;
-    SKT_MPI(MPI_Allgather(&mine_bad, 1, MPI_INT, bad.data(), 1, MPI_INT, comm_.get()));
+    const std::vector<int> bad = effects_->gather_values(1 - whole);
     for (int r = 0; r < nranks_; ++r) {
       if (bad[static_cast<std::size_t>(r)] == 0) continue;
       auto& list = files[static_cast<std::size_t>(r)];
@@ -1608,7 +1607,7 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
       }
     }
   });
-  const double start = MPI_Wtime();
+  const double start = now_seconds();
   // The flush is about to overwrite the copy a drain may still be reading.
   settle_drain();
   renew_removed_segments();
@@ -1625,7 +1624,7 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
   } else if (incremental && config_.find_changes) {
     changed = store_.layout.differing_blocks(store_.geometry, store_.workspace,
                                              store_.copy_of(next), static_settled_);
-    last_scan_seconds_ = MPI_Wtime() - start;
+    last_scan_seconds_ = now_seconds() - start;
   }
   const bool partial = incremental && (dirty != nullptr || config_.find_changes);
   protocol_->checkpoint(next, partial ? &changed : nullptr);
@@ -1635,17 +1634,17 @@ void Session::checkpoint(const std::vector<DirtyRange>* dirty) {
   static_settled_.insert(static_marked_.begin(), static_marked_.end());
   static_marked_.clear();
   // Every rank learns the slowest rank's time, which is what the checkpoint cost.
-  double elapsed = MPI_Wtime() - start;
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, comm_.get()));
+  double elapsed = now_seconds() - start;
+  elapsed = effects_->all_max(elapsed);
   epoch_ = next;
   log_->set_epoch(epoch_);
   if (monitor_) monitor_->committed(epoch_);
   last_checkpoint_seconds_ = elapsed;
-  last_commit_time_ = MPI_Wtime();
+  last_commit_time_ = now_seconds();
   if (drain_due()) start_drain();
   log_->debug("checkpoint {}: encoding {:.4f} s, flushing {:.4f} s of {:.4f} s on this rank",
               epoch_, protocol_->stats().encode_seconds, protocol_->stats().flush_seconds,
-              MPI_Wtime() - start);
+              now_seconds() - start);
   log_->job("checkpoint {} committed in {:.3f} s ({})", epoch_, last_checkpoint_seconds_,
             partial ? fmt::format("{} of {} bytes of this rank's stream changed{}",
                                   last_changed_bytes_, store_.layout.workspace_bytes(),
@@ -1666,10 +1665,10 @@ void Session::check_declared(std::vector<std::uint64_t>& declared, std::uint64_t
   const std::uint64_t period = whole ? 1 : kSamplePeriod;
   const std::uint64_t phase = whole ? 0 : declared_checks_ % kSamplePeriod;
   ++declared_checks_;
-  const double start = MPI_Wtime();
+  const double start = now_seconds();
   const auto actual = store_.layout.differing_blocks(
       store_.geometry, store_.workspace, store_.copy_of(next), static_settled_, period, phase);
-  last_scan_seconds_ = MPI_Wtime() - start;
+  last_scan_seconds_ = now_seconds() - start;
   const auto missed = store_.layout.undeclared(store_.geometry, store_.workspace, actual, declared);
   if (!missed) return;
   for (std::size_t j = 0; j < declared.size(); ++j)
@@ -1715,11 +1714,11 @@ bool Session::drain_due() {
   // Rank 0's clock decides for everyone.
   int due = 0;
   if (rank_ == 0) {
-    due = last_drain_start_ < 0 || MPI_Wtime() - last_drain_start_ >= config_.drain_every_seconds
+    due = last_drain_start_ < 0 || now_seconds() - last_drain_start_ >= config_.drain_every_seconds
               ? 1
               : 0;
   }
-  SKT_MPI(MPI_Bcast(&due, 1, MPI_INT, 0, comm_.get()));
+  due = effects_->broadcast_value(due);
   return due != 0;
 }
 
@@ -1756,20 +1755,20 @@ void Session::start_drain() {
                store_.checksum_of(epoch_), fault_->midway(FaultStep::drain, epoch_),
                rank_ == 0 && !config_.drain_checksum);
   draining_ = true;
-  last_drain_start_ = MPI_Wtime();
+  last_drain_start_ = now_seconds();
 }
 
 void Session::settle_drain() {
   if (!draining_) return;  // the same on every rank: drains start and settle collectively
   draining_ = false;
-  const double waiting = MPI_Wtime();
+  const double waiting = now_seconds();
   const DrainWriter::Outcome written = drain_.wait_file();
   int first_failed = written.digest ? nranks_ : rank_;
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, comm_.get()));
+  first_failed = effects_->all_min(first_failed);
   int failures = written.digest ? 0 : 1;
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, comm_.get()));
+  failures = effects_->all_sum(failures);
   double slowest = written.seconds;
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm_.get()));
+  slowest = effects_->all_max(slowest);
   const auto epoch_dir = drain_epoch_dir(config_.drain_dir, config_.job, written.epoch);
   if (failures > 0) {
     drain_.abandon();  // rank 0 waits no longer for files that will not come
@@ -1805,7 +1804,7 @@ void Session::settle_drain() {
       "epoch {} drained to {}: {:.1f} MB per rank in {:.3f} s ({:.0f} MB/s); {:.3f} s waited "
       "for at this checkpoint",
       out.epoch, epoch_dir.string(), out.bytes / 1e6, slowest,
-      slowest > 0 ? out.bytes / 1e6 / slowest : 0.0, MPI_Wtime() - waiting);
+      slowest > 0 ? out.bytes / 1e6 / slowest : 0.0, now_seconds() - waiting);
 }
 
 bool Session::need_checkpoint() {
@@ -1823,11 +1822,12 @@ bool Session::need_checkpoint() {
   if (rank_ == 0) {
     const double cost =
         last_checkpoint_seconds_ > 0 ? last_checkpoint_seconds_ : recorded_checkpoint_seconds_;
-    need = cost <= 0 || MPI_Wtime() - last_commit_time_ >= daly_interval(cost, config_.mtbf_seconds)
-               ? 1
-               : 0;
+    need =
+        cost <= 0 || now_seconds() - last_commit_time_ >= daly_interval(cost, config_.mtbf_seconds)
+            ? 1
+            : 0;
   }
-  SKT_MPI(MPI_Bcast(&need, 1, MPI_INT, 0, comm_.get()));
+  need = effects_->broadcast_value(need);
   return need != 0;
 }
 
@@ -1837,7 +1837,7 @@ void Session::finalize(bool discard) {
   if (discard) {
     enter(CollectiveCall::finalize);
     drain_.abandon();  // the job is complete: its drained epochs are of no more use
-    SKT_MPI(MPI_Barrier(comm_.get()));
+    effects_->barrier();
     // Every rank is done. Each records it before any removes a segment, so that a run ended in
     // the middle of the removals (its launcher killed, a rank dying on its way out) leaves
     // segments that say the job completed, not ranks that look lost: a relaunch starts afresh
@@ -1847,7 +1847,7 @@ void Session::finalize(bool discard) {
       state.finished = static_cast<std::int64_t>(epoch_);
       write_control(checkpoint_.base(), state);
     }
-    SKT_MPI(MPI_Barrier(comm_.get()));
+    effects_->barrier();
     fault_->at(FaultStep::finalize, epoch_);
   } else if (draining_) {
     // The drain in flight is finished: a program that stops to resume elsewhere (the end of an

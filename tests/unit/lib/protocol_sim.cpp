@@ -280,6 +280,42 @@ class Effects : public skt::Effects {
     return world_.meet(rank_, std::vector<std::byte>(mine.begin(), mine.end()));
   }
 
+  // Simulated time does not pass: nobody waits long enough to be reported.
+  std::vector<std::vector<std::byte>> gather_reporting(
+      std::span<const std::byte> mine, double, const std::function<void(double)>&) override {
+    return gather(mine);
+  }
+
+  // Every simulated rank has a machine of its own.
+  std::vector<std::vector<std::byte>> gather_on_machine(std::span<const std::byte> mine) override {
+    return {std::vector<std::byte>(mine.begin(), mine.end())};
+  }
+
+  void combine(std::span<std::int64_t> values, Combine how) override { reduce_all(values, how); }
+  void combine(std::span<double> values, Combine how) override { reduce_all(values, how); }
+
+  void broadcast(std::span<std::byte> bytes, int root) override {
+    const auto all = gather(bytes);
+    const auto& theirs = all[static_cast<std::size_t>(root)];
+    std::copy(theirs.begin(), theirs.end(), bytes.begin());
+  }
+
+  template <class T>
+  void reduce_all(std::span<T> values, Combine how) {
+    const auto all = gather(std::as_bytes(values));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      for (const auto& theirs : all) {
+        T value;
+        std::memcpy(&value, theirs.data() + i * sizeof(T), sizeof(T));
+        const bool first = &theirs == &all.front();
+        values[i] = first                 ? value
+                    : how == Combine::min ? std::min(values[i], value)
+                    : how == Combine::max ? std::max(values[i], value)
+                                          : values[i] + value;
+      }
+    }
+  }
+
   enc::RowMasks row_masks(const enc::ChunkList& mine,
                           const std::vector<std::uint64_t>& changed) override {
     tick();
@@ -578,6 +614,23 @@ std::vector<Outcome> Job::run(const Launch& launch, const Schedule& schedule) {
   for (auto& t : threads)
     t.join();
   return outcomes;
+}
+
+void run_ranks(int ranks, const std::function<void(skt::Effects& effects, int rank)>& body) {
+  World world(ranks, Schedule{});
+  const Launch launch;
+  std::vector<Outcome> outcomes(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      world.start(r);
+      Effects fx(world, r, launch, outcomes[static_cast<std::size_t>(r)]);
+      body(fx, r);
+      world.finish(r);
+    });
+  }
+  for (auto& t : threads)
+    t.join();
 }
 
 void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) {

@@ -194,4 +194,8 @@ class Job {
   std::vector<std::int64_t> private_version_;  // the program's private object, per rank
 };
 
+// Runs `body` on `ranks` simulated ranks at once (threads), each with the simulator's effects:
+// for collectives outside the protocol.
+void run_ranks(int ranks, const std::function<void(skt::Effects& effects, int rank)>& body);
+
 }  // namespace skt::sim
