@@ -17,7 +17,7 @@
 #include "bench/mpi_timing.hpp"
 #include "bench/table.hpp"
 #include "encoders/group.hpp"
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include "encoders/codec.hpp"
 #include "encoders/group.hpp"
 #include "encoders/link.hpp"
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 
 namespace skt::enc {
 

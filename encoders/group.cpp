@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "encoders/exchange.hpp"
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 
 namespace skt::enc {
 

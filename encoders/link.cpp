@@ -3,7 +3,7 @@
 #include <deque>
 #include <string>
 
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 
 namespace skt::enc {
 

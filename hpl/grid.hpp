@@ -4,7 +4,7 @@
 
 #include <mpi.h>
 
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 
 namespace skt::hpl {
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 
 namespace skt::hpl {
 

@@ -22,7 +22,7 @@
 #include <optional>
 #include <sstream>
 
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 #include "hpl/blas.hpp"
 #include "hpl/hpldat.hpp"
 #include "hpl/lu.hpp"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 
 namespace skt::hpl {
 

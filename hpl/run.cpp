@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 #include "hpl/matgen.hpp"
 #include "hpl/report.hpp"
 #include "selfckpt/selfckpt.hpp"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 #include "hpl/matgen.hpp"
 
 namespace skt::hpl {

@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 #include "libselfckpt/src/config.hpp"
 #include "libselfckpt/src/scrub.hpp"
 #include "libselfckpt/src/segment.hpp"

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 #include "libselfckpt/src/session.hpp"
 #include "selfckpt/selfckpt.h"
 #include "selfckpt/selfckpt.hpp"

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 #include "libselfckpt/src/monitor_wire.hpp"
 #include "selfckpt/selfckpt.hpp"
 

@@ -10,7 +10,7 @@
 
 #include "encoders/codec.hpp"
 #include "encoders/group.hpp"
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 #include "libselfckpt/src/fault.hpp"
 #include "libselfckpt/src/protocol.hpp"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "encoders/codec.hpp"
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 #include "libselfckpt/src/arena.hpp"
 #include "libselfckpt/src/call_order.hpp"
 #include "libselfckpt/src/config.hpp"

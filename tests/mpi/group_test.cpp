@@ -11,7 +11,7 @@
 
 #include "encoders/group.hpp"
 #include "encoders/link.hpp"
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 #include "encoders/reference.hpp"
 
 namespace skt::enc {

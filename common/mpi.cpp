@@ -1,4 +1,4 @@
-#include "encoders/mpi_util.hpp"
+#include "common/mpi.hpp"
 
 #include <utility>
 

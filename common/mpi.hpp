@@ -1,5 +1,6 @@
-// MPI helpers shared by the encoders and the library: one checked-call macro that throws with file
-// and line, and owning handles for communicators and requests.
+// The one MPI layer of every module (the library, the encoders, skt-hpl, the tools): one
+// checked-call macro that throws with file and line, and owning handles for communicators and
+// requests.
 #pragma once
 
 #include <mpi.h>
