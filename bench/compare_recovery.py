@@ -84,6 +84,7 @@ def main(argv):
             print(f"{config:<24} {which:<5} {median[0]:>8.4f} {median[1]:>11.2f} {median[2]:>9.4f} "
                   f"{median[3]:>12.2f} {spread:>13}", flush=True)
             rows.append([config, which, len(s), *[f"{m:.4f}" for m in median], spread])
+    os.makedirs(o.out, exist_ok=True)
     with open(os.path.join(o.out, "compare-recovery.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["configuration", "build", "runs", "ckpt_s", "ckpt_per_memcpy", "recover_s",
