@@ -56,7 +56,7 @@ def main(argv):
                         help="after the install and its layout, only these programs (repeatable): built "
                              "with pkg-config, with CMake, or the Python module")
     options = parser.parse_args(argv)
-    wanted = lambda case: not options.case or case in options.case
+    chosen = lambda case: not options.case or case in options.case
     env = dict(os.environ, **harness.MPI_ENV, SKT_GROUP_SIZE="2")
     env.pop("LD_LIBRARY_PATH", None)
     checks = harness.Checks()
@@ -146,11 +146,11 @@ def main(argv):
             programs["jacobi2d, mpifort + pkg-config selfckpt-fortran"] = [
                 "mpifort", "-DUSE_SELFCKPT", os.path.join(examples, "jacobi2d.F90"), "-o",
                 os.path.join(out, "jacobi2d-mpifort"), *pc("selfckpt-fortran")]
-        if not wanted("pkg-config"):
+        if not chosen("pkg-config"):
             programs = {}
         built = {name: build(name, command) for name, command in programs.items()}
 
-        if wanted("pkg-config"):
+        if chosen("pkg-config"):
             too_old = subprocess.run(["g++", "-std=c++14", "-c", "-x", "c++", "-", "-o", os.devnull,
                                       *pc("selfckpt", "ompi-cxx")], input="#include <selfckpt/selfckpt.hpp>\n",
                                      capture_output=True, text=True, env=pc_env)
@@ -165,7 +165,7 @@ def main(argv):
         if fortran:
             projects.append(("Fortran only", os.path.join(outside, "fortran"), ["jacobi2d"]))
         cmake_built = []
-        if not wanted("cmake"):
+        if not chosen("cmake"):
             projects = []
         elif shutil.which("cmake") is None:
             checks.expect(False, "cmake is installed (Debian: cmake)")
@@ -218,7 +218,7 @@ def main(argv):
             else:
                 checks.expect(result(got) == plain[example] and plain[example] is not None,
                               f"{name}: the plain build's result", got)
-        if options.python and wanted("python"):
+        if options.python and chosen("python"):
             installed_python(options, prefix, on_own_nodes, env, checks)
     return harness.report_failures(checks.failures)
 
