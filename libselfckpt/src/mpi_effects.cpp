@@ -16,17 +16,15 @@ MpiEffects::MpiEffects(MPI_Comm job, const std::vector<std::string>& nodes,
   SKT_MPI(MPI_Comm_size(job, &nranks_));
 }
 
-void MpiEffects::join(int group, int member, const enc::StripeGeometry& geometry,
-                      const enc::Codec* codec, std::vector<std::uint64_t> member_chunks,
-                      int pipeline_depth) {
-  group_comm_ = Comm::split(job_, group, member);
+void MpiEffects::join(const GroupMembership& membership) {
+  group_comm_ = Comm::split(job_, membership.group, membership.member);
   joined_ = true;
-  group_ = group;
-  member_ = member;
-  geometry_ = geometry;
-  codec_ = codec;
-  member_chunks_ = std::move(member_chunks);
-  depth_ = pipeline_depth;
+  group_ = membership.group;
+  member_ = membership.member;
+  geometry_ = membership.geometry;
+  codec_ = membership.codec;
+  member_chunks_ = membership.member_chunks;
+  depth_ = membership.pipeline_depth;
 }
 
 void MpiEffects::agree(const std::function<void()>& step) {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "common/mpi.hpp"
 #include "encoders/codec.hpp"
 #include "encoders/group.hpp"
-#include "common/mpi.hpp"
 #include "libselfckpt/src/fault.hpp"
 #include "libselfckpt/src/protocol.hpp"
 
@@ -23,11 +23,6 @@ class MpiEffects : public Effects {
   MpiEffects(MPI_Comm job, const std::vector<std::string>& nodes, const std::string& own_node,
              const FaultInjector* fault);
 
-  // Collective over the job: this rank's group, where group operations run from now on.
-  void join(int group, int member, const enc::StripeGeometry& geometry, const enc::Codec* codec,
-            std::vector<std::uint64_t> member_chunks, int pipeline_depth);
-  // Where the control block is written.
-  void set_control_page(std::byte* page) noexcept { control_page_ = page; }
   // Where SKT_FAULT's points are, once the configuration is read (none before).
   void set_fault(const FaultInjector* fault) noexcept { fault_ = fault; }
 
@@ -41,6 +36,8 @@ class MpiEffects : public Effects {
   void combine(std::span<std::int64_t> values, Combine how) override;
   void combine(std::span<double> values, Combine how) override;
   void broadcast(std::span<std::byte> bytes, int root) override;
+  void join(const GroupMembership& membership) override;
+  void set_control_page(std::byte* page) override { control_page_ = page; }
   enc::RowMasks row_masks(const enc::ChunkList& mine,
                           const std::vector<std::uint64_t>& changed) override;
   std::uint64_t encode(const enc::ChunkList& source, std::byte* parity,

@@ -58,6 +58,16 @@ struct GroupWork {
 // How a job-wide combination reduces the ranks' values (Effects::combine).
 enum class Combine { min, max, sum };
 
+// A rank's place in its group, as Effects::join takes it.
+struct GroupMembership {
+  int group = 0;
+  int member = 0;
+  enc::StripeGeometry geometry;
+  const enc::Codec* codec = nullptr;  // null for a group of one (no parity)
+  std::vector<std::uint64_t> member_chunks;
+  int pipeline_depth = 4;
+};
+
 class Effects {
  public:
   virtual ~Effects() = default;
@@ -84,6 +94,10 @@ class Effects {
   virtual void combine(std::span<double> values, Combine how) = 0;
   // Job-wide and infallible: rank `root`'s bytes on every rank (`bytes` of one size everywhere).
   virtual void broadcast(std::span<std::byte> bytes, int root) = 0;
+  // Job-wide: this rank's group, where the group operations below run from now on.
+  virtual void join(const GroupMembership& membership) = 0;
+  // Local: where write_control writes (the checkpoint segment's control page).
+  virtual void set_control_page(std::byte* page) = 0;
 
   // Typed forms of the above, for one value (integers within the range of std::int64_t).
   template <class T>

@@ -212,14 +212,15 @@ class Effects : public skt::Effects {
       : world_(world), rank_(rank), launch_(launch), out_(out) {}
 
   void set_activity(int activity) { activity_ = activity; }
-  void set_control(std::byte* page) { control_ = page; }
-  void join(int group, int member, int size, const enc::StripeGeometry& geometry,
-            std::unique_ptr<enc::Codec> codec) {
-    group_ = group;
-    member_ = member;
-    size_ = size;
-    geometry_ = geometry;
-    codec_ = std::move(codec);
+  void set_control_page(std::byte* page) override { control_ = page; }
+  // The group's size is the number of its members' chunk counts; the codec is the caller's (the
+  // launch keeps a reference codec, written apart from the library's, for as long as it runs).
+  void join(const GroupMembership& m) override {
+    group_ = m.group;
+    member_ = m.member;
+    size_ = static_cast<int>(m.member_chunks.size());
+    geometry_ = m.geometry;
+    codec_ = m.codec;
   }
 
   void agree(const std::function<void()>& step) override {
@@ -556,7 +557,7 @@ class Effects : public skt::Effects {
   int member_ = 0;
   int size_ = 1;
   enc::StripeGeometry geometry_;
-  std::unique_ptr<enc::Codec> codec_;
+  const enc::Codec* codec_ = nullptr;
 };
 
 // ---- Job ---------------------------------------------------------------------------------------
@@ -689,10 +690,11 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
     store.member = member;
     const int copies = shape_.mode == Mode::twin ? 2 : 1;
     store.areas = checkpoint_areas(store.layout, store.geometry, copies, shape_.mode == Mode::self);
-    fx.join(group, member, size, shape.geometry,
-            shape.geometry.parity > 0
-                ? enc::make_reference_codec(shape_.scheme, size, shape.geometry.parity)
-                : nullptr);
+    const auto reference =
+        shape.geometry.parity > 0
+            ? enc::make_reference_codec(shape_.scheme, size, shape.geometry.parity)
+            : nullptr;
+    fx.join(GroupMembership{group, member, shape.geometry, reference.get(), shape.chunks});
     fx.agree([&] {
       if (survivor) return;
       // New segments, as a replacement node or a fresh start creates them.
@@ -717,7 +719,7 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
       store.copies.push_back(
           store.layout.copy_chunks(mem.checkpoint.data() + store.areas.copy_offset(i)));
     }
-    fx.set_control(mem.control.data());
+    fx.set_control_page(mem.control.data());
     const PrivateObjects privates{
         [&](std::byte* at, const Progress& progress) {
           if (doubles) {
