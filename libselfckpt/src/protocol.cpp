@@ -157,6 +157,18 @@ bool Protocol::encodes_incrementally() const noexcept {
          (store_.codec == nullptr || store_.codec->exact());
 }
 
+void finish_job(Effects& effects, Protocol* protocol, std::uint64_t epoch) {
+  effects.barrier();
+  if (protocol != nullptr) protocol->record_finished(epoch);
+  effects.barrier();
+  effects.fault(FaultStep::finalize, epoch);
+}
+
+void Protocol::record_finished(std::uint64_t epoch) {
+  state_.finished = static_cast<std::int64_t>(epoch);
+  fx_.write_control(state_);
+}
+
 void Protocol::checkpoint(std::uint64_t next, const std::vector<std::uint64_t>* changed) {
   started_ = std::chrono::steady_clock::now();
   try {

@@ -170,6 +170,15 @@ class Effects {
   }
 };
 
+class Protocol;
+
+// Collective, at the end of a completed job (skt_finalize discarding it): once every rank is done,
+// each records the job as finished after `epoch` before any removes a segment, so that a run ended
+// in the middle of the removals leaves segments that say the job completed, not ranks that look
+// lost (decision.hpp's completed_epoch). `protocol` is null on a rank with no checkpoint segment
+// to record it in; it still takes part.
+void finish_job(Effects& effects, Protocol* protocol, std::uint64_t epoch);
+
 // One rank's memory as the protocol sees it, and its group.
 struct RankStore {
   Mode mode = Mode::self;
@@ -260,6 +269,8 @@ class Protocol {
   // caller has set up empty segments). Throws AgreedError(SKT_ERR_UNRECOVERABLE) when no candidate
   // can be rebuilt.
   std::uint64_t restore(const RestoreInputs& in);
+  // Records in the control block that the job completed after `epoch` (finish_job).
+  void record_finished(std::uint64_t epoch);
 
   // Whether the next checkpoint can encode only the blocks that changed (self mode, an exact
   // scheme, D up to date): otherwise it encodes everything, whatever it is told changed.

@@ -237,18 +237,7 @@ void Session::finalize(bool discard) {
   if (discard) {
     enter(CollectiveCall::finalize);
     storage_.abandon();  // the job is complete: its drained epochs are of no more use
-    job_.effects().barrier();
-    // Every rank is done. Each records it before any removes a segment, so that a run ended in
-    // the middle of the removals (its launcher killed, a rank dying on its way out) leaves
-    // segments that say the job completed, not ranks that look lost: a relaunch starts afresh
-    // rather than refusing a checkpoint it believes damaged.
-    if (checkpoint_.segment && protocol_) {
-      ControlState state = protocol_->state();
-      state.finished = static_cast<std::int64_t>(epoch_);
-      job_.effects().write_control(state);
-    }
-    job_.effects().barrier();
-    job_.effects().fault(FaultStep::finalize, epoch_);
+    finish_job(job_.effects(), checkpoint_.segment ? protocol_.get() : nullptr, epoch_);
   } else {
     // A program that stops to resume elsewhere (the end of an allocation) finds its last epoch
     // in storage.

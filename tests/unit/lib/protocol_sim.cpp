@@ -670,6 +670,11 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
     std::vector<Finding> findings(gathered.size());
     for (std::size_t r = 0; r < gathered.size(); ++r)
       std::memcpy(&findings[r], gathered[r].data(), sizeof(Finding));
+    // What a completed job left (its end interrupted) is no checkpoint: the job starts afresh.
+    if (completed_epoch(findings)) {
+      for (auto& f : findings)
+        f.valid = 0;
+    }
     RestorePlan setup;
     fx.agree([&] { setup = plan_restore(findings, nodes_, config_); });
     const int group = setup.groups.group_of[static_cast<std::size_t>(rank)];
@@ -776,6 +781,12 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
       }
       protocol.checkpoint(static_cast<std::uint64_t>(v), shape_.incremental ? &changed : nullptr);
       out.last_committed = v;
+    }
+    if (launch.finish) {
+      fx.set_activity(kFinishing);
+      finish_job(fx, &protocol, static_cast<std::uint64_t>(launch.until));
+      mem = RankMemory{};  // its segments removed
+      out.finished = true;
     }
   } catch (const Crashed&) {
     out.crashed = true;

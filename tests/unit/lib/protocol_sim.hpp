@@ -113,8 +113,11 @@ class World {
   std::vector<GroupMeeting> groups_;
 };
 
+// The activity of a job's end (Launch::finish), for Fault and Launch::count_activity.
+inline constexpr int kFinishing = 1000;
+
 // Where a rank is to crash (or fail): at its `at`-th effect during `activity` (0: the restore;
-// e > 0: the checkpoint to epoch e).
+// e > 0: the checkpoint to epoch e; kFinishing: the job's end).
 struct Fault {
   int rank = -1;
   int activity = 0;
@@ -155,15 +158,19 @@ struct Outcome {
   std::int64_t restored = -1;
   bool exact = false;  // right after the restore, W and the private object held that epoch's data
   std::int64_t last_committed = -1;  // the last checkpoint that returned to the program
+  bool finished = false;             // the job's end returned to the program
   int effects = 0;                   // effects counted during the faulty activity
 };
 
 // The program: recovers, then checkpoints every epoch up to `until`, with the data of version v
 // at epoch v. `scribble`: before recovering, it overwrites its region (as zero-filling containers
 // do).
+// `finish`: then it ends the job as skt_finalize discarding it does (finish_job, then each rank
+// removes its segments); a relaunch judges what is left as Session does (completed_epoch).
 struct Launch {
   std::int64_t until = 3;
   bool scribble = false;
+  bool finish = false;
   std::optional<Fault> fault;
   std::vector<int> count_effects_of;  // ranks whose effects are counted during `count_activity`
   int count_activity = -1;

@@ -85,11 +85,14 @@ std::vector<int> lost_ranks(const Job& job, int victim, Loss loss) {
   return out;
 }
 
-// The effects a rank goes through during `activity` of a fault-free launch (or one with `first`).
-int count_effects(const Shape& shape, int rank, int activity, std::int64_t until) {
+// The effects a rank goes through during `activity` of a fault-free launch (or one with `first`);
+// `finish`: one that ends the job.
+int count_effects(const Shape& shape, int rank, int activity, std::int64_t until,
+                  bool finish = false) {
   Job job(shape);
   Launch l;
   l.until = until;
+  l.finish = finish;
   l.count_effects_of = {rank};
   l.count_activity = activity;
   return job.run(l)[static_cast<std::size_t>(rank)].effects;
@@ -381,6 +384,74 @@ TEST_P(ProtocolCrash, AnErrorOnOneRankInAnyCollectivePhaseIsTheSameErrorEverywhe
     }
   }
   report(shape, "an error on one rank in every collective phase", counts);
+}
+
+// The job's end (skt_finalize discarding it), interrupted at every effect of every rank, and the
+// program run again: nobody recorded the end yet (or only on the node lost), and epoch 3 comes back
+// bit for bit (from the group where the victim's node was lost too); someone did, and the job
+// starts afresh as a completed one does, whatever the others left. Never a refusal, a hang or
+// another epoch.
+TEST_P(ProtocolCrash, EveryEffectOfTheJobsEndOnEveryRank) {
+  const Shape shape = GetParam();
+  Counts counts;
+  for (int victim = 0; victim < shape.ranks; ++victim) {
+    const int effects = count_effects(shape, victim, kFinishing, 3, true);
+    ASSERT_GE(effects, 3);  // two barriers and the fault point, the marker between them
+    for (int at = 1; at <= effects; ++at) {
+      for (const Schedule schedule : schedules(victim * 1000 + at)) {
+        for (const Loss loss : {Loss::process, Loss::node}) {
+          if (loss == Loss::node && shape.parity == 0) continue;
+          const std::string where =
+              fmt::format("{}: rank {} crashes at effect {} of the job's end (others: {}), {} loss",
+                          describe(shape), victim, at, describe(schedule), loss_name(loss));
+          ++counts.cases;
+          Job job(shape);
+          Launch first;
+          first.until = 3;
+          first.finish = true;
+          first.fault = Fault{victim, kFinishing, at, false};
+          const auto crashed = job.run(first, schedule);
+          if (any_hung(crashed) || !crashed[static_cast<std::size_t>(victim)].crashed) {
+            ++counts.hung;
+            counts.failures.push_back(where + ": the faulty launch" + summary(crashed));
+            continue;
+          }
+          for (const int r : lost_ranks(job, victim, loss))
+            job.lose(r);
+          // Recorded: a control block that is left says so, or a rank went on to remove its
+          // segments (once every rank had recorded it). A record only on the lost node is gone
+          // with it, and the job resumes before its end, which it then does again.
+          bool recorded = false;
+          for (int r = 0; r < shape.ranks; ++r) {
+            const RankMemory& m = job.memory(r);
+            const auto state = m.present ? read_control(m.control.data()) : std::nullopt;
+            recorded = recorded || (!m.present && crashed[static_cast<std::size_t>(r)].finished) ||
+                       (state && state->finished >= 0);
+          }
+          Launch again;
+          again.until = 4;
+          const auto outs = job.run(again);
+          if (any_hung(outs)) {
+            ++counts.hung;
+            counts.failures.push_back(where + ": the relaunch" + summary(outs));
+            continue;
+          }
+          const std::int64_t expected = recorded ? 0 : 3;
+          const bool right = std::all_of(outs.begin(), outs.end(), [&](const Outcome& o) {
+            return !o.crashed && o.error == SKT_OK && o.restored == expected && o.exact &&
+                   o.last_committed == 4;
+          });
+          if (!right) {
+            counts.fail(fmt::format("{}: expected {}{}", where,
+                                    recorded ? "a fresh start" : "epoch 3", summary(outs)));
+            continue;
+          }
+          ++counts.exact;
+        }
+      }
+    }
+  }
+  report(shape, "the job's end", counts);
 }
 
 INSTANTIATE_TEST_SUITE_P(
