@@ -105,7 +105,8 @@ Job::Job(MPI_Comm comm, const std::string& config_path) {
   comm_ = Comm::duplicate(comm);
   rank_ = comm_.rank();
   nranks_ = comm_.size();
-  effects_ = std::make_unique<MpiEffects>(comm_.get(), nodes_, config_.node, nullptr);
+  mpi_effects_ = std::make_unique<MpiEffects>(comm_.get(), nodes_, config_.node, nullptr);
+  effects_ = mpi_effects_.get();
   effects_->agree([&] {
     config_ = load_config(config_path, skt_environment());
     if (config_.node.empty()) config_.node = default_node_name();
@@ -130,7 +131,7 @@ Job::Job(MPI_Comm comm, const std::string& config_path) {
   });
   fault_ = std::make_unique<FaultInjector>(config_.fault, rank_, config_.restart.value_or(0),
                                            log_.get());
-  effects_->set_fault(fault_.get());
+  mpi_effects_->set_fault(fault_.get());
   run_id_ = effects_->broadcast_value(rank_ == 0 ? draw_run_id() : std::uint64_t{0});
   const std::string shared = agree_on_settings();
   config_.drain_dir = expand_node(config_.drain_dir, config_.node);
@@ -150,6 +151,16 @@ Job::Job(MPI_Comm comm, const std::string& config_path) {
   }
   log_->job("initialised job '{}' on {} ranks: {}", config_.job, nranks_, shared);
 }
+
+Job::Job(Effects& effects, Config config, int rank, int nranks, std::vector<std::string> nodes)
+    : rank_(rank),
+      nranks_(nranks),
+      config_(std::move(config)),
+      log_(std::make_unique<Logger>(config_.log_level, rank_, config_.node)),
+      fault_(std::make_unique<FaultInjector>(config_.fault, rank_, config_.restart.value_or(0),
+                                             log_.get())),
+      nodes_(std::move(nodes)),
+      effects_(&effects) {}
 
 void Job::agree_on_tag() {
   if (config_.job.empty()) {

@@ -32,6 +32,9 @@ class Job {
   // Collective over comm: reads the configuration, agrees on the job's tag and settings, and
   // learns every rank's node.
   Job(MPI_Comm comm, const std::string& config_path);
+  // A job whose ranks meet through `effects` without MPI (the simulator's), with `config` as every
+  // rank read it and `nodes` each rank's node.
+  Job(Effects& effects, Config config, int rank, int nranks, std::vector<std::string> nodes);
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
 
@@ -84,8 +87,9 @@ class Job {
   std::unique_ptr<const std::string, ReleaseJob> open_job_;
   std::unique_ptr<Logger> log_;
   std::unique_ptr<FaultInjector> fault_;
-  std::vector<std::string> nodes_;  // before effects_, which refers to it
-  std::unique_ptr<MpiEffects> effects_;
+  std::vector<std::string> nodes_;  // before mpi_effects_, which refers to it
+  std::unique_ptr<MpiEffects> mpi_effects_;
+  Effects* effects_ = nullptr;  // mpi_effects_, or the simulator's
   std::unique_ptr<Monitor> monitor_;
   std::uint64_t run_id_ = 0;
 };

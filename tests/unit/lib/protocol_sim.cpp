@@ -617,21 +617,35 @@ std::vector<Outcome> Job::run(const Launch& launch, const Schedule& schedule) {
   return outcomes;
 }
 
-void run_ranks(int ranks, const std::function<void(skt::Effects& effects, int rank)>& body) {
-  World world(ranks, Schedule{});
-  const Launch launch;
+std::vector<Outcome> run_ranks(int ranks,
+                               const std::function<void(skt::Effects& effects, int rank)>& body,
+                               const Launch& launch, const Schedule& schedule) {
+  World world(ranks, schedule);
   std::vector<Outcome> outcomes(static_cast<std::size_t>(ranks));
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       world.start(r);
-      Effects fx(world, r, launch, outcomes[static_cast<std::size_t>(r)]);
-      body(fx, r);
+      Outcome& out = outcomes[static_cast<std::size_t>(r)];
+      Effects fx(world, r, launch, out);
+      fx.set_activity(0);
+      try {
+        body(fx, r);
+      } catch (const Crashed&) {
+        out.crashed = true;
+      } catch (const Hung&) {
+        out.hung = true;
+        world.kill();
+      } catch (const Error& e) {
+        out.error = e.code();
+        out.message = e.what();
+      }
       world.finish(r);
     });
   }
   for (auto& t : threads)
     t.join();
+  return outcomes;
 }
 
 void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) {

@@ -202,7 +202,11 @@ class Job {
 };
 
 // Runs `body` on `ranks` simulated ranks at once (threads), each with the simulator's effects:
-// for collectives outside the protocol.
-void run_ranks(int ranks, const std::function<void(skt::Effects& effects, int rank)>& body);
+// for collectives outside the protocol, such as the storage level's. `launch.fault` crashes a rank
+// at an effect of `body` (activity 0), and `schedule` says how the others stop; the outcomes say
+// which ranks crashed or hung, and the error that ended `body` on a rank, if one did.
+std::vector<Outcome> run_ranks(int ranks,
+                               const std::function<void(skt::Effects& effects, int rank)>& body,
+                               const Launch& launch = {}, const Schedule& schedule = {});
 
 }  // namespace skt::sim
