@@ -1,22 +1,15 @@
 #include "daemon/supervisor.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <deque>
 #include <functional>
-#include <future>
-#include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -29,17 +22,6 @@
 namespace skt::run {
 namespace {
 
-// A signal to skt-run (SIGINT, SIGTERM, SIGHUP) is written to this pipe, which the run's loop
-// watches.
-int g_signal_pipe[2] = {-1, -1};
-std::atomic<int> g_signal{0};
-
-extern "C" void on_signal(int sig) {
-  g_signal = sig;
-  const char byte = 1;
-  [[maybe_unused]] const auto n = ::write(g_signal_pipe[1], &byte, 1);
-}
-
 // A key for the monitor's datagrams, from the system's random source.
 std::string new_monitor_key() {
   std::string key(skt::wire::kKeyBytes, '\0');
@@ -48,61 +30,7 @@ std::string new_monitor_key() {
   return key;
 }
 
-// What a stranger's datagram says, fit for a log line.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text)
-    out += c >= 32 && c < 127 ? c : '?';
-  return out;
-}
-
-// Copies what a run writes to this process's output, line by line for standard error (whose last
-// lines say why a launcher failed).
-class Passthrough {
- public:
-  Passthrough(int fd, int to, std::deque<std::string>* tail) : fd_(fd), to_(to), tail_(tail) {}
-  // Returns false at the end of the stream.
-  bool read_some() {
-    char buffer[8192];
-    const ssize_t n = ::read(fd_, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) return true;
-    if (n <= 0) return false;
-    output::write(to_, std::string_view(buffer, static_cast<std::size_t>(n)));
-    if (tail_ != nullptr) {
-      pending_.append(buffer, static_cast<std::size_t>(n));
-      std::size_t end;
-      while ((end = pending_.find('\n')) != std::string::npos) {
-        tail_->push_back(pending_.substr(0, end));
-        if (tail_->size() > 60) tail_->pop_front();
-        pending_.erase(0, end + 1);
-      }
-    }
-    return true;
-  }
-
- private:
-  int fd_;
-  int to_;
-  std::deque<std::string>* tail_;
-  std::string pending_;
-};
-
 }  // namespace
-
-void catch_stop_signals() {
-  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
-    throw std::system_error(errno, std::generic_category(), "pipe");
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    // One ignored already stays so: nohup ignores SIGHUP so that the job outlives the session,
-    // and a shell without job control SIGINT for a command started with &.
-    struct sigaction current {};
-    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
-    sigaction(sig, &action, nullptr);
-  }
-}
 
 std::string Supervisor::monitor_address() const {
   std::string host = o_.monitor_host;
@@ -205,254 +133,6 @@ void Supervisor::end_run(Supervised& child) const {
   // included; its process group goes too.
   ::kill(-child.pid, SIGKILL);
   ::kill(child.pid, SIGKILL);
-}
-
-Outcome Supervisor::supervise(Supervised& child, int launch, double cadence) {
-  Outcome out;
-  const auto launched = Clock::now();
-  const auto now = [&] { return seconds_since(launched); };
-  WatchLimits limits;
-  limits.silence = o_.silence;
-  limits.startup = o_.startup;
-  limits.progress_floor = o_.progress_floor;
-  limits.progress_fixed = o_.hang_timeout;
-  Watchdog watch(o_.job, launch, static_cast<int>(plan_.ranklist.size()), limits, cadence, 0.0);
-  // What the ranks said since the last time, to the watchdog; and the job's first checkpoint to
-  // the state at once.
-  // Warm spares once the run has committed a checkpoint (its segments are then all there, at
-  // their sizes): beside this loop, as a probe is.
-  std::future<std::string> reserving;
-  std::size_t reserved_for = 0;  // contexts whose segments the spares hold
-  int forged = 0;                // datagrams whose signature did not verify
-  const auto hear_ranks = [&] {
-    for (const auto& datagram : listener_.receive_all()) {
-      const auto line = skt::wire::verified(monitor_key_, datagram);
-      if (!line) {
-        if (++forged == 1) {
-          log_(
-              "warning: a datagram not signed by this launch's ranks came to the monitor port "
-              "and is ignored (another program, or another user, sent it): '{}'",
-              printable(datagram.substr(0, 80)));
-        }
-        continue;
-      }
-      const auto h = parse_heard(*line);
-      if (!h) continue;
-      watch.heard(*h, now());
-      note_sub_job(h->job);
-    }
-    note_checkpointed(watch);
-    // Again whenever another of the program's contexts commits its first (skt-hpl's test after
-    // its record of the run): the segments a spare must hold grew. What a spare has counts.
-    if (!o_.warm_spares || plan_.spares.empty() || reserving.valid() ||
-        watch.contexts_committed() <= reserved_for) {
-      return;
-    }
-    reserved_for = watch.contexts_committed();
-    // By reference: plan_ changes only once this run is over, and the reserving ends before.
-    reserving = std::async(std::launch::async,
-                           [this] { return reserve_on_spares(o_, plan_, plan_.spares); });
-  };
-  Passthrough stdout_copy(child.out.get(), STDOUT_FILENO, nullptr);
-  Passthrough stderr_copy(child.err.get(), STDERR_FILENO, &out.last_errors);
-  bool out_open = true, err_open = true, killed = false;
-  std::optional<Ended> ended;
-  std::optional<int> ranks_code;  // the run's exit when skt-run ended a launcher that outlived it
-  double stopped_since = -1;      // since when the launcher is stopped, while it is
-  double suspended_since = -1;    // since when the Slurm job is suspended, while it is
-  double next_resume_check = 0;
-  bool slurm_silent = false;  // Slurm did not answer the last question whether it resumed
-  double next_probe = o_.probe_interval;
-  // The probe in flight while the run is up: it runs beside this loop, which goes on copying the
-  // output and watching the ranks however long a node takes to answer (up to --probe-timeout).
-  std::future<Probed> probing;
-  double reaped_at = 0;
-  // Before a run is ended for what its ranks did not say: a suspended Slurm job stopped them.
-  const auto suspended_on_purpose = [&](const std::string& why) {
-    if (plan_.slurm_job.empty()) return false;
-    const auto answer = slurm_job_suspended(plan_.slurm_job, o_.probe_timeout);
-    if (!answer.suspended) {
-      log_("Slurm did not say whether job {} is suspended ({}): the silence counts as a hang",
-           plan_.slurm_job, answer.trouble);
-      return false;
-    }
-    if (!*answer.suspended) return false;
-    log_(
-        "{}, but Slurm job {} is suspended (scontrol suspend, or preemption): its ranks are "
-        "stopped on purpose; waiting for it to resume",
-        why, plan_.slurm_job);
-    suspended_since = now();
-    watch.pardon(now());
-    return true;
-  };
-  while (out_open || err_open || !ended) {
-    pollfd fds[4] = {{out_open ? child.out.get() : -1, POLLIN, 0},
-                     {err_open ? child.err.get() : -1, POLLIN, 0},
-                     {listener_.fd(), POLLIN, 0},
-                     {g_signal_pipe[0], POLLIN, 0}};
-    const int ready = ::poll(fds, 4, 200);
-    if (ready < 0 && errno != EINTR)
-      throw std::system_error(errno, std::generic_category(), "poll");
-    output::divert_if_broken(STDOUT_FILENO);
-    output::divert_if_broken(STDERR_FILENO);
-    if ((fds[0].revents & (POLLIN | POLLHUP)) != 0) {
-      out_open = stdout_copy.read_some();
-    }
-    if ((fds[1].revents & (POLLIN | POLLHUP)) != 0) err_open = stderr_copy.read_some();
-    if ((fds[2].revents & POLLIN) != 0) hear_ranks();
-    if ((fds[3].revents & POLLIN) != 0) {
-      char drain[16];
-      [[maybe_unused]] const auto n = ::read(g_signal_pipe[0], drain, sizeof drain);
-      // Passed on: the launcher ends the run its own way (and the ranks with it).
-      if (!ended) ::kill(child.pid, g_signal.load());
-    }
-    if (!ended) {
-      ended = reap(child.pid);
-      if (ended) reaped_at = now();
-    }
-    if (ended) {
-      // Whatever is still in the pipes comes within moments; a rank that kept them open must not
-      // keep the run alive.
-      if (now() - reaped_at > 2.0) break;
-      continue;
-    }
-    if (killed || g_signal != 0) continue;
-    if (const auto why = watch.launcher_overdue(now())) {
-      ranks_code = watch.exit_code();
-      log_(
-          "{}; ending it (what the ranks printed and it had not passed on is lost): the run's "
-          "exit is the ranks', {}",
-          *why, *ranks_code);
-      end_run(child);
-      killed = true;
-      continue;
-    }
-    if (suspended_since >= 0) {
-      // The ranks are stopped on purpose: nothing they do not say is held against them.
-      watch.pardon(now());
-      if (now() >= next_resume_check) {
-        next_resume_check = now() + 1.0;  // Slurm asked once a second, not at every poll
-        const auto answer = slurm_job_suspended(plan_.slurm_job, o_.probe_timeout);
-        if (!answer.suspended) {
-          // A controller restarting or frozen says nothing of the job: it stays suspended until
-          // Slurm says otherwise (its ranks, if they run again, are pardoned meanwhile).
-          if (!slurm_silent) {
-            log_(
-                "Slurm did not say whether job {} is still suspended ({}); it stays suspended for "
-                "skt-run until Slurm says otherwise",
-                plan_.slurm_job, answer.trouble);
-          }
-        } else if (!*answer.suspended) {
-          log_(
-              "Slurm job {} resumed, {:.1f} s after skt-run found it suspended; watching its ranks "
-              "again",
-              plan_.slurm_job, now() - suspended_since);
-          suspended_since = -1;
-        } else if (slurm_silent) {
-          log_("Slurm answers again: job {} is still suspended", plan_.slurm_job);
-        }
-        slurm_silent = !answer.suspended;
-      }
-    }
-    if (const auto why = watch.stuck_after_work(now())) {
-      if (suspended_on_purpose(*why)) continue;
-      out.stuck_after_work = *why;
-      log_("{}; ending the run (what the ranks printed and the launcher had not passed on is lost)",
-           *why);
-      end_run(child);
-      killed = true;
-      continue;
-    }
-    // A stopped launcher holds up the ranks' output and their MPI_Finalize, and may stay stopped
-    // for good (a stray SIGSTOP, a job-control slip): continued, the run goes on where it was.
-    if (!is_stopped(child.pid)) {
-      stopped_since = -1;
-    } else if (stopped_since < 0) {
-      stopped_since = now();
-    } else if (now() - stopped_since > o_.silence) {
-      log_("the launcher (pid {}) has been stopped for {:.1f} s; continuing it (SIGCONT)",
-           child.pid, now() - stopped_since);
-      ::kill(child.pid, SIGCONT);
-      stopped_since = -1;
-    }
-    if (const double at = now(); const auto why = watch.hung(at)) {
-      if (suspended_on_purpose(*why)) continue;
-      out.hung = *why;
-      out.stalled_at = watch.stalled_at(at);
-      log_("the run is hung: {}; ending it", *why);
-      end_run(child);
-      killed = true;
-      continue;
-    }
-    if (o_.probe_interval > 0 && !probing.valid() && now() >= next_probe) {
-      probing = std::async(std::launch::async,
-                           [probe = plan_.probe.get(), nodes = nodes_of(plan_.ranklist)] {
-                             return probe->dead(nodes);
-                           });
-    }
-    if (reserving.valid() &&
-        reserving.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-      if (const std::string said = reserving.get(); !said.empty()) log_("{}", said);
-    }
-    if (probing.valid() && probing.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-      next_probe = now() + o_.probe_interval;
-      try {
-        const Probed probed = probing.get();
-        if (!probed.dead.empty()) {
-          out.dead_node = probed.describe();
-          log_("probe: node {} dead while the run is up; ending it", *out.dead_node);
-          end_run(child);
-          killed = true;
-        }
-      } catch (const std::exception& e) {
-        log_("probe failed: {}", e.what());
-      }
-    }
-  }
-  hear_ranks();  // what came with the launcher's end
-  if (reserving.valid()) {
-    if (const std::string said = reserving.get(); !said.empty()) log_("{}", said);
-  }
-  // skt-run ended it (a hang, a dead node, an overdue launcher, which set ranks_code) or passed
-  // the operator's signal on.
-  const bool ended_by_us = killed || g_signal != 0;
-  if (!ended_by_us && ended->code != 0) {
-    // A launcher that failed after its ranks' work ended (killed, or interrupted: Open MPI's
-    // mpirun then exits 1, ending ranks still in MPI_Finalize) did not fail the program, and a
-    // relaunch would do the work again. If every rank reported its exit, their codes are the
-    // run's; if some were ended in MPI_Finalize, the run's exit is unknown.
-    ranks_code = watch.exit_code();
-    if (ranks_code) {
-      if (*ranks_code != ended->code) {
-        log_(
-            "the launcher ended with exit {}, after every rank reported its exit: the run's exit "
-            "is the ranks', {}",
-            ended->code, *ranks_code);
-      }
-    } else if (watch.work_ended() && watch.failed_exit() == ended->code) {
-      // A rank's own verdict (2, 3, 4), which the launcher passed on after ending the ranks
-      // still in MPI_Finalize: the run's exit is known. It used to be taken as unknown (exit 8).
-      ranks_code = ended->code;
-      log_(
-          "a rank exited with {} after its work, and the launcher ended the ranks still in "
-          "MPI_Finalize with that code: the run's exit is {}",
-          ended->code, ended->code);
-    } else if (watch.work_ended()) {
-      out.stuck_after_work = fmt::format(
-          "the launcher ended with exit {} once every rank had entered MPI_Finalize, every "
-          "selfckpt context closed: ranks were ended there, their exit codes unknown",
-          ended->code);
-      log_("{}", *out.stuck_after_work);
-    }
-  }
-  out.restored = watch.restored();
-  out.restored_at = watch.restored_at();
-  out.restored_from_storage = watch.restored_from_storage();
-  out.code = ranks_code.value_or(ended->code);
-  if (!ended_by_us) out.launcher_signal = ended->signal;
-  out.started = watch.anyone_started();
-  out.cadence = watch.cadence();
-  return out;
 }
 
 int Supervisor::run() {
@@ -660,7 +340,7 @@ int Supervisor::launch_until_done(bool fresh) {
                : std::string());
     }
     JobFacts facts{attempt,        o_.max_restarts, o_.fresh_if_unrecoverable,
-                   o_.backoff,     g_signal.load(), stalled_before,
+                   o_.backoff,     stop_signal(),   stalled_before,
                    plan_.ranklist, plan_.spares};
     Action action = next_action(facts, out);
     if (action.step == Step::probe) {
@@ -710,8 +390,8 @@ std::optional<int> Supervisor::carry_out(const Action& action, const Outcome& ou
   const int code = out.code;
   switch (action.step) {
     case Step::stop:
-      log_("stopped by signal {} (run exit {}); {}", g_signal.load(), code, kept_hint());
-      save("stopped", fmt::format("stopped by signal {}", g_signal.load()));
+      log_("stopped by signal {} (run exit {}); {}", stop_signal(), code, kept_hint());
+      save("stopped", fmt::format("stopped by signal {}", stop_signal()));
       return action.exit_code;
     case Step::succeed:
       log_("run {} succeeded", state_.launches);

@@ -14,13 +14,10 @@
 #include "daemon/policy.hpp"
 #include "daemon/process.hpp"
 #include "daemon/state.hpp"
+#include "daemon/stop_signal.hpp"
 #include "daemon/watch.hpp"
 
 namespace skt::run {
-
-// Makes SIGINT, SIGTERM and SIGHUP reach the supervisor's loop (those this process ignores stay
-// ignored: nohup's SIGHUP). Throws std::system_error when it cannot.
-void catch_stop_signals();
 
 class Supervisor {
  public:
@@ -30,6 +27,9 @@ class Supervisor {
   int run();
 
  private:
+  // One launch watched to its end (watching.cpp).
+  class Watching;
+
   // What the job's state and nodes say before its first launch here: whether it starts afresh
   // (`fresh`) or resumes; the exit code when it can do neither.
   std::optional<int> take_up(bool& fresh);
@@ -37,6 +37,7 @@ class Supervisor {
   void announce();
   // Launches until the job ends, one way or another: its exit code.
   int launch_until_done(bool fresh);
+  // Watches the launch of `child` until it ends: what it came to.
   Outcome supervise(Supervised& child, int launch, double cadence);
   // Probes the job's nodes and spares after a failed launch, saying how it failed: the dead ones
   // (none when the probe itself failed, and the job relaunches where it was).
