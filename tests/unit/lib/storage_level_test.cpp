@@ -1,7 +1,8 @@
-// The storage level under the simulator: an epoch drained by four ranks, then restored from its
-// files with each rank crashed at each effect of the restore. The ranks that return hold the
-// epoch's bytes exactly; a restore cut short leaves the files as they were, and the next one
-// restores them whole.
+// The storage level under the simulator: an epoch committed by the protocol and drained by four
+// ranks (whole files, or with the checksums and one rank's file then lost), restored from its files
+// with each rank crashed at each effect of the restore. The ranks that return hold the epoch's
+// bytes exactly; a restore cut short leaves the files as they were, and the next one restores
+// them whole.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -25,11 +26,12 @@ std::byte pattern(int rank, std::size_t i) {
   return static_cast<std::byte>((i * 131 + static_cast<std::size_t>(rank) * 17 + 5) & 0xff);
 }
 
-// A rank's memory level as the storage level sees it: its store, planned as a fresh start would,
-// and the bytes of B that a restore loaded.
+// A rank's memory level as a session sets it up: W (a staged object and one region), its
+// checkpoint segment and control block as heap buffers, in the group the plan gives it.
 class SimMemory final : public MemoryLevel {
  public:
-  SimMemory(const Config& config, int rank, const RestorePlan& setup) : rank_(rank) {
+  SimMemory(skt::Effects& fx, const Config& config, int rank, const RestorePlan& setup)
+      : fx_(fx), rank_(rank) {
     const int group = setup.groups.group_of[static_cast<std::size_t>(rank)];
     const GroupShape& shape = setup.shapes[static_cast<std::size_t>(group)];
     const int size = static_cast<int>(shape.ranks.size());
@@ -40,9 +42,22 @@ class SimMemory final : public MemoryLevel {
     store_.geometry = shape.geometry;
     store_.member = setup.groups.index_of[static_cast<std::size_t>(rank)];
     store_.areas = checkpoint_areas(store_.layout, store_.geometry, 1, true);
+    if (shape.geometry.parity > 0) {
+      codec_ = enc::make_codec(config.scheme, size, shape.geometry.parity);
+      reference_ = enc::make_reference_codec(config.scheme, size, shape.geometry.parity);
+    }
+    store_.codec = codec_.get();
+    stage_.assign(kStage, std::byte{0});
+    regions_.assign(kRegion, std::byte{0});
     checkpoint_.assign(store_.areas.data_bytes(0), std::byte{0});
+    control_.assign(kHeaderBytes, std::byte{0});
+    store_.stage = stage_.data();
+    store_.workspace = store_.layout.chunks_at(stage_.data(), regions_.data());
     store_.checkpoint = checkpoint_.data();
-    loaded_.assign(store_.layout.copy_bytes(), std::byte{0});
+    store_.copies.push_back(
+        store_.layout.copy_chunks(checkpoint_.data() + store_.areas.copy_offset(0)));
+    membership_ =
+        GroupMembership{group, store_.member, shape.geometry, reference_.get(), shape.chunks};
     info_.groups = static_cast<std::uint32_t>(setup.groups.groups());
     info_.group = static_cast<std::uint32_t>(group);
     info_.member = static_cast<std::uint32_t>(store_.member);
@@ -54,41 +69,64 @@ class SimMemory final : public MemoryLevel {
     }
   }
 
-  // B of the epoch, as a checkpoint would have committed it.
-  void commit() {
-    std::byte* copy =
-        checkpoint_.data() + store_.areas.copy_offset(store_.areas.copy_of_epoch(kEpoch));
-    for (std::size_t i = 0; i < store_.layout.copy_bytes(); ++i)
-      copy[i] = pattern(rank_, i);
+  // The program's data of the epoch in W, committed by the protocol (B and the checksums).
+  void commit(const RestorePlan& setup, const std::vector<std::string>& nodes,
+              const std::string& job) {
+    for (std::size_t i = 0; i < kStage; ++i)
+      stage_[i] = pattern(rank_, i);
+    for (std::size_t i = 0; i < kRegion; ++i)
+      regions_[i] = pattern(rank_, kStage + i);
+    const PrivateObjects staged{[](std::byte*, const Progress& p) {
+                                  if (p) p(1, 1);
+                                },
+                                [](const std::byte*) {}};
+    const int group = join_afresh(setup);
+    Protocol protocol(Mode::self, fx_, store_, staged, ControlState{});
+    protocol.restore(RestoreInputs{setup.candidates, false, setup.shapes, group, nodes, job, {}});
+    protocol.checkpoint(kEpoch, nullptr);
   }
+  // W holds the epoch's data (a restore puts B back into it).
   bool holds_epoch() const {
-    for (std::size_t i = 0; i < loaded_.size(); ++i)
-      if (loaded_[i] != pattern(rank_, i)) return false;
+    for (std::size_t i = 0; i < kStage; ++i)
+      if (stage_[i] != pattern(rank_, i)) return false;
+    for (std::size_t i = 0; i < kRegion; ++i)
+      if (regions_[i] != pattern(rank_, kStage + i)) return false;
     return true;
   }
   const CheckpointInfo& info() const { return info_; }
 
   bool joined() const override { return joined_; }
   int join_afresh(const RestorePlan& setup) override {
+    fx_.join(membership_);
+    fx_.set_control_page(control_.data());
     joined_ = true;
     return setup.groups.group_of[static_cast<std::size_t>(rank_)];
   }
   const RankStore& store() const override { return store_; }
   void load_copy_bytes(std::uint64_t offset, const std::byte* bytes, std::size_t n) override {
-    ASSERT_LE(offset + n, loaded_.size());
-    std::memcpy(loaded_.data() + offset, bytes, n);
+    // B is the stage, a gap to the next 64 bytes, then the region.
+    const std::uint64_t regions_at = store_.layout.copy_regions_offset();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t at = offset + i;
+      if (at < kStage) stage_[at] = bytes[i];
+      if (at >= regions_at && at - regions_at < kRegion) regions_[at - regions_at] = bytes[i];
+    }
   }
 
  private:
+  skt::Effects& fx_;
   int rank_;
   RankStore store_;
-  std::vector<std::byte> checkpoint_;
-  std::vector<std::byte> loaded_;
+  std::unique_ptr<enc::Codec> codec_, reference_;
+  GroupMembership membership_;
+  std::vector<std::byte> stage_, regions_, checkpoint_, control_;
   CheckpointInfo info_;
   bool joined_ = false;
 };
 
-class StorageSim : public ::testing::Test {
+// Drained without checksums (every rank's file read back), or with them and rank 1's file gone
+// (its group rebuilds it).
+class StorageSim : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / fmt::format("skt-storage-sim-{}", getpid());
@@ -98,6 +136,7 @@ class StorageSim : public ::testing::Test {
     config_.drain_every_commits = 1;
     config_.log_level = LogLevel::off;
     config_.group_size = 2;
+    config_.drain_checksum = GetParam();
     for (int r = 0; r < kRanks; ++r)
       nodes_.push_back(fmt::format("n{}", r));
   }
@@ -127,8 +166,8 @@ class StorageSim : public ::testing::Test {
       const Config config = config_of(rank);
       skt::Job job(fx, config, rank, kRanks, nodes_);
       auto [findings, setup] = plan(fx, config);
-      SimMemory memory(config, rank, setup);
-      memory.commit();
+      SimMemory memory(fx, config, rank, setup);
+      memory.commit(setup, nodes_, config.job);
       StorageLevel storage(job);
       ASSERT_TRUE(storage.due(kEpoch));
       storage.start(kEpoch, memory.info(), memory.store(), findings[0].layout_hash);
@@ -136,6 +175,10 @@ class StorageSim : public ::testing::Test {
     });
     for (const auto& o : outs)
       ASSERT_TRUE(!o.crashed && !o.hung && o.error == SKT_OK) << o.message;
+    if (config_.drain_checksum) {
+      ASSERT_TRUE(std::filesystem::remove(
+          drain_rank_file(drain_epoch_dir(config_.drain_dir, config_.job, kEpoch), 1)));
+    }
   }
 
   // A restore by every rank; `restored` counts the ranks that got the epoch back exactly.
@@ -148,7 +191,7 @@ class StorageSim : public ::testing::Test {
           const Config config = config_of(rank);
           skt::Job job(fx, config, rank, kRanks, nodes_);
           auto [findings, setup] = plan(fx, config);
-          SimMemory memory(config, rank, setup);
+          SimMemory memory(fx, config, rank, setup);
           StorageLevel storage(job);
           const auto epoch =
               storage.restore(findings, MemoryShortfall{"memory was lost", 0}, memory);
@@ -163,7 +206,7 @@ class StorageSim : public ::testing::Test {
   std::vector<std::string> nodes_;
 };
 
-TEST_F(StorageSim, EveryEffectOfARestoreFromDrainedFilesOnEveryRank) {
+TEST_P(StorageSim, EveryEffectOfARestoreFromDrainedFilesOnEveryRank) {
   drain_epoch();
   int restored = 0;
   restore({}, {}, restored);
@@ -198,10 +241,15 @@ TEST_F(StorageSim, EveryEffectOfARestoreFromDrainedFilesOnEveryRank) {
       }
     }
   }
-  fmt::print("storage sim: restore from drained files, {} cases, {} restored whole after\n", cases,
-             intact);
+  fmt::print("storage sim: restore from drained files{}: {} cases, {} restored whole after\n",
+             GetParam() ? " with checksums, rank 1's lost" : "", cases, intact);
   EXPECT_EQ(intact, cases);
 }
+
+INSTANTIATE_TEST_SUITE_P(Drains, StorageSim, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "group_files_one_lost" : "whole_files";
+                         });
 
 }  // namespace
 }  // namespace skt::sim
