@@ -617,6 +617,22 @@ std::vector<Outcome> Job::run(const Launch& launch, const Schedule& schedule) {
   return outcomes;
 }
 
+// Runs a rank's part, recording how it ended: crashed, hung (the job is then killed), or with an
+// error the program got.
+void record_ending(World& world, Outcome& out, const std::function<void()>& part) {
+  try {
+    part();
+  } catch (const Crashed&) {
+    out.crashed = true;
+  } catch (const Hung&) {
+    out.hung = true;
+    world.kill();
+  } catch (const Error& e) {
+    out.error = e.code();
+    out.message = e.what();
+  }
+}
+
 std::vector<Outcome> run_ranks(int ranks,
                                const std::function<void(skt::Effects& effects, int rank)>& body,
                                const Launch& launch, const Schedule& schedule) {
@@ -629,17 +645,7 @@ std::vector<Outcome> run_ranks(int ranks,
       Outcome& out = outcomes[static_cast<std::size_t>(r)];
       Effects fx(world, r, launch, out);
       fx.set_activity(0);
-      try {
-        body(fx, r);
-      } catch (const Crashed&) {
-        out.crashed = true;
-      } catch (const Hung&) {
-        out.hung = true;
-        world.kill();
-      } catch (const Error& e) {
-        out.error = e.code();
-        out.message = e.what();
-      }
+      record_ending(world, out, [&] { body(fx, r); });
       world.finish(r);
     });
   }
@@ -654,7 +660,7 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
   const bool doubles = shape_.scheme == enc::Scheme::sum;
   // The program's private object, which the relaunched process starts without.
   std::int64_t version = -1;
-  try {
+  record_ending(world, out, [&] {
     const std::size_t region = regions_bytes(rank);
     const std::size_t stage = kStagedBytes;
     if (!mem.present) {
@@ -802,15 +808,7 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
       mem = RankMemory{};  // its segments removed
       out.finished = true;
     }
-  } catch (const Crashed&) {
-    out.crashed = true;
-  } catch (const Hung&) {
-    out.hung = true;
-    world.kill();
-  } catch (const Error& e) {
-    out.error = e.code();
-    out.message = e.what();
-  }
+  });
 }
 
 }  // namespace skt::sim
