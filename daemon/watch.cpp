@@ -4,33 +4,33 @@
 
 #include <algorithm>
 #include <set>
-#include <sstream>
 
 #include "libselfckpt/src/call_order.hpp"
 #include "libselfckpt/src/job_tag.hpp"
 #include "libselfckpt/src/monitor.hpp"
+#include "libselfckpt/src/monitor_wire.hpp"
 
 namespace skt::run {
 
 std::optional<Heard> parse_heard(std::string_view line) {
-  std::stringstream in{std::string(line)};
-  std::string magic;
+  const auto parsed = skt::wire::parse_line(line);
+  if (!parsed) return std::nullopt;
+  const skt::wire::Line& l = *parsed;
   Heard h;
-  if (!(in >> magic >> h.job >> h.rank >> h.launch >> h.pid >> h.kind >> h.epoch)) {
-    return std::nullopt;
-  }
-  if (magic != "skt1" || h.rank < 0) return std::nullopt;
+  h.job = l.job;
+  h.rank = l.rank;
+  h.launch = l.launch;
+  h.pid = l.pid;
+  h.kind = l.kind;
+  h.epoch = l.epoch;
   // Added later, so optional: the process of a context, or the open contexts of a process.
-  int extra = 0;
-  const bool said = static_cast<bool>(in >> extra) && extra >= 0;
   const bool of_process = h.kind == "live" || h.kind == "finalize" || h.kind == "exit";
-  h.process = said && !of_process ? extra : h.rank;
-  if (said && of_process) h.open_contexts = extra;
+  h.process = l.extra && !of_process ? *l.extra : h.rank;
+  if (l.extra && of_process) h.open_contexts = l.extra;
   // A call's name, printed in skt-run's log: anything else a datagram carries there is dropped.
-  if (said && h.kind == "beat" && in >> h.waiting_in &&
-      !std::all_of(h.waiting_in.begin(), h.waiting_in.end(),
-                   [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; })) {
-    h.waiting_in.clear();
+  if (h.kind == "beat" && std::all_of(l.call.begin(), l.call.end(),
+                                      [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; })) {
+    h.waiting_in = l.call;
   }
   return h;
 }

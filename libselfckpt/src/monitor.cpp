@@ -52,8 +52,8 @@ void send_report(const ProcessReport& report, const char* kind, int value) noexc
   if (fd < 0) return;
   try {
     send_line(fd, report.to, report.key,
-              fmt::format("skt1 {} {} {} {} {} {} {}", report.job, report.rank, report.launch,
-                          getpid(), kind, value, report.contexts.load()));
+              wire::format_line({report.job, report.rank, report.launch, getpid(), kind,
+                                 static_cast<std::uint64_t>(value), report.contexts.load(), ""}));
   } catch (...) {
     // No memory for the line: the supervisor learns of it from the launcher instead.
   }
@@ -169,10 +169,9 @@ Monitor::~Monitor() {
 }
 
 void Monitor::send(const char* kind, const char* call) {
-  const std::string line = fmt::format("skt1 {} {} {} {} {} {} {}{}{}", job_, rank_, launch_,
-                                       getpid(), kind, epoch_.load(), world_rank_,
-                                       call != nullptr ? " " : "", call != nullptr ? call : "");
-  send_line(fd_, to_, key_, line);
+  send_line(fd_, to_, key_,
+            wire::format_line({job_, rank_, launch_, getpid(), kind, epoch_.load(), world_rank_,
+                               call != nullptr ? call : ""}));
 }
 
 void Monitor::beat() {

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -77,6 +78,54 @@ inline std::optional<std::string> verified(std::string_view key, std::string_vie
     differ |= static_cast<unsigned char>(given[i] ^ expected[i]);
   if (differ != 0) return std::nullopt;
   return std::string(line);
+}
+
+// What one datagram's line says, as the library writes it and skt-run reads it:
+//   skt1 JOB RANK LAUNCH PID KIND EPOCH [EXTRA [CALL]]
+// KIND is a context's (hello, beat, recovered, recovered-storage, commit, bye) or its process's
+// (live, finalize, exit); EPOCH, for exit, the exit code. EXTRA, for a context, is its process's
+// rank in MPI_COMM_WORLD, for a process how many of its contexts are open; CALL, in a beat, the
+// collective call the rank waits in.
+struct Line {
+  std::string job;
+  int rank = 0;
+  int launch = 0;
+  long pid = 0;
+  std::string kind;
+  std::uint64_t epoch = 0;
+  std::optional<int> extra;
+  std::string call;  // empty: none (a call's name has no spaces)
+
+  bool operator==(const Line&) const = default;
+};
+
+inline std::string format_line(const Line& l) {
+  std::string out = "skt1 " + l.job + ' ' + std::to_string(l.rank) + ' ' +
+                    std::to_string(l.launch) + ' ' + std::to_string(l.pid) + ' ' + l.kind + ' ' +
+                    std::to_string(l.epoch);
+  if (l.extra) {
+    out += ' ' + std::to_string(*l.extra);
+    if (!l.call.empty()) out += ' ' + l.call;
+  }
+  return out;
+}
+
+// Nothing when it is not such a line (another magic, a negative rank, a field missing); a
+// negative EXTRA counts as not said, and CALL is read as it came (the reader judges it).
+inline std::optional<Line> parse_line(std::string_view text) {
+  std::istringstream in{std::string(text)};
+  std::string magic;
+  Line l;
+  if (!(in >> magic >> l.job >> l.rank >> l.launch >> l.pid >> l.kind >> l.epoch)) {
+    return std::nullopt;
+  }
+  if (magic != "skt1" || l.rank < 0) return std::nullopt;
+  int extra = 0;
+  if (in >> extra && extra >= 0) {
+    l.extra = extra;
+    in >> l.call;
+  }
+  return l;
 }
 
 }  // namespace skt::wire
