@@ -155,50 +155,7 @@ std::optional<int> Supervisor::take_up(bool& fresh) {
     return 3;
   }
   if (resuming) {
-    if (loaded->ranklist.size() != plan_.ranklist.size()) {
-      log_(
-          "job {} ran {} ranks ({}), this command gives {}: resume it with as many ranks, or "
-          "remove its checkpoints (skt-shm clean --job {}) and its state ({})",
-          o_.job, loaded->ranklist.size(), dir_.file("state"), plan_.ranklist.size(), o_.job,
-          dir_.path());
-      return kExitUsage;
-    }
-    if (command_changed(*loaded, o_.directory, o_.command)) {
-      if (!o_.new_command) {
-        log_(
-            "{}: its checkpoint is of the computation that command made, and restored into "
-            "another one it gives a wrong result. Resume it with that command; or start this one "
-            "as another job (another --job; or remove this one: skt-shm clean --job {}, then its "
-            "state: rm -r {}); or, where the change leaves the computation as it was (an output "
-            "file, a progress option), resume it with --new-command",
-            command_change(*loaded, o_), o_.job, dir_.path());
-        return kExitUsage;
-      }
-      log_("{}: resuming its checkpoint with this command (--new-command)",
-           command_change(*loaded, o_));
-    }
-    // "running" with the lock free: the skt-run that wrote it died (its run died with it).
-    log_(
-        "resuming job {} after {} launch{} ({}): ranks on {}, spares: {}; resuming its checkpoint "
-        "{}",
-        o_.job, loaded->launches, loaded->launches == 1 ? "" : "es",
-        loaded->status == "running" ? "the skt-run of the last one died: " + loaded->note
-                                    : loaded->note,
-        fmt::join(nodes_of(loaded->ranklist), ","),
-        loaded->spares.empty() ? "none" : fmt::format("{}", fmt::join(loaded->spares, ",")),
-        inherited_terms());
-    // What happened to the job's segments since the state was written, no skt-run saw: a commit
-    // whose report never arrived (skt-run killed first, a datagram lost), or a run of another
-    // computation under mpirun by hand after they were removed. SKT_RESTART=1 would have the
-    // program take them whatever command wrote them (a wrong result with exit 0); the program
-    // judges instead, until a launch restores them or starts afresh.
-    state_.inherited = true;
-    try {
-      resume_plan(loaded->ranklist, o_, plan_, log_);
-    } catch (const OutOfSpares& e) {
-      log_("{}; give as many nodes as it ran on", e.what());
-      return kExitOutOfSpares;
-    }
+    if (const auto refused = resume_from_state(*loaded)) return refused;
   } else {
     if (loaded && loaded->status == "unrecoverable") {
       log_(
@@ -213,39 +170,89 @@ std::optional<int> Supervisor::take_up(bool& fresh) {
   state_.directory = o_.directory;
   state_.command = o_.command;
   fresh = !resuming;
-  if (fresh) {
-    // Segments without skt-run's state: the job ran without it (mpirun by hand), or its state
-    // directory is lost. The program decides whether they are a checkpoint it can resume; told
-    // SKT_RESTART=0 it refused them, and on other hosts, where skt-run did not count them, the way
-    // out it named (skt-shm clean) destroyed a checkpoint the same command could resume.
-    const auto found = find_segments(o_, plan_);
-    const std::string where = plan_.local ? "" : " on each node";
-    if (found && found->count > 0) {
-      log_(
-          "{} segment{} of job {} exist from an earlier run that skt-run has no state of: resuming "
-          "from them {} (skt-shm clean --job {}{} first to start afresh)",
-          found->count, found->count == 1 ? "" : "s", o_.job, inherited_terms(), o_.job, where);
-      if (!place_by_segments(*found)) return kExitOutOfSpares;
-    } else if (!found) {
-      log_(
-          "skt-run has no state of job {} and could not count its segments (skt-shm list{} "
-          "failed): resuming from those an earlier run may have left, {}, and else starting "
-          "afresh (skt-shm clean --job {}{} first to start afresh regardless)",
-          o_.job, where, inherited_terms(), o_.job, where);
-    }
-    if (!found || found->count > 0) {
-      fresh = false;
-      state_.inherited = true;
-    }
+  if (fresh) return inherit_without_state(fresh, loaded && loaded->status == "unrecoverable");
+  return std::nullopt;
+}
+
+std::optional<int> Supervisor::resume_from_state(const JobState& loaded) {
+  if (loaded.ranklist.size() != plan_.ranklist.size()) {
+    log_(
+        "job {} ran {} ranks ({}), this command gives {}: resume it with as many ranks, or "
+        "remove its checkpoints (skt-shm clean --job {}) and its state ({})",
+        o_.job, loaded.ranklist.size(), dir_.file("state"), plan_.ranklist.size(), o_.job,
+        dir_.path());
+    return kExitUsage;
   }
-  if (fresh && !(loaded && loaded->status == "unrecoverable")) {
+  if (command_changed(loaded, o_.directory, o_.command)) {
+    if (!o_.new_command) {
+      log_(
+          "{}: its checkpoint is of the computation that command made, and restored into "
+          "another one it gives a wrong result. Resume it with that command; or start this one "
+          "as another job (another --job; or remove this one: skt-shm clean --job {}, then its "
+          "state: rm -r {}); or, where the change leaves the computation as it was (an output "
+          "file, a progress option), resume it with --new-command",
+          command_change(loaded, o_), o_.job, dir_.path());
+      return kExitUsage;
+    }
+    log_("{}: resuming its checkpoint with this command (--new-command)",
+         command_change(loaded, o_));
+  }
+  // "running" with the lock free: the skt-run that wrote it died (its run died with it).
+  log_(
+      "resuming job {} after {} launch{} ({}): ranks on {}, spares: {}; resuming its checkpoint "
+      "{}",
+      o_.job, loaded.launches, loaded.launches == 1 ? "" : "es",
+      loaded.status == "running" ? "the skt-run of the last one died: " + loaded.note : loaded.note,
+      fmt::join(nodes_of(loaded.ranklist), ","),
+      loaded.spares.empty() ? "none" : fmt::format("{}", fmt::join(loaded.spares, ",")),
+      inherited_terms());
+  // What happened to the job's segments since the state was written, no skt-run saw: a commit
+  // whose report never arrived (skt-run killed first, a datagram lost), or a run of another
+  // computation under mpirun by hand after they were removed. SKT_RESTART=1 would have the
+  // program take them whatever command wrote them (a wrong result with exit 0); the program
+  // judges instead, until a launch restores them or starts afresh.
+  state_.inherited = true;
+  try {
+    resume_plan(loaded.ranklist, o_, plan_, log_);
+  } catch (const OutOfSpares& e) {
+    log_("{}; give as many nodes as it ran on", e.what());
+    return kExitOutOfSpares;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> Supervisor::inherit_without_state(bool& fresh, bool after_unrecoverable) {
+  // Segments without skt-run's state: the job ran without it (mpirun by hand), or its state
+  // directory is lost. The program decides whether they are a checkpoint it can resume; told
+  // SKT_RESTART=0 it refused them, and on other hosts, where skt-run did not count them, the way
+  // out it named (skt-shm clean) destroyed a checkpoint the same command could resume.
+  const auto found = find_segments(o_, plan_);
+  const std::string where = plan_.local ? "" : " on each node";
+  if (found && found->count > 0) {
+    log_(
+        "{} segment{} of job {} exist from an earlier run that skt-run has no state of: resuming "
+        "from them {} (skt-shm clean --job {}{} first to start afresh)",
+        found->count, found->count == 1 ? "" : "s", o_.job, inherited_terms(), o_.job, where);
+    if (!place_by_segments(*found)) return kExitOutOfSpares;
+  } else if (!found) {
+    log_(
+        "skt-run has no state of job {} and could not count its segments (skt-shm list{} "
+        "failed): resuming from those an earlier run may have left, {}, and else starting "
+        "afresh (skt-shm clean --job {}{} first to start afresh regardless)",
+        o_.job, where, inherited_terms(), o_.job, where);
+  }
+  if (!found || found->count > 0) {
+    fresh = false;
+    state_.inherited = true;
+  }
+  if (fresh && !after_unrecoverable) {
     // The same for drained epochs, which outlive the nodes (a new allocation, other nodes).
-    if (const auto found = drained_epoch_count(o_, plan_, log_); found && *found > 0) {
+    if (const auto drained = drained_epoch_count(o_, plan_, log_); drained && *drained > 0) {
       log_(
           "{} drained epoch{} of job {} exist{} from an earlier run that skt-run has no state of: "
           "resuming from {} {} (skt-drain remove --job {} first to start afresh)",
-          *found, *found == 1 ? "" : "s", o_.job, *found == 1 ? "s" : "",
-          *found == 1 ? "it" : "them", inherited_terms(), o_.job);
+          *drained, *drained == 1 ? "" : "s", o_.job, *drained == 1 ? "s" : "",
+          *drained == 1 ? "it" : "them", inherited_terms(), o_.job);
       fresh = false;
       state_.inherited = true;
     }

@@ -33,6 +33,12 @@ class Supervisor {
   // What the job's state and nodes say before its first launch here: whether it starts afresh
   // (`fresh`) or resumes; the exit code when it can do neither.
   std::optional<int> take_up(bool& fresh);
+  // Resuming from skt-run's state: refuses another number of ranks or, unless --new-command says
+  // so, another command; places the ranks where the state says.
+  std::optional<int> resume_from_state(const JobState& loaded);
+  // Without state: segments or drained epochs an earlier run left make the launch resume (the
+  // program judges them), and `fresh` false; none, and it starts afresh.
+  std::optional<int> inherit_without_state(bool& fresh, bool after_unrecoverable);
   // The job's layout, said once before its first launch, and what this host lacks for it.
   void announce();
   // Launches until the job ends, one way or another: its exit code.
