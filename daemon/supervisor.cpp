@@ -393,6 +393,36 @@ std::set<std::string> Supervisor::probe_after_failure(const Outcome& out,
   }
 }
 
+void Supervisor::report_refusal(int code) {
+  const char* why = code == 2   ? "bad usage or configuration, a relaunch that does not match its "
+                                  "checkpoint, or a resource it lacks (see its message)"
+                    : code == 3 ? "unrecoverable (a group lost more than it tolerates)"
+                                : "the result failed verification";
+  // A checkpoint found without state and refused as another command's: the same command
+  // would be refused again.
+  const bool refused_inherited = code == 2 && state_.inherited;
+  log_("run {} ended with exit {}: {}; not relaunching; {}{}", state_.launches, code, why,
+       kept_hint(code == 2 && !refused_inherited),
+       refused_inherited
+           ? "; if the program refused the checkpoint as another command's, resume it with "
+             "the command that wrote it, or, where this one leaves the computation as it was "
+             "(an output file, a progress option), with --new-command"
+           : "");
+  save(code == 3 ? "unrecoverable" : "failed", fmt::format("exit {}: {}", code, why));
+}
+
+void Supervisor::prepare_relaunch(const Action& action, const Outcome& out) {
+  for (const auto& [from, to] : action.replacement.replaced)
+    log_("replacing node {} by spare {}", from, to);
+  plan_.ranklist = action.replacement.ranklist;
+  plan_.spares = action.replacement.spares_left;
+  save("failed", out.hung ? "ended as hung: " + *out.hung : "the run failed");
+  if (action.wait > 0) {
+    log_("waiting {:.1f} s before relaunching", action.wait);
+    std::this_thread::sleep_for(std::chrono::duration<double>(action.wait));
+  }
+}
+
 std::optional<int> Supervisor::carry_out(const Action& action, const Outcome& out) {
   const int code = out.code;
   switch (action.step) {
@@ -424,25 +454,9 @@ std::optional<int> Supervisor::carry_out(const Action& action, const Outcome& ou
       clean_drains(o_, plan_, state_.sub_jobs, log_);
       state_.checkpointed = false;
       return std::nullopt;
-    case Step::program_refused: {
-      const char* why = code == 2
-                            ? "bad usage or configuration, a relaunch that does not match its "
-                              "checkpoint, or a resource it lacks (see its message)"
-                        : code == 3 ? "unrecoverable (a group lost more than it tolerates)"
-                                    : "the result failed verification";
-      // A checkpoint found without state and refused as another command's: the same command
-      // would be refused again.
-      const bool refused_inherited = code == 2 && state_.inherited;
-      log_("run {} ended with exit {}: {}; not relaunching; {}{}", state_.launches, code, why,
-           kept_hint(code == 2 && !refused_inherited),
-           refused_inherited
-               ? "; if the program refused the checkpoint as another command's, resume it with "
-                 "the command that wrote it, or, where this one leaves the computation as it was "
-                 "(an output file, a progress option), with --new-command"
-               : "");
-      save(code == 3 ? "unrecoverable" : "failed", fmt::format("exit {}: {}", code, why));
+    case Step::program_refused:
+      report_refusal(code);
       return action.exit_code;
-    }
     case Step::stalled_again:
       log_(
           "run {} stalled at epoch {} as the run before it did: it does not get past that point, "
@@ -474,15 +488,7 @@ std::optional<int> Supervisor::carry_out(const Action& action, const Outcome& ou
     case Step::probe:
       break;  // next_action asks for the probe only before it has run
     case Step::relaunch:
-      for (const auto& [from, to] : action.replacement.replaced)
-        log_("replacing node {} by spare {}", from, to);
-      plan_.ranklist = action.replacement.ranklist;
-      plan_.spares = action.replacement.spares_left;
-      save("failed", out.hung ? "ended as hung: " + *out.hung : "the run failed");
-      if (action.wait > 0) {
-        log_("waiting {:.1f} s before relaunching", action.wait);
-        std::this_thread::sleep_for(std::chrono::duration<double>(action.wait));
-      }
+      prepare_relaunch(action, out);
       return std::nullopt;
   }
   throw std::logic_error("skt-run: an action without its step");

@@ -50,6 +50,10 @@ class Supervisor {
   std::set<std::string> probe_after_failure(const Outcome& out, Clock::time_point failed_at);
   // Does what the policy decided, and says so: the exit code when skt-run ends there.
   std::optional<int> carry_out(const Action& action, const Outcome& out);
+  // The program refused to go on (exit `code` 2, 3 or 4): why, and what is kept.
+  void report_refusal(int code);
+  // The relaunch's ranklist (spares in place of lost nodes), the state saved, the back-off waited.
+  void prepare_relaunch(const Action& action, const Outcome& out);
   void end_run(Supervised& child) const;
   std::string monitor_address() const;
   void save(const std::string& status, const std::string& note);
