@@ -93,8 +93,8 @@ void Session::create_checkpoint(const GroupShape& shape, int group, int member, 
   if (job_.ephemeral()) segment.remove();  // it goes with this process (see Arena::seal)
   encode_checkpoint_info(segment.base(), info);
   encode_region_table(segment.data() + info.table_offset, store_.layout.entries);
-  clear_control(segment.base());
   place_checkpoint();
+  job_.effects().clear_control();
 }
 
 void Session::place_checkpoint() {

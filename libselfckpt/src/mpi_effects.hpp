@@ -38,6 +38,7 @@ class MpiEffects : public Effects {
   void broadcast(std::span<std::byte> bytes, int root) override;
   void join(const GroupMembership& membership) override;
   void set_control_page(std::byte* page) override { control_page_ = page; }
+  void clear_control() override;
   enc::RowMasks row_masks(const enc::ChunkList& mine,
                           const std::vector<std::uint64_t>& changed) override;
   std::uint64_t encode(const enc::ChunkList& source, std::byte* parity,

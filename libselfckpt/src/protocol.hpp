@@ -98,6 +98,9 @@ class Effects {
   virtual void join(const GroupMembership& membership) = 0;
   // Local: where write_control writes (the checkpoint segment's control page).
   virtual void set_control_page(std::byte* page) = 0;
+  // Local: a new checkpoint segment's control block says nothing yet (a segment made ahead of a
+  // failure, as a warm spare's, may hold anything).
+  virtual void clear_control() = 0;
 
   // Typed forms of the above, for one value (integers within the range of std::int64_t).
   template <class T>
@@ -309,6 +312,13 @@ class Protocol {
   void finish(const Verified& v, std::int64_t epoch, bool redo,
               std::span<const enc::RowRepair> repairs, Landed& landed);
   void add_group_work(const GroupWork& work, double verify_before, double restore_before);
+  // restore's steps: the epoch chosen (the newest candidate verified as the group rebuilds the
+  // members that lost it, in verify_rebuilding), then everything settled on it.
+  struct Choice;
+  Choice choose_epoch(const RestoreInputs& in, const std::function<void()>& prepare);
+  bool verify_rebuilding(const RestoreInputs& in, std::int64_t epoch, Verified& mine,
+                         Landed& landed, const std::function<void()>& prepare);
+  void settle(const RestoreInputs& in, Choice& choice, const std::function<void()>& prepare);
 
   Mode mode_;
   Effects& fx_;
@@ -335,5 +345,9 @@ std::vector<Piece> block_pieces(const enc::StripeGeometry& geometry, const enc::
                                 const std::vector<std::uint64_t>* changed);
 // Returns the bytes copied; `progress` is told after each piece.
 std::uint64_t copy_pieces(const std::vector<Piece>& pieces, const Progress& progress);
+// Copies the blocks of `mask` of one chunk from `from` into `to` (its valid bytes only).
+std::uint64_t copy_blocks(const enc::StripeGeometry& geometry, const std::byte* from, std::byte* to,
+                          std::uint32_t valid, std::uint64_t mask);
+double seconds_since(std::chrono::steady_clock::time_point start);
 
 }  // namespace skt

@@ -511,6 +511,11 @@ class Effects : public skt::Effects {
     skt::write_control(control_, state);
   }
 
+  void clear_control() override {
+    tick();
+    skt::clear_control(control_);
+  }
+
   void fault(FaultStep, std::uint64_t) override { tick(); }
 
   Progress midway(FaultStep, std::uint64_t) override {
@@ -724,7 +729,9 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
       if (survivor) return;
       // New segments, as a replacement node or a fresh start creates them.
       mem.checkpoint.assign(store.areas.data_bytes(0), std::byte{0});
-      mem.control.assign(kHeaderBytes, std::byte{0});
+      // Its control page may hold anything (a segment made ahead, as a warm spare's) until
+      // cleared below.
+      mem.control.assign(kHeaderBytes, std::byte{0xa5});
       Finding& f = mem.recorded;
       f = Finding{};
       f.groups = setup.groups.groups();
@@ -745,6 +752,7 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
           store.layout.copy_chunks(mem.checkpoint.data() + store.areas.copy_offset(i)));
     }
     fx.set_control_page(mem.control.data());
+    if (!survivor) fx.clear_control();
     const PrivateObjects privates{
         [&](std::byte* at, const Progress& progress) {
           if (doubles) {
