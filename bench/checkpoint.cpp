@@ -31,7 +31,7 @@
 
 #include "bench/mpi_timing.hpp"
 #include "bench/table.hpp"
-#include "libselfckpt/src/segment.hpp"
+#include "libselfckpt/internal/segment.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace {

@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "bench/table.hpp"
-#include "libselfckpt/src/drain.hpp"
-#include "libselfckpt/src/segment.hpp"
+#include "libselfckpt/internal/drain.hpp"
+#include "libselfckpt/internal/segment.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace fs = std::filesystem;

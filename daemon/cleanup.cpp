@@ -13,7 +13,7 @@
 
 #include "daemon/process.hpp"
 #include "daemon/ranklist.hpp"
-#include "libselfckpt/src/job_tag.hpp"
+#include "libselfckpt/internal/names.hpp"
 
 namespace skt::run {
 namespace {

@@ -16,8 +16,8 @@
 
 #include "daemon/output.hpp"
 #include "daemon/ranklist.hpp"
-#include "libselfckpt/src/job_tag.hpp"
-#include "libselfckpt/src/monitor_wire.hpp"
+#include "libselfckpt/internal/monitor_wire.hpp"
+#include "libselfckpt/internal/names.hpp"
 
 namespace skt::run {
 namespace {

@@ -5,10 +5,9 @@
 #include <algorithm>
 #include <set>
 
-#include "libselfckpt/src/call_order.hpp"
-#include "libselfckpt/src/job_tag.hpp"
-#include "libselfckpt/src/monitor.hpp"
-#include "libselfckpt/src/monitor_wire.hpp"
+#include "libselfckpt/internal/call_order.hpp"
+#include "libselfckpt/internal/monitor_wire.hpp"
+#include "libselfckpt/internal/names.hpp"
 
 namespace skt::run {
 
@@ -160,7 +159,7 @@ std::optional<std::uint64_t> Watchdog::stalled_at(double now) const {
   if (silent_or_unstarted(now) || !not_getting_on(now)) return std::nullopt;
   // A stall is of ranks that run: one that missed its last beats may be stopping (a bound shorter
   // than --silence finds a stopped rank first), and a stopped rank is no deadlock of the program.
-  constexpr double kMissedBeats = 3.0 * Monitor::kBeatMilliseconds / 1000;
+  constexpr double kMissedBeats = 3.0 * skt::wire::kBeatMilliseconds / 1000;
   for (const auto& [key, voice] : voices_) {
     if (now - voice.last > kMissedBeats) return std::nullopt;
   }

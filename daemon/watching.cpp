@@ -18,7 +18,7 @@
 #include "daemon/ranklist.hpp"
 #include "daemon/stop_signal.hpp"
 #include "daemon/supervisor.hpp"
-#include "libselfckpt/src/monitor_wire.hpp"
+#include "libselfckpt/internal/monitor_wire.hpp"
 
 namespace skt::run {
 namespace {

@@ -9,8 +9,8 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "libselfckpt/src/memory.hpp"
-#include "libselfckpt/src/planner.hpp"
+#include "libselfckpt/internal/memory.hpp"
+#include "libselfckpt/internal/planner.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt::hpl {

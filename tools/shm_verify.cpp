@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "common/mpi.hpp"
-#include "libselfckpt/src/config.hpp"
-#include "libselfckpt/src/scrub.hpp"
-#include "libselfckpt/src/segment.hpp"
+#include "libselfckpt/internal/names.hpp"
+#include "libselfckpt/internal/scrub.hpp"
+#include "libselfckpt/internal/segment.hpp"
 
 namespace skt::tools {
 

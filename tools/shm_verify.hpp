@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "libselfckpt/src/format.hpp"
+#include "libselfckpt/internal/format.hpp"
 
 namespace skt::tools {
 

@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "libselfckpt/src/config.hpp"
-#include "libselfckpt/src/drain.hpp"
+#include "libselfckpt/internal/drain.hpp"
+#include "libselfckpt/internal/names.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace fs = std::filesystem;

@@ -26,9 +26,9 @@
 #include "daemon/process.hpp"
 #include "daemon/ranklist.hpp"
 #include "daemon/state.hpp"
-#include "libselfckpt/src/config.hpp"
-#include "libselfckpt/src/scrub.hpp"
-#include "libselfckpt/src/segment.hpp"
+#include "libselfckpt/internal/names.hpp"
+#include "libselfckpt/internal/scrub.hpp"
+#include "libselfckpt/internal/segment.hpp"
 
 namespace {
 

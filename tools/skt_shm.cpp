@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "libselfckpt/src/config.hpp"
-#include "libselfckpt/src/format.hpp"
-#include "libselfckpt/src/scrub.hpp"
-#include "libselfckpt/src/segment.hpp"
+#include "libselfckpt/internal/format.hpp"
+#include "libselfckpt/internal/names.hpp"
+#include "libselfckpt/internal/scrub.hpp"
+#include "libselfckpt/internal/segment.hpp"
 #include "tools/shm_verify.hpp"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "libselfckpt/src/format.hpp"
+#include "libselfckpt/internal/format.hpp"
 
 namespace skt {
 

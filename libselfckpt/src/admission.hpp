@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "libselfckpt/internal/memory.hpp"
+#include "libselfckpt/internal/planner.hpp"
 #include "libselfckpt/src/decision.hpp"
 #include "libselfckpt/src/job.hpp"
-#include "libselfckpt/src/memory.hpp"
-#include "libselfckpt/src/planner.hpp"
 
 namespace skt {
 

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "libselfckpt/src/format.hpp"
-#include "libselfckpt/src/layout.hpp"
-#include "libselfckpt/src/segment.hpp"
+#include "libselfckpt/internal/format.hpp"
+#include "libselfckpt/internal/layout.hpp"
+#include "libselfckpt/internal/segment.hpp"
 
 namespace skt {
 

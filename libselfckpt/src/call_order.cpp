@@ -1,4 +1,4 @@
-#include "libselfckpt/src/call_order.hpp"
+#include "libselfckpt/internal/call_order.hpp"
 
 #include <fmt/format.h>
 

@@ -14,8 +14,8 @@
 
 #include <unistd.h>
 
+#include "libselfckpt/internal/monitor_wire.hpp"
 #include "libselfckpt/src/monitor.hpp"
-#include "libselfckpt/src/monitor_wire.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 extern char** environ;

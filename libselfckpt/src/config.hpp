@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "encoders/codec.hpp"
-#include "libselfckpt/src/job_tag.hpp"
+#include "libselfckpt/internal/names.hpp"
 
 namespace skt {
 
@@ -32,11 +32,6 @@ enum class FaultStep {
   finalize,
   create
 };
-
-// How checkpoints are kept: self-checkpoint (W, B, C, D), or the baselines it is compared with:
-// one copy and its checksum (single), or two alternating copies each with its checksum (double).
-enum class Mode { self, single, twin };
-std::string_view mode_name(Mode mode) noexcept;
 
 // How skt_checkpoint_dirty checks the program's promise that nothing changed outside the declared
 // ranges, by comparing the workspace with the committed copy there: in every call; in a sample
@@ -122,17 +117,6 @@ std::optional<LogLevel> parse_log_level(const std::string& text);
 // Seconds, with an optional unit: s, m, h or d.
 std::optional<double> parse_duration(const std::string& text);
 
-// SKT_DRAIN_DIR may name a directory per node (node-local disks seen under one path each, or the
-// virtual nodes of a test): this placeholder stands for the rank's node.
-inline constexpr std::string_view kNodePlaceholder = "{node}";
-std::string expand_node(std::string path, const std::string& node);
-bool valid_name(const std::string& text);
-// A rank's node when SKT_NODE does not say: Slurm's name for it, or the host name (cut at the
-// first dot, characters outside the name set replaced).
-std::string default_node_name();
-// A job tag is a name, or a sub-job's: the job's name, '+', the sub-job's (skt-hpl's TAG+hpl). A
-// user's tag has no '+', so that no sub-job of one job can be another job.
-bool valid_job_tag(const std::string& text);
 // The tag of a context whose rank 0 is rank `leader` of MPI_COMM_WORLD. Contexts on parts of one
 // launch (the members of an ensemble split from MPI_COMM_WORLD, the components of a coupled code)
 // share SKT_JOB, and their ranks count from 0 in each: under one tag, the member ranks 0 on one

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <map>
 
-#include "libselfckpt/src/layout.hpp"
+#include "libselfckpt/internal/layout.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt {

@@ -18,9 +18,9 @@
 
 #include "encoders/geometry.hpp"
 #include "encoders/group.hpp"
+#include "libselfckpt/internal/format.hpp"
+#include "libselfckpt/internal/planner.hpp"
 #include "libselfckpt/src/config.hpp"
-#include "libselfckpt/src/format.hpp"
-#include "libselfckpt/src/planner.hpp"
 
 namespace skt {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "libselfckpt/src/format.hpp"
+#include "libselfckpt/internal/format.hpp"
 
 namespace skt {
 

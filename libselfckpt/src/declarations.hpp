@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "libselfckpt/internal/layout.hpp"
 #include "libselfckpt/src/arena.hpp"
 #include "libselfckpt/src/job.hpp"
-#include "libselfckpt/src/layout.hpp"
 #include "libselfckpt/src/protocol.hpp"
 
 namespace skt {

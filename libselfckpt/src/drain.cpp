@@ -1,4 +1,4 @@
-#include "libselfckpt/src/drain.hpp"
+#include "libselfckpt/internal/drain.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -18,9 +18,9 @@
 #include <system_error>
 #include <utility>
 
+#include "libselfckpt/internal/format.hpp"
 #include "libselfckpt/src/drain_format.hpp"
 #include "libselfckpt/src/drain_io.hpp"
-#include "libselfckpt/src/format.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt {

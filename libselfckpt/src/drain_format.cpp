@@ -6,8 +6,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "libselfckpt/internal/format.hpp"
 #include "libselfckpt/src/drain_format.hpp"
-#include "libselfckpt/src/format.hpp"
 
 namespace skt {
 

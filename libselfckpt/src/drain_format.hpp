@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "libselfckpt/src/drain.hpp"
+#include "libselfckpt/internal/drain.hpp"
 
 namespace skt {
 

@@ -17,7 +17,7 @@
 #include <random>
 #include <set>
 
-#include "libselfckpt/src/format.hpp"
+#include "libselfckpt/internal/format.hpp"
 #include "libselfckpt/src/logind.hpp"
 
 namespace skt {

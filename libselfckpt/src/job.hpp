@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "common/mpi.hpp"
+#include "libselfckpt/internal/segment.hpp"
 #include "libselfckpt/src/config.hpp"
 #include "libselfckpt/src/fault.hpp"
 #include "libselfckpt/src/log.hpp"
 #include "libselfckpt/src/monitor.hpp"
 #include "libselfckpt/src/mpi_effects.hpp"
-#include "libselfckpt/src/segment.hpp"
 
 namespace skt {
 

@@ -1,4 +1,4 @@
-#include "libselfckpt/src/layout.hpp"
+#include "libselfckpt/internal/layout.hpp"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <bit>
 #include <cstring>
 
-#include "libselfckpt/src/format.hpp"
+#include "libselfckpt/internal/format.hpp"
 
 namespace skt {
 

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "libselfckpt/internal/memory.hpp"
 #include "libselfckpt/src/config.hpp"
-#include "libselfckpt/src/memory.hpp"
 
 namespace skt {
 namespace {

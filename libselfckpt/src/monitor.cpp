@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "common/mpi.hpp"
-#include "libselfckpt/src/monitor_wire.hpp"
+#include "libselfckpt/internal/monitor_wire.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt {
@@ -74,7 +74,7 @@ void report_exit(int status, void* argument) noexcept {
 void beat_until_finalize(ProcessReport* report) {
   while (report->beating) {
     send_report(*report, "live", 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(Monitor::kBeatMilliseconds));
+    std::this_thread::sleep_for(std::chrono::milliseconds(wire::kBeatMilliseconds));
   }
 }
 
@@ -176,7 +176,8 @@ void Monitor::send(const char* kind, const char* call) {
 
 void Monitor::beat() {
   std::unique_lock lock(mutex_);
-  while (!wake_.wait_for(lock, std::chrono::milliseconds(kBeatMilliseconds), [&] { return stop_; }))
+  while (!wake_.wait_for(lock, std::chrono::milliseconds(wire::kBeatMilliseconds),
+                         [&] { return stop_; }))
     send("beat", waiting_in_.load());
 }
 

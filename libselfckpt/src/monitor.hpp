@@ -46,8 +46,6 @@ std::optional<MonitorAddress> parse_monitor_address(const std::string& text);
 
 class Monitor {
  public:
-  static constexpr int kBeatMilliseconds = 1000;
-
   // Resolves the address (throws skt::Error(SKT_ERR_CONFIG) when it cannot), says hello and
   // starts beating; the destructor says bye. The first Monitor of a process also arranges the
   // process's finalize and exit reports, as rank `world_rank`.

@@ -1,11 +1,11 @@
-#include "libselfckpt/src/planner.hpp"
+#include "libselfckpt/internal/planner.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
 
-#include "libselfckpt/src/format.hpp"
+#include "libselfckpt/internal/format.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt {

@@ -33,10 +33,10 @@
 #include "encoders/codec.hpp"
 #include "encoders/geometry.hpp"
 #include "encoders/group.hpp"
+#include "libselfckpt/internal/format.hpp"
+#include "libselfckpt/internal/layout.hpp"
 #include "libselfckpt/src/config.hpp"
 #include "libselfckpt/src/decision.hpp"
-#include "libselfckpt/src/format.hpp"
-#include "libselfckpt/src/layout.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt {

@@ -1,11 +1,11 @@
-#include "libselfckpt/src/scrub.hpp"
+#include "libselfckpt/internal/scrub.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "libselfckpt/src/config.hpp"
+#include "libselfckpt/internal/names.hpp"
 
 namespace skt {
 

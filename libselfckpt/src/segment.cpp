@@ -1,4 +1,4 @@
-#include "libselfckpt/src/segment.hpp"
+#include "libselfckpt/internal/segment.hpp"
 
 #include <fmt/format.h>
 #include <signal.h>

@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "encoders/codec.hpp"
+#include "libselfckpt/internal/call_order.hpp"
+#include "libselfckpt/internal/layout.hpp"
+#include "libselfckpt/internal/segment.hpp"
 #include "libselfckpt/src/admission.hpp"
-#include "libselfckpt/src/call_order.hpp"
 #include "libselfckpt/src/decision.hpp"
 #include "libselfckpt/src/declarations.hpp"
 #include "libselfckpt/src/job.hpp"
-#include "libselfckpt/src/layout.hpp"
 #include "libselfckpt/src/protocol.hpp"
-#include "libselfckpt/src/segment.hpp"
 #include "libselfckpt/src/storage_level.hpp"
 #include "selfckpt/selfckpt.h"
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "libselfckpt/internal/drain.hpp"
+#include "libselfckpt/internal/format.hpp"
 #include "libselfckpt/src/decision.hpp"
-#include "libselfckpt/src/drain.hpp"
-#include "libselfckpt/src/format.hpp"
 #include "libselfckpt/src/job.hpp"
 #include "libselfckpt/src/protocol.hpp"
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "libselfckpt/src/format.hpp"
-#include "libselfckpt/src/layout.hpp"
+#include "libselfckpt/internal/format.hpp"
+#include "libselfckpt/internal/layout.hpp"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "libselfckpt/src/drain.hpp"
+#include "libselfckpt/internal/drain.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

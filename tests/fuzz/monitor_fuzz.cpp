@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "daemon/watch.hpp"
-#include "libselfckpt/src/monitor_wire.hpp"
+#include "libselfckpt/internal/monitor_wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string key(skt::wire::kKeyBytes, 'k');

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "encoders/codec.hpp"
-#include "libselfckpt/src/format.hpp"
-#include "libselfckpt/src/segment.hpp"
+#include "libselfckpt/internal/format.hpp"
+#include "libselfckpt/internal/segment.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "libselfckpt/src/drain.hpp"
+#include "libselfckpt/internal/drain.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "libselfckpt/src/format.hpp"
+#include "libselfckpt/internal/format.hpp"
 
 #include <gtest/gtest.h>
 

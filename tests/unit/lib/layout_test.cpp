@@ -1,4 +1,4 @@
-#include "libselfckpt/src/layout.hpp"
+#include "libselfckpt/internal/layout.hpp"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "libselfckpt/src/memory.hpp"
+#include "libselfckpt/internal/memory.hpp"
 
 #include <gtest/gtest.h>
 

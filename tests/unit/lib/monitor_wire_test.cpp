@@ -1,6 +1,6 @@
 // The monitor datagram's signature (monitor_wire.hpp): what the library signs, skt-run verifies;
 // another key, a changed byte or no tag does not.
-#include "libselfckpt/src/monitor_wire.hpp"
+#include "libselfckpt/internal/monitor_wire.hpp"
 
 #include <gtest/gtest.h>
 

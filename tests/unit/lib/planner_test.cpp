@@ -1,4 +1,4 @@
-#include "libselfckpt/src/planner.hpp"
+#include "libselfckpt/internal/planner.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "encoders/link.hpp"
-#include "libselfckpt/src/layout.hpp"
+#include "libselfckpt/internal/layout.hpp"
 
 namespace skt::sim {
 
@@ -729,9 +729,7 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
       if (survivor) return;
       // New segments, as a replacement node or a fresh start creates them.
       mem.checkpoint.assign(store.areas.data_bytes(0), std::byte{0});
-      // Its control page may hold anything (a segment made ahead, as a warm spare's) until
-      // cleared below.
-      mem.control.assign(kHeaderBytes, std::byte{0xa5});
+      mem.control.assign(kHeaderBytes, std::byte{0});
       Finding& f = mem.recorded;
       f = Finding{};
       f.groups = setup.groups.groups();

@@ -1,4 +1,4 @@
-#include "libselfckpt/src/scrub.hpp"
+#include "libselfckpt/internal/scrub.hpp"
 
 #include <gtest/gtest.h>
 

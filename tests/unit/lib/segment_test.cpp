@@ -1,6 +1,6 @@
 // SysV segments of the calling user: created 0600, found again by identity, and never attached
 // for writing nor modified when the key belongs to someone else.
-#include "libselfckpt/src/segment.hpp"
+#include "libselfckpt/internal/segment.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/ipc.h>

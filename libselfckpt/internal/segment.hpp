@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "libselfckpt/src/format.hpp"
+#include "libselfckpt/internal/format.hpp"
 
 namespace skt {
 

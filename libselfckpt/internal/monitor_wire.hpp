@@ -17,6 +17,9 @@
 
 namespace skt::wire {
 
+// How often a rank's monitor sends a beat; skt-run's watchdog counts the beats it misses.
+inline constexpr int kBeatMilliseconds = 1000;
+
 inline constexpr std::size_t kKeyBytes = 32;
 inline constexpr std::size_t kTagBytes = 16;
 

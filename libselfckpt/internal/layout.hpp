@@ -17,7 +17,7 @@
 
 #include "encoders/geometry.hpp"
 #include "encoders/group.hpp"
-#include "libselfckpt/src/format.hpp"
+#include "libselfckpt/internal/format.hpp"
 
 namespace skt {
 

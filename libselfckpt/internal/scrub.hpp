@@ -13,9 +13,9 @@
 #include "encoders/codec.hpp"
 #include "encoders/geometry.hpp"
 #include "encoders/group.hpp"
-#include "libselfckpt/src/format.hpp"
-#include "libselfckpt/src/layout.hpp"
-#include "libselfckpt/src/segment.hpp"
+#include "libselfckpt/internal/format.hpp"
+#include "libselfckpt/internal/layout.hpp"
+#include "libselfckpt/internal/segment.hpp"
 
 namespace skt {
 
