@@ -516,6 +516,9 @@ class Effects : public skt::Effects {
     skt::clear_control(control_);
   }
 
+  // A segment of another rank removed from this rank's node.
+  void remove_segment() { tick(); }
+
   void fault(FaultStep, std::uint64_t) override { tick(); }
 
   Progress midway(FaultStep, std::uint64_t) override {
@@ -577,6 +580,8 @@ Job::Job(Shape shape) : shape_(shape) {
   for (int r = 0; r < shape.ranks; ++r)
     nodes_.push_back(fmt::format("n{}", r));
   memory_.resize(static_cast<std::size_t>(shape.ranks));
+  for (int r = 0; r < shape.ranks; ++r)
+    home_.push_back(r);
   private_version_.assign(static_cast<std::size_t>(shape.ranks), -1);
 }
 
@@ -606,7 +611,75 @@ bool Job::holds(int rank, std::int64_t version, bool approximate) const {
   return true;
 }
 
+const RankMemory* Job::left_on(int node, int rank) const {
+  const auto it = left_.find({node, rank});
+  return it == left_.end() ? nullptr : &it->second;
+}
+
+void Job::place(const std::vector<int>& placement) {
+  for (int r = 0; r < shape_.ranks; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    const int node = placement.empty() ? r : placement[k];
+    nodes_[k] = fmt::format("n{}", node);
+    if (node == home_[k]) continue;
+    if (memory_[k].present) left_[{home_[k], r}] = std::exchange(memory_[k], RankMemory{});
+    memory_[k] = RankMemory{};
+    if (const auto it = left_.find({node, r}); it != left_.end()) {
+      memory_[k] = std::move(it->second);
+      left_.erase(it);
+    }
+    home_[k] = node;
+  }
+}
+
+std::vector<Misplaced> Job::gather_misplaced(skt::Effects& fx, int rank) {
+  std::vector<Misplaced> mine;
+  const int node = home_[static_cast<std::size_t>(rank)];
+  const bool first_on_node = std::find(home_.begin(), home_.end(), node) - home_.begin() ==
+                             static_cast<std::ptrdiff_t>(rank);
+  if (first_on_node) {
+    const std::lock_guard lock(left_mutex_);
+    for (const auto& [where, mem] : left_) {
+      if (where.first != node) continue;
+      Misplaced m{.rank = where.second, .holder = rank};
+      const auto state = mem.control.empty() ? std::nullopt : read_control(mem.control.data());
+      if (state && state->finished < 0) {
+        m.newest = std::max(state->committed, state->agreed);
+        m.committed = state->committed;
+        m.lineage = mem.recorded.lineage;
+      }
+      mine.push_back(m);
+    }
+  }
+  std::vector<Misplaced> all;
+  for (const auto& bytes : fx.gather(std::as_bytes(std::span(mine)))) {
+    const std::size_t from = all.size();
+    all.resize(from + bytes.size() / sizeof(Misplaced));
+    if (!bytes.empty()) std::memcpy(all.data() + from, bytes.data(), bytes.size());
+  }
+  return all;
+}
+
+void Job::remove_misplaced(Effects& fx, int rank, const std::vector<Misplaced>& misplaced) {
+  const int node = home_[static_cast<std::size_t>(rank)];
+  for (const Misplaced& m : misplaced) {
+    if (m.holder != rank) continue;
+    fx.remove_segment();
+    {
+      const std::lock_guard lock(left_mutex_);
+      RankMemory& mem = left_.at({node, m.rank});
+      mem.workspace_removed = true;
+      mem.stage.clear();
+      mem.regions.clear();
+    }
+    fx.remove_segment();
+    const std::lock_guard lock(left_mutex_);
+    left_.erase({node, m.rank});
+  }
+}
+
 std::vector<Outcome> Job::run(const Launch& launch, const Schedule& schedule) {
+  place(launch.placement);
   World world(shape_.ranks, schedule);
   std::vector<Outcome> outcomes(static_cast<std::size_t>(shape_.ranks));
   std::vector<std::thread> threads;
@@ -661,6 +734,7 @@ std::vector<Outcome> run_ranks(int ranks,
 
 void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) {
   Effects fx(world, rank, launch, out);
+  fx.set_activity(0);  // the recovery, from the first look at its segments
   RankMemory& mem = memory_[static_cast<std::size_t>(rank)];
   const bool doubles = shape_.scheme == enc::Scheme::sum;
   // The program's private object, which the relaunched process starts without.
@@ -668,7 +742,7 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
   record_ending(world, out, [&] {
     const std::size_t region = regions_bytes(rank);
     const std::size_t stage = kStagedBytes;
-    if (!mem.present) {
+    if (!mem.present || mem.workspace_removed) {
       mem.stage.assign(stage, std::byte{0});
       mem.regions.assign(region, std::byte{0});
     }
@@ -679,7 +753,7 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
     mine.layout_hash = StreamLayout::plan(entries, stage, region, kChunk).hash;
     mine.stage_bytes = stage;
     mine.regions_bytes = region;
-    if (mem.present && !mem.control.empty()) {
+    if (mem.present && !mem.workspace_removed && !mem.control.empty()) {
       if (const auto state = read_control(mem.control.data())) {
         const Finding declared = mine;
         mine = mem.recorded;
@@ -700,8 +774,15 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
       for (auto& f : findings)
         f.valid = 0;
     }
+    // Segments on the wrong nodes: refused, every one kept, where this launch would need them
+    // (the ranks placed otherwise than in the run that wrote them), else removed below.
+    const std::vector<Misplaced> misplaced = gather_misplaced(fx, rank);
+    if (!needed_elsewhere(findings, misplaced).empty()) {
+      throw AgreedError(SKT_ERR_MISMATCH, "checkpoints of this launch lie on other nodes");
+    }
     RestorePlan setup;
     fx.agree([&] { setup = plan_restore(findings, nodes_, config_); });
+    remove_misplaced(fx, rank, misplaced);
     const int group = setup.groups.group_of[static_cast<std::size_t>(rank)];
     const int member = setup.groups.index_of[static_cast<std::size_t>(rank)];
     const GroupShape& shape = setup.shapes[static_cast<std::size_t>(group)];
@@ -730,6 +811,7 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
       // New segments, as a replacement node or a fresh start creates them.
       mem.checkpoint.assign(store.areas.data_bytes(0), std::byte{0});
       mem.control.assign(kHeaderBytes, std::byte{0});
+      mem.workspace_removed = false;
       Finding& f = mem.recorded;
       f = Finding{};
       f.groups = setup.groups.groups();
@@ -777,7 +859,6 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
           }
         }};
     Protocol protocol(shape_.mode, fx, store, privates, survivor ? mine.state : ControlState{});
-    fx.set_activity(0);
     RestoreInputs inputs{setup.candidates, survivor, setup.shapes, group, nodes_, config_.job, {}};
     out.restored = static_cast<std::int64_t>(protocol.restore(inputs));
     if (out.restored == 0) {

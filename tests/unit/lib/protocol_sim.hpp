@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -147,6 +148,9 @@ struct RankMemory {
   std::vector<std::byte> checkpoint;  // the checkpoint segment's data
   std::vector<std::byte> control;     // its first page: the control block
   Finding recorded;                   // what its checkpoint recorded of its group
+  // Its workspace segment was removed and its checkpoint segment not (yet): a rank finding this
+  // is lost, as the library judges a checkpoint without its workspace.
+  bool workspace_removed = false;
 };
 
 // How a launch ended on one rank.
@@ -172,6 +176,11 @@ struct Launch {
   bool scribble = false;
   bool finish = false;
   std::optional<Fault> fault;
+  // The node each rank runs on (empty: rank r on node r, nodes from 0 up). A rank's segments stay
+  // on the node where they were made: a rank placed elsewhere finds nothing of its own, and the
+  // first rank on a node holding another's reports them, as misplaced, and removes them once the
+  // launch goes ahead without them.
+  std::vector<int> placement;
   std::vector<int> count_effects_of;  // ranks whose effects are counted during `count_activity`
   int count_activity = -1;
 };
@@ -182,7 +191,10 @@ class Job {
   std::vector<Outcome> run(const Launch& launch, const Schedule& schedule = {});
   // A lost node: the rank's segments are gone.
   void lose(int rank) { memory_[static_cast<std::size_t>(rank)] = RankMemory{}; }
+  // The rank's segments on the node it last ran on.
   RankMemory& memory(int rank) { return memory_[static_cast<std::size_t>(rank)]; }
+  // Its segments left on another node, if any.
+  const RankMemory* left_on(int node, int rank) const;
   // Whether rank r's W holds exactly the data of version v (within the sum bound when
   // `approximate`), and its private object v.
   bool holds(int rank, std::int64_t version, bool approximate) const;
@@ -192,12 +204,22 @@ class Job {
 
  private:
   void rank_main(World& world, int rank, const Launch& launch, Outcome& out);
+  // Before a launch: each rank's segments where its node is (those it left elsewhere kept there).
+  void place(const std::vector<int>& placement);
+  // Collective: the segments of other ranks on this rank's node, when it is the first rank there.
+  std::vector<Misplaced> gather_misplaced(skt::Effects& fx, int rank);
+  // The rank removes those it reported, its workspace segment, then its checkpoint segment, as
+  // remove_misplaced does: an effect each.
+  void remove_misplaced(Effects& fx, int rank, const std::vector<Misplaced>& misplaced);
   friend class Effects;
 
   Shape shape_;
   Config config_;
   std::vector<std::string> nodes_;
   std::vector<RankMemory> memory_;
+  std::vector<int> home_;                           // the node of each rank's memory_
+  std::map<std::pair<int, int>, RankMemory> left_;  // (node, rank): segments left on other nodes
+  std::mutex left_mutex_;
   std::vector<std::int64_t> private_version_;  // the program's private object, per rank
 };
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "tests/unit/lib/protocol_sim.hpp"
 
@@ -452,6 +453,140 @@ TEST_P(ProtocolCrash, EveryEffectOfTheJobsEndOnEveryRank) {
     }
   }
   report(shape, "the job's end", counts);
+}
+
+// Ranks placed otherwise than in the run that wrote the checkpoint (1 and 3 swapped between their
+// nodes): each finds nothing of its own, and its checkpoint lies on a node of this launch. Refused
+// on every rank with SKT_ERR_MISMATCH before anything is rebuilt or removed; placed right again,
+// the job restores epoch 3 bit for bit.
+TEST(Protocol, SwappedRanksAreRefusedWithEverySegmentKept) {
+  const Shape shape;
+  Job job(shape);
+  Launch first;
+  first.until = 3;
+  job.run(first);
+  const RankMemory one = job.memory(1);
+  const RankMemory three = job.memory(3);
+  Launch swapped;
+  swapped.until = 4;
+  swapped.placement = {0, 3, 2, 1};
+  for (const Outcome& o : job.run(swapped)) {
+    EXPECT_FALSE(o.crashed || o.hung);
+    EXPECT_EQ(o.error, SKT_ERR_MISMATCH) << o.message;
+    EXPECT_EQ(o.restored, -1);
+  }
+  for (const auto& [node, rank, before] : {std::tuple{1, 1, &one}, std::tuple{3, 3, &three}}) {
+    const RankMemory* kept = job.left_on(node, rank);
+    ASSERT_NE(kept, nullptr) << "rank " << rank << "'s segments were removed";
+    EXPECT_TRUE(kept->regions == before->regions && kept->checkpoint == before->checkpoint &&
+                kept->control == before->control)
+        << "rank " << rank << "'s segments changed";
+  }
+  Launch placed_right;
+  placed_right.until = 4;
+  Counts counts;
+  judge(counts, "placed right after the refusal", job.run(placed_right), 3, 4, false);
+  EXPECT_EQ(counts.exact, 1);
+  for (const auto& f : counts.failures)
+    ADD_FAILURE() << f;
+}
+
+// Segments left on the wrong node: epoch 3 written on nodes 0-3, then
+// rank 1 moved to node 4 and rebuilt there up to epoch 5; the launch under test puts rank 1 back on
+// node 1 (its epoch-3 segments still there) and rank q of another group on node 4, which holds rank
+// 1's epoch-5 segments: misplaced, not needed (rank 1 found its own), so q removes them before
+// the groups rebuild ranks 1 and q. Each rank crashes at each effect of that launch's recovery,
+// the removal's included; a relaunch with the same placement, or with rank 1 on node 4 again, must
+// restore epoch 5 bit for bit.
+struct MovedRanks {
+  int q = -1;
+  std::vector<int> spare_for_1, back_and_q_moved;
+};
+
+std::optional<MovedRanks> moved_ranks(const Shape& shape) {
+  const Job probe(shape);
+  const std::vector<int> group = probe.group_of(1);
+  MovedRanks m;
+  for (int r = 0; r < shape.ranks && m.q < 0; ++r) {
+    if (std::find(group.begin(), group.end(), r) == group.end()) m.q = r;
+  }
+  // In rank 1's group, q and rank 1 are two losses.
+  if (m.q < 0 && shape.parity >= 2) m.q = 3;
+  if (m.q < 0 || shape.parity == 0) return std::nullopt;
+  for (int r = 0; r < shape.ranks; ++r) {
+    m.spare_for_1.push_back(r == 1 ? shape.ranks : r);
+    m.back_and_q_moved.push_back(r == m.q ? shape.ranks : r);
+  }
+  return m;
+}
+
+// Epoch 3 on nodes 0-3, then epoch 5 with rank 1 on the spare node.
+void write_then_move(Job& job, const MovedRanks& m) {
+  Launch first;
+  first.until = 3;
+  job.run(first);
+  Launch moved;
+  moved.until = 5;
+  moved.placement = m.spare_for_1;
+  job.run(moved);
+}
+
+TEST_P(ProtocolCrash, EveryEffectOfRemovingMisplacedSegments) {
+  const Shape shape = GetParam();
+  const auto m = moved_ranks(shape);
+  if (!m) GTEST_SKIP() << "the scenario loses two ranks of a group that tolerates one";
+  Counts counts;
+  {
+    Job job(shape);
+    write_then_move(job, *m);
+    Launch back;
+    back.until = 6;
+    back.placement = m->back_and_q_moved;
+    judge(counts, describe(shape) + ": rank 1 back, misplaced removed", job.run(back), 5, 6, false);
+    EXPECT_EQ(job.left_on(shape.ranks, 1), nullptr) << "rank 1's segments on the spare remain";
+  }
+  for (int rank = 0; rank < shape.ranks; ++rank) {
+    int effects = 0;
+    {
+      Job job(shape);
+      write_then_move(job, *m);
+      Launch count;
+      count.until = 5;
+      count.placement = m->back_and_q_moved;
+      count.count_effects_of = {rank};
+      count.count_activity = 0;
+      effects = job.run(count)[static_cast<std::size_t>(rank)].effects;
+    }
+    for (int at = 1; at <= effects; ++at) {
+      for (const Schedule& schedule : schedules(static_cast<std::uint64_t>(rank * 1000 + at))) {
+        for (const bool same_placement : {true, false}) {
+          const std::string where = fmt::format(
+              "{}: rank {} crashes at effect {} of the recovery that removes rank 1's misplaced "
+              "segments ({}), relaunched {}",
+              describe(shape), rank, at, describe(schedule),
+              same_placement ? "alike" : "with rank 1 on the spare again");
+          Job job(shape);
+          write_then_move(job, *m);
+          Launch back;
+          back.until = 5;
+          back.placement = m->back_and_q_moved;
+          back.fault = Fault{rank, 0, at, false};
+          const auto crashed = job.run(back, schedule);
+          if (any_hung(crashed)) {
+            ++counts.cases;
+            ++counts.hung;
+            counts.failures.push_back(where + ": hung" + summary(crashed));
+            continue;
+          }
+          Launch again;
+          again.until = 6;
+          again.placement = same_placement ? m->back_and_q_moved : m->spare_for_1;
+          judge(counts, where, job.run(again), 5, 6, false);
+        }
+      }
+    }
+  }
+  report(shape, "crash at every effect of removing misplaced segments", counts);
 }
 
 INSTANTIATE_TEST_SUITE_P(
