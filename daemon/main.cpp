@@ -27,23 +27,63 @@
 namespace skt::run {
 namespace {
 
+// --revive: the node marked alive again in the job's registry.
+int revive(const Options& o) {
+  if (o.job.empty() && o.registry.empty() && o.state_dir.empty()) {
+    fmt::print(stderr, "skt-run: --revive needs --job (or --state-dir, or --registry)\n");
+    return kExitUsage;
+  }
+  const std::string registry = !o.registry.empty()    ? o.registry
+                               : !o.state_dir.empty() ? o.state_dir + "/registry"
+                                                      : default_registry(o.job);
+  const bool was_dead = mark_alive(registry, o.revive);
+  fmt::print("node {} {} in {}\n", o.revive, was_dead ? "marked alive" : "was not marked dead",
+             registry);
+  return 0;
+}
+
+// --dry-run: the launch the command would make now (a job with a state resumes on its last
+// layout), and what would become of the job.
+int dry_run(const Options& o, Plan& plan, Log& log) {
+  const auto loaded = read_state(o.state_dir);
+  std::string how = "starts afresh";
+  if (loaded && loaded->status == "unrecoverable" && !o.fresh_if_unrecoverable) {
+    how = "would stop: its checkpoint was found unrecoverable";
+  } else if (resumes(loaded) && loaded->ranklist.size() != plan.ranklist.size()) {
+    how = fmt::format("would be refused: it ran {} ranks", loaded->ranklist.size());
+  } else if (resumes(loaded) && command_changed(*loaded, o.directory, o.command) &&
+             !o.new_command) {
+    how = fmt::format("would be refused: {}", command_change(*loaded, o));
+  } else if (resumes(loaded)) {
+    try {
+      resume_plan(loaded->ranklist, o, plan, log);
+    } catch (const OutOfSpares& e) {
+      fmt::print(stderr, "skt-run: {}\n", e.what());
+      return kExitOutOfSpares;
+    }
+    how = fmt::format(
+        "resumes after {} launch{}{}", loaded->launches, loaded->launches == 1 ? "" : "es",
+        o.new_command ? " (--new-command)" : ", if this command wrote its checkpoint");
+  } else if (!plan.local && !(loaded && loaded->status == "unrecoverable")) {
+    how =
+        "starts afresh, unless its nodes keep segments of an earlier run: skt-run counts them at "
+        "launch, and the program resumes them if this command wrote them";
+  } else if (const auto found = find_segments(o, plan); found && found->count > 0) {
+    how = "resumes the segments skt-run has no state of, if this command wrote them";
+  }
+  fmt::print("{}\n", shell_quoted(launch_command(o, plan)));
+  fmt::print("# job {} ({}), {} ranks on {}, spares: {}, probe {}, state in {}\n", o.job, how,
+             plan.ranklist.size(), fmt::join(nodes_of(plan.ranklist), ","),
+             plan.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan.spares, ",")),
+             plan.probe->name(), o.state_dir);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   auto parsed = parse_command_line(argc, argv);
   if (const int* code = std::get_if<int>(&parsed)) return *code;
   Options& o = std::get<Options>(parsed);
-  if (!o.revive.empty()) {
-    if (o.job.empty() && o.registry.empty() && o.state_dir.empty()) {
-      fmt::print(stderr, "skt-run: --revive needs --job (or --state-dir, or --registry)\n");
-      return kExitUsage;
-    }
-    const std::string registry = !o.registry.empty()    ? o.registry
-                                 : !o.state_dir.empty() ? o.state_dir + "/registry"
-                                                        : default_registry(o.job);
-    const bool was_dead = mark_alive(registry, o.revive);
-    fmt::print("node {} {} in {}\n", o.revive, was_dead ? "marked alive" : "was not marked dead",
-               registry);
-    return 0;
-  }
+  if (!o.revive.empty()) return revive(o);
   if (o.command.empty()) {
     fmt::print(stderr, "skt-run: no program: give it after --, with its arguments\n");
     return kExitUsage;
@@ -57,41 +97,7 @@ int run(int argc, char** argv) {
     fmt::print(stderr, "skt-run: {}\n", e.what());
     return kExitUsage;
   }
-  if (o.dry_run) {
-    // The launch the command would make now: a job with a state resumes on its last layout.
-    const auto loaded = read_state(o.state_dir);
-    std::string how = "starts afresh";
-    if (loaded && loaded->status == "unrecoverable" && !o.fresh_if_unrecoverable) {
-      how = "would stop: its checkpoint was found unrecoverable";
-    } else if (resumes(loaded) && loaded->ranklist.size() != plan.ranklist.size()) {
-      how = fmt::format("would be refused: it ran {} ranks", loaded->ranklist.size());
-    } else if (resumes(loaded) && command_changed(*loaded, o.directory, o.command) &&
-               !o.new_command) {
-      how = fmt::format("would be refused: {}", command_change(*loaded, o));
-    } else if (resumes(loaded)) {
-      try {
-        resume_plan(loaded->ranklist, o, plan, log);
-      } catch (const OutOfSpares& e) {
-        fmt::print(stderr, "skt-run: {}\n", e.what());
-        return kExitOutOfSpares;
-      }
-      how = fmt::format(
-          "resumes after {} launch{}{}", loaded->launches, loaded->launches == 1 ? "" : "es",
-          o.new_command ? " (--new-command)" : ", if this command wrote its checkpoint");
-    } else if (!plan.local && !(loaded && loaded->status == "unrecoverable")) {
-      how =
-          "starts afresh, unless its nodes keep segments of an earlier run: skt-run counts them at "
-          "launch, and the program resumes them if this command wrote them";
-    } else if (const auto found = find_segments(o, plan); found && found->count > 0) {
-      how = "resumes the segments skt-run has no state of, if this command wrote them";
-    }
-    fmt::print("{}\n", shell_quoted(launch_command(o, plan)));
-    fmt::print("# job {} ({}), {} ranks on {}, spares: {}, probe {}, state in {}\n", o.job, how,
-               plan.ranklist.size(), fmt::join(nodes_of(plan.ranklist), ","),
-               plan.spares.empty() ? "none" : fmt::format("{}", fmt::join(plan.spares, ",")),
-               plan.probe->name(), o.state_dir);
-    return 0;
-  }
+  if (o.dry_run) return dry_run(o, plan, log);
   if (find_program(o.launcher).empty()) {
     fmt::print(stderr,
                "skt-run: the launcher '{}' is not found (install openmpi-bin or give --launcher)\n",

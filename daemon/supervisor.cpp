@@ -333,19 +333,7 @@ int Supervisor::launch_until_done(bool fresh) {
     if (out.restored) state_.inherited = false;
     state_.cadence = std::max(state_.cadence, out.cadence);
     const auto stalled_before = std::exchange(state_.stalled_at, out.stalled_at);
-    if (out.restored && *out.restored == 0 && restart != 0) {
-      // Epochs count from 1: the relaunch found no checkpoint (the run before died before its
-      // first one) and started afresh.
-      log_("the program found no checkpoint and started afresh");
-    } else if (out.restored && restart != 0) {
-      log_("the program reports restored epoch {}{}{}", *out.restored,
-           out.restored_from_storage ? " from storage (SKT_DRAIN_DIR)" : "",
-           failed_at && out.restored_at
-               ? fmt::format(", {:.3f} s after the failure was seen",
-                             std::chrono::duration<double>(launched - *failed_at).count() +
-                                 *out.restored_at)
-               : std::string());
-    }
+    if (restart != 0) report_restored(out, failed_at, launched);
     JobFacts facts{attempt,        o_.max_restarts, o_.fresh_if_unrecoverable,
                    o_.backoff,     stop_signal(),   stalled_before,
                    plan_.ranklist, plan_.spares};
@@ -359,6 +347,25 @@ int Supervisor::launch_until_done(bool fresh) {
     if (const auto code = carry_out(action, out)) return *code;
     if (action.step == Step::start_afresh) fresh = true;
   }
+}
+
+void Supervisor::report_restored(const Outcome& out,
+                                 const std::optional<Clock::time_point>& failed_at,
+                                 Clock::time_point launched) {
+  if (!out.restored) return;
+  if (*out.restored == 0) {
+    // Epochs count from 1: the relaunch found no checkpoint (the run before died before its first
+    // one) and started afresh.
+    log_("the program found no checkpoint and started afresh");
+    return;
+  }
+  log_("the program reports restored epoch {}{}{}", *out.restored,
+       out.restored_from_storage ? " from storage (SKT_DRAIN_DIR)" : "",
+       failed_at && out.restored_at
+           ? fmt::format(
+                 ", {:.3f} s after the failure was seen",
+                 std::chrono::duration<double>(launched - *failed_at).count() + *out.restored_at)
+           : std::string());
 }
 
 std::set<std::string> Supervisor::probe_after_failure(const Outcome& out,

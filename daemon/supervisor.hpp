@@ -43,6 +43,10 @@ class Supervisor {
   void announce();
   // Launches until the job ends, one way or another: its exit code.
   int launch_until_done(bool fresh);
+  // A relaunch's result as the program reported it: the epoch restored, from where, how long after
+  // the failure was seen.
+  void report_restored(const Outcome& out, const std::optional<Clock::time_point>& failed_at,
+                       Clock::time_point launched);
   // Watches the launch of `child` until it ends: what it came to.
   Outcome supervise(Supervised& child, int launch, double cadence);
   // Probes the job's nodes and spares after a failed launch, saying how it failed: the dead ones
