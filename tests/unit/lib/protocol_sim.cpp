@@ -622,7 +622,7 @@ void Job::place(const std::vector<int>& placement) {
     const int node = placement.empty() ? r : placement[k];
     nodes_[k] = fmt::format("n{}", node);
     if (node == home_[k]) continue;
-    if (memory_[k].present) left_[{home_[k], r}] = std::exchange(memory_[k], RankMemory{});
+    if (memory_[k].present) left_[{home_[k], r}] = std::move(memory_[k]);
     memory_[k] = RankMemory{};
     if (const auto it = left_.find({node, r}); it != left_.end()) {
       memory_[k] = std::move(it->second);
