@@ -43,16 +43,7 @@ std::vector<Misplaced> gather_misplaced(Job& job) {
   } else {
     job.effects().agree([] {});
   }
-  const auto gathered = job.effects().gather(
-      std::span(reinterpret_cast<const std::byte*>(mine.data()), mine.size() * sizeof(Misplaced)));
-  std::vector<Misplaced> all;
-  for (const auto& bytes : gathered) {
-    if (bytes.empty()) continue;  // memcpy from an empty vector's null data is undefined
-    const std::size_t from = all.size();
-    all.resize(from + bytes.size() / sizeof(Misplaced));
-    std::memcpy(all.data() + from, bytes.data(), bytes.size());
-  }
-  return all;
+  return job.effects().gather_lists(std::span<const Misplaced>(mine));
 }
 
 void remove_misplaced(const Job& job, std::span<const Misplaced> misplaced) {

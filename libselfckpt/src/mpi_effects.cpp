@@ -199,7 +199,9 @@ GroupWork MpiEffects::rebuild(std::span<const int> lost, std::span<const std::ui
   return GroupWork{MPI_Wtime() - start, link.waited_seconds()};
 }
 
-void MpiEffects::clear_control() { skt::clear_control(control_page_); }
+void MpiEffects::clear_control() {
+  skt::clear_control(control_page_);
+}
 
 void MpiEffects::write_control(const ControlState& state) {
   skt::write_control(control_page_, state);

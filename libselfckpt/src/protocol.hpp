@@ -120,6 +120,18 @@ class Effects {
     broadcast(std::as_writable_bytes(std::span(&value, 1)), root);
     return value;
   }
+  // Every rank's list of one trivially copyable type, concatenated in rank order.
+  template <class T>
+  requires std::is_trivially_copyable_v<T> std::vector<T> gather_lists(std::span<const T> mine) {
+    std::vector<T> all;
+    for (const auto& bytes : gather(std::as_bytes(mine))) {
+      if (bytes.empty()) continue;  // memcpy from an empty vector's null data is undefined
+      const std::size_t from = all.size();
+      all.resize(from + bytes.size() / sizeof(T));
+      std::memcpy(all.data() + from, bytes.data(), bytes.size());
+    }
+    return all;
+  }
   // `root`'s text, its length first.
   std::string broadcast_string(std::string text, int root = 0) {
     text.resize(broadcast_value<std::uint64_t>(text.size(), root));

@@ -353,8 +353,8 @@ Protocol::Choice Protocol::choose_epoch(const RestoreInputs& in,
     } else {
       choice.rebuilt = false;
       choice.landed = nothing_landed();
-      reasons += fmt::format("{}epoch {}: {}", reasons.empty() ? "" : "; ", epoch,
-                             choice.verdict.reason);
+      reasons +=
+          fmt::format("{}epoch {}: {}", reasons.empty() ? "" : "; ", epoch, choice.verdict.reason);
     }
   }
   fx_.agree([&] {

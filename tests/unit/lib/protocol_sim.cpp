@@ -651,13 +651,7 @@ std::vector<Misplaced> Job::gather_misplaced(skt::Effects& fx, int rank) {
       mine.push_back(m);
     }
   }
-  std::vector<Misplaced> all;
-  for (const auto& bytes : fx.gather(std::as_bytes(std::span(mine)))) {
-    const std::size_t from = all.size();
-    all.resize(from + bytes.size() / sizeof(Misplaced));
-    if (!bytes.empty()) std::memcpy(all.data() + from, bytes.data(), bytes.size());
-  }
-  return all;
+  return fx.gather_lists(std::span<const Misplaced>(mine));
 }
 
 void Job::remove_misplaced(Effects& fx, int rank, const std::vector<Misplaced>& misplaced) {
