@@ -108,9 +108,25 @@ std::optional<std::vector<Captured>> run_drain_tool(const Options& o, const Plan
   return out;
 }
 
+// A checkpoint segment's line ends with its group: "group G ranks R,R,...", the job's ranks in
+// it (skt-shm list).
+void read_group(const std::vector<std::string>& words, std::vector<int>& group_of_rank) {
+  const auto at = std::find(words.begin(), words.end(), "group");
+  if (words.end() - at < 4 || at[2] != "ranks") return;
+  int group = -1;
+  if (std::from_chars(at[1].data(), at[1].data() + at[1].size(), group).ec != std::errc()) return;
+  std::string members = at[3];
+  std::replace(members.begin(), members.end(), ',', ' ');
+  std::istringstream in(members);
+  for (std::size_t rank = 0; in >> rank;) {
+    if (rank < group_of_rank.size()) group_of_rank[rank] = group;
+  }
+}
+
 }  // namespace
 
-std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan) {
+std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan,
+                                           const std::set<std::string>& leave_out) {
   const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
   if (tool.empty()) return std::nullopt;
   const std::vector<std::string> list{tool, "list", "--job", o.job};
@@ -120,6 +136,7 @@ std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan) {
   } else {
     // A spare that does not answer must not hide the nodes that do: then without the spares.
     auto nodes = nodes_of(plan.ranklist);
+    std::erase_if(nodes, [&](const std::string& node) { return leave_out.count(node) != 0; });
     const std::size_t ranked = nodes.size();
     nodes.insert(nodes.end(), plan.spares.begin(), plan.spares.end());
     for (const std::size_t count : {nodes.size(), ranked}) {
@@ -135,6 +152,7 @@ std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan) {
   // node; a heading per node, and the launcher's lines, are not.
   SegmentsFound found;
   found.node_of_rank.emplace(plan.ranklist.size());
+  found.group_of_rank.assign(plan.ranklist.size(), -1);
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
     const auto words = split_words(line);
@@ -145,6 +163,7 @@ std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan) {
     ++found.count;
     // A warm spare's reserve is no rank's: it says nothing of where ranks are.
     if (words.size() > 5 && words[5] == "reserve") continue;
+    if (words[2] == o.job) read_group(words, found.group_of_rank);
     if (!found.node_of_rank) continue;
     std::size_t rank = 0;
     const auto [end, ec] =

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,11 +19,15 @@ struct SegmentsFound {
   // By rank of the launch, the node that holds the rank's segments; empty where none is seen.
   // Nothing when a rank's segments lie on two nodes, or a rank beyond the launch's has some.
   std::optional<std::vector<std::string>> node_of_rank;
+  // By rank of the launch, its group, as the checkpoints found say it; -1 where none does.
+  std::vector<int> group_of_rank;
 };
 
-// The job's segments on the nodes of `plan`, its spares included (skt-shm list on each: through
-// the launcher on other hosts, within --probe-timeout); nothing when that cannot be known.
-std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan);
+// The job's segments on the nodes of `plan`, its spares included, those of `leave_out` not (skt-shm
+// list on each: through the launcher on other hosts, within --probe-timeout); nothing when that
+// cannot be known.
+std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan,
+                                           const std::set<std::string>& leave_out = {});
 
 // Removes the job's segments, and what is reserved for it, on every node of the plan: exactly
 // those of its tag and of the sub-jobs its ranks reported.

@@ -58,7 +58,8 @@ std::variant<Options, int> parse_command_line(int argc, char** argv) {
   CLI::App app{
       "skt-run: runs an MPI program on a list of nodes and keeps it going: when a run fails, or\n"
       "hangs, it replaces dead nodes with spares (healthy ranks stay on their nodes, where their\n"
-      "checkpoints are) and relaunches it with the same SKT_JOB, until it succeeds.\n"};
+      "checkpoints are), or, with no spare left, doubles their ranks up on the live nodes, and\n"
+      "relaunches it with the same SKT_JOB, until it succeeds.\n"};
   app.footer(
       "Nodes come from --nodes, --hostfile, or the Slurm allocation (SLURM_JOB_NODELIST); the\n"
       "last --spares of them, or --spare-nodes, are spares. Launch 'local' runs every node as a\n"
@@ -98,7 +99,8 @@ std::variant<Options, int> parse_command_line(int argc, char** argv) {
       "stays ignored (else it stops the job, as SIGINT and SIGTERM do).\n"
       "Exit codes: 0 success (the job's segments removed); 2 bad usage or configuration, here or\n"
       "in the program (its limits and resources too: not retried); 3 the program found its\n"
-      "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares (or too\n"
+      "checkpoint unrecoverable; 4 its result failed verification; 5 out of spares (every\n"
+      "node of the job dead; a node dead with no spare left under --stop-at-last-spare; too\n"
       "few nodes to resume on); 6 --max-restarts reached; 7 the launcher refused the launch,\n"
       "saying why (not retried; one killed or silent is relaunched); 8 its work ended, but its\n"
       "ranks did not leave the program by themselves (stuck in or stopped before MPI_Finalize,\n"
@@ -120,6 +122,11 @@ std::variant<Options, int> parse_command_line(int argc, char** argv) {
                "shared memory of one node's ranks (skt-shm reserve), which ranks relaunched "
                "there take over, so that their recovery does not pay for fresh memory; it holds "
                "that memory while the job runs");
+  app.add_flag("!--stop-at-last-spare", o.continue_on_survivors,
+               "end with exit 5 when a node dies and no live spare is left: by default the ranks "
+               "of the dead node go on the live nodes of the job, doubled up, each on a node that "
+               "holds no other member of its group where one does (the log says which groups "
+               "share a node, and so which failures the job can no longer survive)");
   app.add_option("--job", o.job,
                  "job tag, stable across relaunches (default: slurm-<job id> in Slurm, else "
                  "run-<hash of the directory, nodes and command>: the same command here is the "

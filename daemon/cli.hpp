@@ -49,6 +49,7 @@ struct Options {
   bool fresh_if_unrecoverable = false;
   bool new_command = false;
   bool warm_spares = true;
+  bool continue_on_survivors = true;  // not --stop-at-last-spare
   std::vector<std::string> command;
   std::string directory;  // where skt-run was started (plan_from)
 };

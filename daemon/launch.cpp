@@ -243,14 +243,21 @@ std::vector<std::string> launch_command(const Options& o, const Plan& plan) {
   for (const auto& name : forwarded_variables())
     argv.insert(argv.end(), {"-x", name});
   if (!plan.local) {
+    // Ranks doubled up on a node, no spare being left, are more than the slots the allocation or
+    // the host list gave it (Open MPI refuses that unless told): the node's processors are the
+    // operator's to judge, who can end such a job instead with --stop-at-last-spare.
+    if (most_ranks_on_a_node(plan.ranklist) > o.ranks_per_node &&
+        std::find(argv.begin(), argv.end(), "--oversubscribe") == argv.end()) {
+      argv.insert(argv.begin() + 1, "--oversubscribe");
+    }
     argv.insert(argv.end(), o.command.begin(), o.command.end());
     return argv;
   }
-  // Virtual nodes of this host: one app context per node, which names it in SKT_NODE. They share
-  // the host's cores, so more ranks than cores is expected, not a mistake.
+  // Virtual nodes of this host: an app context per run of consecutive ranks on one node, which
+  // names it in SKT_NODE. They share the host's cores, so more ranks than cores is expected, not a
+  // mistake.
   argv.push_back("--oversubscribe");
-  for (const auto& node : nodes_of(plan.ranklist)) {
-    const auto count = std::count(plan.ranklist.begin(), plan.ranklist.end(), node);
+  for (const auto& [node, count] : runs_of_ranks(plan.ranklist)) {
     argv.insert(argv.end(), {"-n", std::to_string(count), "env", "SKT_NODE=" + node});
     argv.insert(argv.end(), o.command.begin(), o.command.end());
     argv.push_back(":");

@@ -47,6 +47,11 @@ struct JobFacts {
   std::optional<std::uint64_t> stalled_before;
   std::vector<std::string> ranklist;
   std::vector<std::string> spares;
+  // With too few spares, go on with the ranks of the dead nodes on the live ones (not
+  // --stop-at-last-spare), placed apart from their groups' other members (group_of_rank, from the
+  // survivors' segments; empty when unknown).
+  bool continue_on_survivors = true;
+  std::vector<int> group_of_rank;
 };
 
 enum class Step {
@@ -59,7 +64,7 @@ enum class Step {
   probe,            // it failed: probe the nodes (Outcome::dead), then ask again
   launch_failed,    // the launcher refused the launch and every node lives (7)
   restart_budget,   // --max-restarts reached (6)
-  out_of_spares,    // a node died and no live spare is left for it (5)
+  out_of_spares,    // a node died and no live spare or node is left for it (5)
   relaunch,         // on `replacement.ranklist`, after `wait` seconds
 };
 

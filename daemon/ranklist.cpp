@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace skt::run {
@@ -84,6 +85,81 @@ Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
   }
   r.spares_left.assign(pool.begin() + static_cast<std::ptrdiff_t>(next), pool.end());
   return r;
+}
+
+Replacement continue_on_survivors(const std::vector<std::string>& ranklist,
+                                  const std::set<std::string>& dead,
+                                  const std::vector<std::string>& spares,
+                                  const std::vector<int>& group_of_rank) {
+  std::vector<std::string> dead_nodes;
+  for (const auto& node : nodes_of(ranklist)) {
+    if (dead.count(node) != 0) dead_nodes.push_back(node);
+  }
+  const auto live_spares = static_cast<std::size_t>(std::count_if(
+      spares.begin(), spares.end(), [&](const std::string& s) { return dead.count(s) == 0; }));
+  const std::size_t replaced = std::min(live_spares, dead_nodes.size());
+  const std::set<std::string> to_spares(dead_nodes.begin(),
+                                        dead_nodes.begin() + static_cast<std::ptrdiff_t>(replaced));
+  Replacement r = replace_dead_nodes(ranklist, to_spares, spares);
+  const std::set<std::string> left(dead_nodes.begin() + static_cast<std::ptrdiff_t>(replaced),
+                                   dead_nodes.end());
+  std::vector<std::string> live;
+  for (const auto& node : nodes_of(r.ranklist)) {
+    if (left.count(node) == 0) live.push_back(node);
+  }
+  if (live.empty()) {
+    throw OutOfSpares(fmt::format("every node of the job is dead ({}) and no live spare is left",
+                                  fmt::join(dead_nodes, ", ")));
+  }
+  const auto group = [&](std::size_t rank) {
+    return rank < group_of_rank.size() && group_of_rank[rank] >= 0 ? group_of_rank[rank]
+                                                                   : -1 - static_cast<int>(rank);
+  };
+  std::map<std::string, std::multiset<int>> groups_on;  // the live nodes' ranks' groups
+  for (std::size_t rank = 0; rank < r.ranklist.size(); ++rank) {
+    if (left.count(r.ranklist[rank]) == 0) groups_on[r.ranklist[rank]].insert(group(rank));
+  }
+  for (std::size_t rank = 0; rank < r.ranklist.size(); ++rank) {
+    if (left.count(r.ranklist[rank]) == 0) continue;
+    const auto cost = [&](const std::string& node) {
+      const auto& here = groups_on[node];
+      return std::pair{here.count(group(rank)) != 0, here.size()};
+    };
+    const std::string to = *std::min_element(
+        live.begin(), live.end(),
+        [&](const std::string& a, const std::string& b) { return cost(a) < cost(b); });
+    r.ranklist[rank] = to;
+    groups_on[to].insert(group(rank));
+    r.doubled_up.emplace_back(static_cast<int>(rank), to);
+  }
+  std::set<int> sharing;
+  for (const auto& [node, groups] : groups_on) {
+    for (const int g : groups) {
+      if (g >= 0 && groups.count(g) > 1) sharing.insert(g);
+    }
+  }
+  r.groups_sharing_a_node.assign(sharing.begin(), sharing.end());
+  r.groups_known =
+      std::all_of(group_of_rank.begin(), group_of_rank.end(), [](int g) { return g >= 0; }) &&
+      group_of_rank.size() >= r.ranklist.size();
+  return r;
+}
+
+std::vector<std::pair<std::string, int>> runs_of_ranks(const std::vector<std::string>& ranklist) {
+  std::vector<std::pair<std::string, int>> runs;
+  for (const auto& node : ranklist) {
+    if (runs.empty() || runs.back().first != node) runs.emplace_back(node, 0);
+    ++runs.back().second;
+  }
+  return runs;
+}
+
+int most_ranks_on_a_node(const std::vector<std::string>& ranklist) {
+  std::map<std::string, int> count;
+  int most = 0;
+  for (const auto& node : ranklist)
+    most = std::max(most, ++count[node]);
+  return most;
 }
 
 Replacement resume_on_nodes(const std::vector<std::string>& ranklist,

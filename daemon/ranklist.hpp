@@ -26,6 +26,12 @@ struct Replacement {
   std::vector<std::string> ranklist;                          // the new layout
   std::vector<std::pair<std::string, std::string>> replaced;  // (dead node, spare), in rank order
   std::vector<std::string> spares_left;
+  // No spare being left for them: ranks moved onto a node that runs ranks of the job already,
+  // (rank, node) in rank order.
+  std::vector<std::pair<int, std::string>> doubled_up;
+  // Groups that now have two members or more on one node, whose loss would take them together.
+  std::vector<int> groups_sharing_a_node;
+  bool groups_known = true;  // every rank's group was known to the doubling up
 };
 
 // Every rank on a node in `dead` moves to a spare, one spare per dead node taken from the front of
@@ -38,6 +44,17 @@ class OutOfSpares : public std::runtime_error {
 Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
                                const std::set<std::string>& dead,
                                const std::vector<std::string>& spares);
+
+// The job goes on when spares run out: the first dead nodes (in rank order) are replaced by the
+// live spares as replace_dead_nodes does, and the ranks of the others move, one at a time in rank
+// order, onto the live nodes of the layout, each to the one with the fewest ranks that holds no
+// member of its group (rank r is in group group_of_rank[r]; -1, or a rank past the list, is a group
+// of its own), the first in the layout on a tie; where every live node holds one, to the one with
+// the fewest ranks. Throws OutOfSpares when no node of the layout lives.
+Replacement continue_on_survivors(const std::vector<std::string>& ranklist,
+                                  const std::set<std::string>& dead,
+                                  const std::vector<std::string>& spares,
+                                  const std::vector<int>& group_of_rank);
 
 // A resumed job's layout on the nodes it is given now, `nodes` in order (a requeued Slurm job's
 // new allocation, an edited --nodes): a rank keeps its node while it is given (its segments are
@@ -55,6 +72,14 @@ Replacement resume_on_nodes(const std::vector<std::string>& ranklist,
 // resume_on_nodes then replaces as after a node loss. Nothing when no rank is seen.
 std::optional<std::vector<std::string>> layout_of_segments(const std::vector<std::string>& seen,
                                                            int ranks_per_node);
+
+// The ranklist as runs of consecutive ranks on one node, (node, ranks) in rank order: the app
+// contexts that start rank r on ranklist[r] with virtual nodes, since mpirun numbers its contexts'
+// ranks in order (ranks doubled up onto a node need not follow its own).
+std::vector<std::pair<std::string, int>> runs_of_ranks(const std::vector<std::string>& ranklist);
+
+// The most ranks any node of the ranklist runs.
+int most_ranks_on_a_node(const std::vector<std::string>& ranklist);
 
 // The distinct nodes of a ranklist, in order of first rank.
 std::vector<std::string> nodes_of(const std::vector<std::string>& ranklist);

@@ -336,11 +336,12 @@ int Supervisor::launch_until_done(bool fresh) {
     if (restart != 0) report_restored(out, failed_at, launched);
     JobFacts facts{attempt,        o_.max_restarts, o_.fresh_if_unrecoverable,
                    o_.backoff,     stop_signal(),   stalled_before,
-                   plan_.ranklist, plan_.spares};
+                   plan_.ranklist, plan_.spares,    o_.continue_on_survivors};
     Action action = next_action(facts, out);
     if (action.step == Step::probe) {
       failed_at = Clock::now();
       out.dead = probe_after_failure(out, *failed_at);
+      facts.group_of_rank = groups_if_doubling_up(*out.dead);
       action = next_action(facts, out);
     }
     if (action.step == Step::start_afresh) failed_at = Clock::now();
@@ -418,9 +419,48 @@ void Supervisor::report_refusal(int code) {
   save(code == 3 ? "unrecoverable" : "failed", fmt::format("exit {}: {}", code, why));
 }
 
+std::vector<int> Supervisor::groups_if_doubling_up(const std::set<std::string>& dead) {
+  std::size_t dead_nodes = 0;
+  for (const auto& node : nodes_of(plan_.ranklist))
+    dead_nodes += dead.count(node);
+  const auto live_spares = static_cast<std::size_t>(std::count_if(
+      plan_.spares.begin(), plan_.spares.end(), [&](const auto& s) { return dead.count(s) == 0; }));
+  if (!o_.continue_on_survivors || dead_nodes <= live_spares) return {};
+  const auto found = find_segments(o_, plan_, dead);
+  if (!found || std::count(found->group_of_rank.begin(), found->group_of_rank.end(), -1) ==
+                    static_cast<std::ptrdiff_t>(found->group_of_rank.size())) {
+    log_(
+        "the groups of the job's ranks could not be read from their checkpoints (skt-shm list): "
+        "ranks doubled up are placed by load alone");
+    return {};
+  }
+  return found->group_of_rank;
+}
+
 void Supervisor::prepare_relaunch(const Action& action, const Outcome& out) {
   for (const auto& [from, to] : action.replacement.replaced)
     log_("replacing node {} by spare {}", from, to);
+  for (const auto& [rank, to] : action.replacement.doubled_up)
+    log_("no spare left: rank {} goes on node {} beside ranks of the job (doubled up)", rank, to);
+  if (!action.replacement.doubled_up.empty()) {
+    if (!action.replacement.groups_known) {
+      log_(
+          "the ranks' groups unknown, the ranks doubled up were placed by load alone: a group may "
+          "now have members that share a node (its ranks warn of it), whose loss it would not "
+          "survive");
+    } else if (action.replacement.groups_sharing_a_node.empty()) {
+      log_(
+          "every group still has its members on distinct nodes: the job survives what it "
+          "survived before, on {} node(s)",
+          nodes_of(action.replacement.ranklist).size());
+    } else {
+      log_(
+          "group(s) {} now have members that share a node: losing that node loses them "
+          "together, more than xor or rs with m = 1 tolerates (the job would end with exit 3); "
+          "a loss of any other single node is survived",
+          fmt::join(action.replacement.groups_sharing_a_node, ", "));
+    }
+  }
   plan_.ranklist = action.replacement.ranklist;
   plan_.spares = action.replacement.spares_left;
   save("failed", out.hung ? "ended as hung: " + *out.hung : "the run failed");

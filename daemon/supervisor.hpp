@@ -57,6 +57,9 @@ class Supervisor {
   // The program refused to go on (exit `code` 2, 3 or 4): why, and what is kept.
   void report_refusal(int code);
   // The relaunch's ranklist (spares in place of lost nodes), the state saved, the back-off waited.
+  // The groups of the job's ranks from the survivors' checkpoints, when the dead nodes outnumber
+  // the live spares and the job goes on doubled up; empty otherwise, or when they cannot be read.
+  std::vector<int> groups_if_doubling_up(const std::set<std::string>& dead);
   void prepare_relaunch(const Action& action, const Outcome& out);
   void end_run(Supervised& child) const;
   std::string monitor_address() const;

@@ -1,6 +1,7 @@
 // skt-shm: look at, verify and remove the calling user's selfckpt segments.
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 #include <CLI/CLI.hpp>
 
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,11 +75,20 @@ std::string state_text(const skt::SegmentListing& s) {
   if (!segment) return "unreadable";
   const auto state = skt::read_control(segment->base());
   if (!state) return "no valid control block";
+  // Its group last, which skt-run reads to keep a group's members apart when it doubles ranks up.
+  skt::CheckpointInfo info;
+  std::string group;
+  if (skt::decode_checkpoint_info(segment->base(), &info) && info.group_size > 0 &&
+      info.group_size <= static_cast<std::uint32_t>(skt::kMaxGroupSize)) {
+    group = fmt::format(" group {} ranks {}", info.group,
+                        fmt::join(std::span(info.members, info.group_size), ","));
+  }
   return fmt::format(
-      "committed {} encoded {} agreed {} resumed {}{}", epoch_text(state->committed),
+      "committed {} encoded {} agreed {} resumed {}{}{}", epoch_text(state->committed),
       epoch_text(state->encoded), epoch_text(state->agreed), epoch_text(state->resumed),
       state->finished >= 0 ? fmt::format(" finished {} (the job completed)", state->finished)
-                           : std::string());
+                           : std::string(),
+      group);
 }
 
 int list(const Filter& filter) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """skt-run replacing nodes on virtual nodes of this host: nodes killed (processes and memory)
 through skt-inject at points the test program announces (--pause), replaced by spares, and the job
-finishes with the result of a run without failure; out of spares ends with a clear message and
-exit code 5; a kill during a checkpoint and during a recovery; the program's exit codes; a first
+finishes with the result of a run without failure; with no spare left, the ranks of dead nodes go
+on the live ones, apart from their groups (three losses on 8 ranks, groups of 4); out of spares
+(--stop-at-last-spare, or every node dead) ends with a clear message and exit code 5; a kill during a checkpoint and during a recovery; the program's exit codes; a first
 launch whose segments skt-shm cannot count (left to the program, SKT_RESTART=auto); probes of
 the user's, of ping and of a failing Slurm; bad usage said in words; skt-inject's warning when
 no skt-run reads the registry it marks; a probe program that hangs is ended at --probe-timeout
@@ -103,11 +104,41 @@ def other_job_with_a_plus_left_alone(d, cluster, checks, reference):
     cluster.clean(other)
 
 
+def continue_on_survivors(d, cluster, checks):
+    """xor, groups of 4 on 8 ranks and 8 nodes, no spare: three nodes lost one after another, the
+    third holding two ranks by then; each time the dead node's ranks go on live nodes that hold no
+    other member of their group (by load alone, rank 0 would join rank 4, of its group, on n5), and
+    the run ends with the result of a run without failure."""
+    reference = cluster.reference(8, APP_ARGS, group_size=4)
+    job = cluster.new_job("dc")
+    nodes = [f"n{i}" for i in range(1, 9)]
+    victims = ["n2", "n3", "n1"]
+    code, out = d.run(d.command(job, nodes, 0, APP_ARGS + ["--pause", "0:4", "--pause", "1:7",
+                                                           "--pause", "2:10"]),
+                      env={"SKT_GROUP_SIZE": "4"}, on_pause=lambda k: d.kill_node(job, victims[k]))
+    checks.expect(code == 0 and result_of(out) == reference,
+                  "three nodes lost without a spare: exit 0 with the result of a run without failure", out)
+    moves = re.findall(r"no spare left: rank (\d+) goes on node (\S+) beside ranks of the job", out)
+    checks.expect(moves == [("1", "n1"), ("2", "n4"), ("0", "n6"), ("1", "n5")],
+                  f"rank 1 to n1, rank 2 to n4, then ranks 0 and 1 to n6 and n5 ({moves})", out)
+    checks.expect("could not be read" not in out, "skt-run read the groups from the checkpoints", out)
+    checks.expect(out.count("every group still has its members on distinct nodes") == 3,
+                  "after each loss, the log says every group still has its members on distinct nodes", out)
+    ranklist = d.ranklist(job)
+    checks.expect(len(ranklist) == 8 and len(set(ranklist)) == 5 and not set(victims) & set(ranklist),
+                  f"the final ranklist uses the 5 live nodes: {' '.join(ranklist)}")
+    checks.expect("is on the same node" not in out, "no rank warns of a group member on its node", out)
+    checks.expect(cluster.segment_count(job) == 0, "no segments left after success")
+    cluster.clean(job)
+
+
 def out_of_spares(d, cluster, checks):
+    """--stop-at-last-spare: a node lost with no spare left ends the job with exit 5, its checkpoint
+    kept; without it, a job whose every node died does."""
     job = cluster.new_job("d0")
     victims = ["n2", "n3"]
     code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4", "n5"], 1,
-                                APP_ARGS + ["--pause", "0:6", "--pause", "1:9"]),
+                                APP_ARGS + ["--pause", "0:6", "--pause", "1:9"], ["--stop-at-last-spare"]),
                       on_pause=lambda k: d.kill_node(job, victims[k]))
     checks.expect(code == 5, f"out of spares: exit 5 (got {code})", out)
     checks.expect("out of spares: 1 node dead (n3) but 0 live spares left" in out,
@@ -118,6 +149,12 @@ def out_of_spares(d, cluster, checks):
                   f"the survivors' checkpoints are kept, and the message counts them ({kept}) and says "
                   "how to resume or remove them", out)
     unread_registry_warning(d, job, checks)
+    cluster.clean(job)
+    job = cluster.new_job("d1")
+    code, out = d.run(d.command(job, ["n1", "n2"], 0, APP_ARGS + ["--pause", "0:6", "--pause", "1:9"]),
+                      on_pause=lambda k: d.kill_node(job, ["n2", "n1"][k]))
+    checks.expect(code == 5 and "every node of the job is dead (n1) and no live spare is left" in out,
+                  f"every node lost: exit 5, saying so (got {code})", out)
     cluster.clean(job)
 
 
@@ -490,7 +527,7 @@ def main(argv):
     checks = harness.Checks()
     chosen = harness.selected(options, [("bad-input", lambda: bad_input(d, checks))] + harness.named(
         [slurm_commands_failing, two_losses_two_spares, warm_spare, other_job_with_a_plus_left_alone,
-         out_of_spares, kill_during_checkpoint_and_recovery, probes_and_exit_codes, hanging_probe,
+         continue_on_survivors, out_of_spares, kill_during_checkpoint_and_recovery, probes_and_exit_codes, hanging_probe,
          fresh_if_unrecoverable, storage_beyond_tolerance, node_local_drains_fresh, state_lost_drains_left,
          ping_probe],
         lambda: (d, cluster, checks, reference)))

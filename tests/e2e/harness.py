@@ -552,8 +552,9 @@ class SktRun:
     @staticmethod
     def start(command, env=None):
         return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=daemon_env(SKT_GROUP_SIZE="2", **{TRANSPORT_VARIABLE: transport_directory("skt-run")},
-                                               **(env or {})),
+                                env=daemon_env(**{"SKT_GROUP_SIZE": "2",
+                                                  TRANSPORT_VARIABLE: transport_directory("skt-run"),
+                                                  **(env or {})}),
                                 start_new_session=True)
 
     def drive(self, process, on_line=None, timeout=None):

@@ -27,7 +27,8 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
 - A batch job requeued after its second checkpoint (same job id, so the same skt-run state) comes
   back on other nodes: skt-run resumes it there, moving the ranks of the node it lost, and the
   checkpoint is restored.
-- With no spare left, a clear failure (exit 5)."""
+- With no spare left, a node killed for real: its rank goes on a live node (doubled up) and the
+  job finishes with the right result; with --stop-at-last-spare, a clear failure (exit 5)."""
 
 import os
 import re
@@ -318,10 +319,18 @@ def main(argv):
                    "no segments of the job left on any live node", listed.stdout + listed.stderr)
 
         def out_of_spares():
-            # n1, n3, n5 and n6 are left.
+            # n1, n3, n5 and n6 are left, with 2 CPUs each: a node killed with no spare, its rank
+            # goes on a live node beside another, and the job goes on.
             code, out = daemon(4, "slurm-e2e-b", ["0:6"], lambda k: kill("n3"), 0)
-            expect(code == 5, f"a node killed with no spare: exit 5 (got {code})", out)
-            expect("out of spares: 1 node dead (n3) but 0 live spares left" in out,
+            expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None and
+                   re.search(r"no spare left: rank \d goes on node n\d beside ranks of the job", out),
+                   f"a node killed with no spare: its rank doubled up on a live node, the result of a "
+                   f"run without failure (got {code})", out)
+            # n1, n5 and n6 are left: --stop-at-last-spare ends such a job.
+            code, out = daemon(3, "slurm-e2e-c", ["0:6"], lambda k: kill("n5"), 0, nodelist="n1,n5,n6",
+                               extra=["--stop-at-last-spare"])
+            expect(code == 5, f"--stop-at-last-spare, a node killed with no spare: exit 5 (got {code})", out)
+            expect("out of spares: 1 node dead (n5) but 0 live spares left" in out,
                    "the message names the dead node and says no spare is left", out)
 
         cases = [node_drained_while_running, stuck_in_mpi_finalize, suspended_and_resumed, state_lost,

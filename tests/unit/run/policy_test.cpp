@@ -123,13 +123,34 @@ TEST(RelaunchPolicy, ADeadNodesRanksMoveTogetherToASpare) {
   EXPECT_TRUE(action.replacement.spares_left.empty());
 }
 
-TEST(RelaunchPolicy, NoLiveSpareLeftEndsTheJobSayingWhatIsMissing) {
-  const Action action = next_action(job(), probed(crashed(), {"n0", "n1"}));
+TEST(RelaunchPolicy, StoppingAtTheLastSpareEndsTheJobSayingWhatIsMissing) {
+  JobFacts facts = job();
+  facts.continue_on_survivors = false;  // --stop-at-last-spare
+  const Action action = next_action(facts, probed(crashed(), {"n0", "n1"}));
   EXPECT_EQ(action.step, Step::out_of_spares);
   EXPECT_EQ(action.exit_code, kExitOutOfSpares);
   EXPECT_FALSE(action.why.empty());
   // A dead spare is no spare.
-  EXPECT_EQ(next_action(job(), probed(crashed(), {"n1", "n2"})).step, Step::out_of_spares);
+  EXPECT_EQ(next_action(facts, probed(crashed(), {"n1", "n2"})).step, Step::out_of_spares);
+}
+
+TEST(RelaunchPolicy, WithNoSpareLeftTheRanksGoOnTheLiveNodes) {
+  // The spare takes the first dead node's ranks, the live nodes the rest.
+  const Action both = next_action(job(), probed(crashed(), {"n0", "n1"}));
+  EXPECT_EQ(both.step, Step::relaunch);
+  EXPECT_EQ(both.replacement.ranklist, (Names{"n2", "n2", "n2", "n2"}));
+  // A dead spare is no spare: n1's ranks join n0's.
+  const Action spare_dead = next_action(job(), probed(crashed(), {"n1", "n2"}));
+  EXPECT_EQ(spare_dead.step, Step::relaunch);
+  EXPECT_EQ(spare_dead.replacement.ranklist, (Names{"n0", "n0", "n0", "n0"}));
+  EXPECT_EQ(spare_dead.replacement.doubled_up.size(), 2u);
+}
+
+TEST(RelaunchPolicy, EveryNodeDeadEndsTheJob) {
+  const Action action = next_action(job(), probed(crashed(), {"n0", "n1", "n2"}));
+  EXPECT_EQ(action.step, Step::out_of_spares);
+  EXPECT_EQ(action.exit_code, kExitOutOfSpares);
+  EXPECT_EQ(action.why, "every node of the job is dead (n0, n1) and no live spare is left");
 }
 
 TEST(RelaunchPolicy, TheRestartBudgetComesBeforeTheSpares) {

@@ -74,6 +74,71 @@ TEST(Replace, OutOfSparesSaysHowMany) {
   }
 }
 
+using Moves = std::vector<std::pair<int, std::string>>;
+
+TEST(ContinueOnSurvivors, SparesFirstThenTheLiveNodes) {
+  // n1 and n3 dead, one spare: s1 takes n1's ranks, n3's go on the live nodes, the least loaded
+  // and first in the layout.
+  const auto r = continue_on_survivors({"n1", "n2", "n3", "n4", "n4"}, {"n1", "n3"}, {"s1"}, {});
+  EXPECT_EQ(r.ranklist, (Names{"s1", "n2", "s1", "n4", "n4"}));
+  ASSERT_EQ(r.replaced.size(), 1u);
+  EXPECT_EQ(r.replaced[0], (std::pair<std::string, std::string>{"n1", "s1"}));
+  EXPECT_EQ(r.doubled_up, (Moves{{2, "s1"}}));
+  EXPECT_TRUE(r.spares_left.empty());
+  EXPECT_FALSE(r.groups_known);
+}
+
+TEST(ContinueOnSurvivors, EnoughSparesIsAPlainReplacement) {
+  const auto r = continue_on_survivors({"n1", "n2"}, {"n2"}, {"s1", "s2"}, {0, 0});
+  EXPECT_EQ(r.ranklist, (Names{"n1", "s1"}));
+  EXPECT_TRUE(r.doubled_up.empty());
+  EXPECT_EQ(r.spares_left, (Names{"s2"}));
+}
+
+TEST(ContinueOnSurvivors, AGroupsMembersStayApartWhileTheNodesAllowIt) {
+  // Eight ranks, one per node, groups of four dealt round-robin: {0,2,4,6} and {1,3,5,7}.
+  Names ranklist{"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"};
+  const std::vector<int> groups{0, 1, 0, 1, 0, 1, 0, 1};
+  // n1 dies: rank 1 goes to the least loaded node without a member of group 1, n0.
+  auto r = continue_on_survivors(ranklist, {"n1"}, {}, groups);
+  EXPECT_EQ(r.ranklist, (Names{"n0", "n0", "n2", "n3", "n4", "n5", "n6", "n7"}));
+  EXPECT_TRUE(r.groups_sharing_a_node.empty());
+  // Then n0 dies, with ranks 0 and 1: rank 0 (group 0) to n3, the first node of group 1 with one
+  // rank; rank 1 (group 1) to n2, the first of group 0 with one rank.
+  r = continue_on_survivors(r.ranklist, {"n0"}, {}, groups);
+  EXPECT_EQ(r.ranklist, (Names{"n3", "n2", "n2", "n3", "n4", "n5", "n6", "n7"}));
+  EXPECT_EQ(r.doubled_up, (Moves{{0, "n3"}, {1, "n2"}}));
+  EXPECT_TRUE(r.groups_sharing_a_node.empty());
+  // Then n4: rank 4 (group 0) to n5, the one node with a single rank, of group 1.
+  r = continue_on_survivors(r.ranklist, {"n4"}, {}, groups);
+  EXPECT_EQ(r.ranklist, (Names{"n3", "n2", "n2", "n3", "n5", "n5", "n6", "n7"}));
+  EXPECT_TRUE(r.groups_sharing_a_node.empty());
+}
+
+TEST(ContinueOnSurvivors, WhereEveryNodeHoldsAGroupMateTheLeastLoadedOneIsShared) {
+  // Two nodes left for a group of three: two of its members must share one.
+  const auto r = continue_on_survivors({"n0", "n1", "n2"}, {"n2"}, {}, {0, 0, 0});
+  EXPECT_EQ(r.ranklist, (Names{"n0", "n1", "n0"}));
+  EXPECT_EQ(r.groups_sharing_a_node, (std::vector<int>{0}));
+  EXPECT_TRUE(r.groups_known);
+}
+
+TEST(ContinueOnSurvivors, EveryNodeDeadIsOutOfSpares) {
+  EXPECT_THROW(continue_on_survivors({"n0", "n1"}, {"n0", "n1"}, {}, {}), OutOfSpares);
+  // A dead spare is no spare.
+  EXPECT_THROW(continue_on_survivors({"n0", "n1"}, {"n0", "n1", "s1"}, {"s1"}, {}), OutOfSpares);
+}
+
+TEST(ContinueOnSurvivors, VirtualNodesGetAContextPerRunOfRanks) {
+  // Rank 4 doubled up onto n1: n1 gets a context for each run of its ranks, so that mpirun, which
+  // numbers the contexts' ranks in order, starts rank r as ranklist[r].
+  EXPECT_EQ(runs_of_ranks({"n1", "n1", "n4", "n4", "n1"}),
+            (std::vector<std::pair<std::string, int>>{{"n1", 2}, {"n4", 2}, {"n1", 1}}));
+  EXPECT_TRUE(runs_of_ranks({}).empty());
+  EXPECT_EQ(most_ranks_on_a_node({"n1", "n1", "n4", "n4", "n1"}), 3);
+  EXPECT_EQ(most_ranks_on_a_node({}), 0);
+}
+
 TEST(Resume, TheSameNodesChangeNothing) {
   const auto r = resume_on_nodes({"n1", "n1", "n2", "n2"}, {"n1", "n2", "n3"});
   EXPECT_EQ(r.ranklist, (Names{"n1", "n1", "n2", "n2"}));
