@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <numeric>
@@ -202,6 +203,32 @@ void clean_segments(const Options& o, const Plan& plan, const std::vector<std::s
   }
   log("removed the job's segments on {} node(s){}", nodes.size(),
       r.code == 0 ? "" : fmt::format(" (skt-shm exit {}: some may be left)", r.code));
+}
+
+std::string take_back_check(const Options& o, const Plan& plan, const std::string& node,
+                            int& removed) {
+  removed = 0;
+  const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
+  if (tool.empty()) return "skt-shm not found, to remove what the job left there";
+  std::vector<std::string> argv;
+  if (!plan.local) {
+    const std::vector<std::string> one{node};
+    argv = launcher_prefix(o, &one);
+  }
+  argv.insert(argv.end(), {tool, "clean", "--job", o.job});
+  if (plan.local) argv.insert(argv.end(), {"--node", node});
+  const Captured r = capture_each({argv}, o.probe_timeout).front();
+  if (r.timed_out) return "the launcher did not start skt-shm there within --probe-timeout";
+  std::istringstream lines(r.out);
+  std::string last;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find_first_not_of(" \t") != std::string::npos) last = line;
+    int n = 0;
+    if (std::sscanf(line.c_str(), "%d segment", &n) == 1) removed = n;
+  }
+  if (r.code != 0)
+    return fmt::format("skt-shm clean --job {} there: exit {}, {}", o.job, r.code, last);
+  return "";
 }
 
 std::string reserve_on_spares(const Options& o, const Plan& plan,

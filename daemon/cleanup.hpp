@@ -40,6 +40,13 @@ void clean_segments(const Options& o, const Plan& plan, const std::vector<std::s
 std::string reserve_on_spares(const Options& o, const Plan& plan,
                               const std::vector<std::string>& spares);
 
+// Whether a node skt-run lost may serve the job again as a spare: the launcher reaches it (within
+// --probe-timeout), and the job's segments left there from before its loss, superseded since (its
+// ranks were rebuilt elsewhere), are removed (skt-shm clean). Empty when it passes, else why not;
+// `removed` says how many segments went.
+std::string take_back_check(const Options& o, const Plan& plan, const std::string& node,
+                            int& removed);
+
 // Removes the job's drained epochs: a job started afresh must not find an earlier run's drains,
 // which it would refuse.
 void clean_drains(const Options& o, const Plan& plan, const std::vector<std::string>& sub_jobs,

@@ -32,7 +32,8 @@ void validate(const Options& o) {
                                     {"--silence", o.silence},
                                     {"--startup", o.startup},
                                     {"--progress-floor", o.progress_floor},
-                                    {"--probe-interval", o.probe_interval}}) {
+                                    {"--probe-interval", o.probe_interval},
+                                    {"--quarantine", o.quarantine}}) {
     if (!(value >= 0) || !std::isfinite(value)) {
       throw std::invalid_argument(
           fmt::format("{} {}: give a finite number of seconds, 0 or more", name, value));
@@ -127,6 +128,12 @@ std::variant<Options, int> parse_command_line(int argc, char** argv) {
                "of the dead node go on the live nodes of the job, doubled up, each on a node that "
                "holds no other member of its group where one does (the log says which groups "
                "share a node, and so which failures the job can no longer survive)");
+  app.add_option("--quarantine", o.quarantine,
+                 "seconds a node found dead sits out before it may serve the job again: then, at "
+                 "the next failure, if it answers the probe and its stale segments of the job are "
+                 "removed, it goes back among the spares; one that fails again within this time "
+                 "after it came back is not taken back")
+      ->capture_default_str();
   app.add_option("--job", o.job,
                  "job tag, stable across relaunches (default: slurm-<job id> in Slurm, else "
                  "run-<hash of the directory, nodes and command>: the same command here is the "
@@ -176,6 +183,9 @@ std::variant<Options, int> parse_command_line(int argc, char** argv) {
   app.add_option("--revive", o.revive,
                  "mark this virtual node alive again in the job's registry (after skt-inject), "
                  "and exit");
+  app.add_flag("--status", o.status,
+               "say where each node of the job is and why (its ranks, a spare, lost and when it "
+               "may come back, barred), from the job's state, and exit");
   app.add_flag("--dry-run", o.dry_run,
                "print the launch command (for a job with a state, the resume's), and exit");
   app.add_flag("--fresh-if-unrecoverable", o.fresh_if_unrecoverable,

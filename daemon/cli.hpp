@@ -50,6 +50,8 @@ struct Options {
   bool new_command = false;
   bool warm_spares = true;
   bool continue_on_survivors = true;  // not --stop-at-last-spare
+  double quarantine = 600;            // seconds a lost node sits out before it may come back
+  bool status = false;                // --status: say where the job's nodes are and why, and exit
   std::vector<std::string> command;
   std::string directory;  // where skt-run was started (plan_from)
 };

@@ -9,7 +9,9 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <variant>
@@ -18,6 +20,7 @@
 #include "daemon/cli.hpp"
 #include "daemon/launch.hpp"
 #include "daemon/log.hpp"
+#include "daemon/node_pool.hpp"
 #include "daemon/output.hpp"
 #include "daemon/probe.hpp"
 #include "daemon/ranklist.hpp"
@@ -39,6 +42,36 @@ int revive(const Options& o) {
   const bool was_dead = mark_alive(registry, o.revive);
   fmt::print("node {} {} in {}\n", o.revive, was_dead ? "marked alive" : "was not marked dead",
              registry);
+  return 0;
+}
+
+// --status: where each node of the job is and why, from its state.
+int status(const Options& o) {
+  if (o.job.empty() && o.state_dir.empty()) {
+    fmt::print(stderr, "skt-run: --status needs --job (or --state-dir)\n");
+    return kExitUsage;
+  }
+  const std::string directory = o.state_dir.empty() ? default_state_dir(o.job) : o.state_dir;
+  const auto state = read_state(directory);
+  if (!state) {
+    fmt::print(stderr, "skt-run: no state of job {} in {}\n", o.job, directory);
+    return 1;
+  }
+  fmt::print("job {}: {} after {} launch{}{}\n", state->job, state->status, state->launches,
+             state->launches == 1 ? "" : "es", state->note.empty() ? "" : "; " + state->note);
+  std::vector<std::string> nodes = nodes_of(state->ranklist);
+  nodes.insert(nodes.end(), state->spares.begin(), state->spares.end());
+  for (const auto& record : state->nodes) {
+    if (std::find(nodes.begin(), nodes.end(), record.node) == nodes.end())
+      nodes.push_back(record.node);
+  }
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  for (const auto& node : nodes) {
+    fmt::print("  {:<12} {}\n", node,
+               standing_text(state->ranklist, state->spares, state->nodes, node, now));
+  }
   return 0;
 }
 
@@ -84,6 +117,7 @@ int run(int argc, char** argv) {
   if (const int* code = std::get_if<int>(&parsed)) return *code;
   Options& o = std::get<Options>(parsed);
   if (!o.revive.empty()) return revive(o);
+  if (o.status) return status(o);
   if (o.command.empty()) {
     fmt::print(stderr, "skt-run: no program: give it after --, with its arguments\n");
     return kExitUsage;

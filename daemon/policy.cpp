@@ -66,7 +66,10 @@ Action next_action(const JobFacts& job, const Outcome& out) {
   if (launcher_refused(out) && out.dead->empty())
     return ends(Step::launch_failed, kExitLaunchFailed);
   if (job.attempt >= job.max_restarts) return ends(Step::restart_budget, kExitRestartBudget);
-  Action relaunch{Step::relaunch, 0, {job.ranklist, {}, job.spares}, 0, {}};
+  Replacement unchanged;
+  unchanged.ranklist = job.ranklist;
+  unchanged.spares_left = job.spares;
+  Action relaunch{Step::relaunch, 0, unchanged, 0, {}};
   if (!out.dead->empty()) {
     try {
       relaunch.replacement =

@@ -89,6 +89,8 @@ std::string format_state(const JobState& s) {
   if (s.inherited) text += "inherited yes\n";
   if (s.stalled_at) text += fmt::format("stalled-at {}\n", *s.stalled_at);
   if (!s.sub_jobs.empty()) text += fmt::format("sub-jobs {}\n", fmt::join(s.sub_jobs, " "));
+  for (const auto& record : s.nodes)
+    text += fmt::format("node {}\n", format_record(record));
   if (!s.directory.empty()) text += fmt::format("directory {}\n", escape_line(s.directory));
   // One line per word: a word may hold spaces, or be empty.
   for (const auto& word : s.command)
@@ -139,6 +141,10 @@ std::optional<JobState> parse_state(const std::string& text) {
         std::size_t used = 0;
         s.stalled_at = std::stoull(value, &used);
         if (used != value.size() || value.front() == '-') return std::nullopt;
+      } else if (key == "node") {
+        const auto record = parse_record(value);
+        if (!record) return std::nullopt;
+        s.nodes.push_back(*record);
       } else if (key == "directory" || key == "argument") {
         const auto text = unescape_line(value);
         if (!text) return std::nullopt;

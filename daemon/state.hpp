@@ -1,7 +1,8 @@
 // What skt-run keeps of a job between its runs, in the job's state directory: the ranklist (where
-// each rank's memory is), the spares left, how many launches there were, how the last one ended,
-// and the checkpoint cadence seen so far. The same command run again resumes from it; a lock in
-// the directory lets only one skt-run drive a job at a time.
+// each rank's memory is), the spares left, the nodes it lost and what became of them, how many
+// launches there were, how the last one ended, and the checkpoint cadence seen so far. The same
+// command run again resumes from it; a lock in the directory lets only one skt-run drive a job at a
+// time.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "daemon/node_pool.hpp"
 
 namespace skt::run {
 
@@ -39,6 +42,8 @@ struct JobState {
   // The job's sub-jobs (TAG+NAME) that its ranks reported: what cleaning up the job removes, where
   // another job whose tag begins with TAG+ is not the job's.
   std::vector<std::string> sub_jobs;
+  // The nodes it found dead, and what became of them: lost, back among the spares, barred.
+  std::vector<NodeRecord> nodes;
 
   bool operator==(const JobState&) const = default;
 };

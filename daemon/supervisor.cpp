@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <system_error>
 #include <thread>
 #include <utility>
 
+#include "daemon/node_pool.hpp"
 #include "daemon/output.hpp"
 #include "daemon/ranklist.hpp"
 #include "libselfckpt/internal/monitor_wire.hpp"
@@ -334,13 +336,23 @@ int Supervisor::launch_until_done(bool fresh) {
     state_.cadence = std::max(state_.cadence, out.cadence);
     const auto stalled_before = std::exchange(state_.stalled_at, out.stalled_at);
     if (restart != 0) report_restored(out, failed_at, launched);
-    JobFacts facts{attempt,        o_.max_restarts, o_.fresh_if_unrecoverable,
-                   o_.backoff,     stop_signal(),   stalled_before,
-                   plan_.ranklist, plan_.spares,    o_.continue_on_survivors};
+    JobFacts facts{attempt,
+                   o_.max_restarts,
+                   o_.fresh_if_unrecoverable,
+                   o_.backoff,
+                   stop_signal(),
+                   stalled_before,
+                   plan_.ranklist,
+                   plan_.spares,
+                   o_.continue_on_survivors,
+                   {}};
     Action action = next_action(facts, out);
     if (action.step == Step::probe) {
       failed_at = Clock::now();
       out.dead = probe_after_failure(out, *failed_at);
+      note_losses(*out.dead);
+      take_back_returned(*out.dead);
+      facts.spares = plan_.spares;
       facts.group_of_rank = groups_if_doubling_up(*out.dead);
       action = next_action(facts, out);
     }
@@ -417,6 +429,64 @@ void Supervisor::report_refusal(int code) {
              "(an output file, a progress option), with --new-command"
            : "");
   save(code == 3 ? "unrecoverable" : "failed", fmt::format("exit {}: {}", code, why));
+}
+
+namespace {
+
+std::int64_t epoch_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void Supervisor::note_losses(const std::set<std::string>& dead) {
+  if (dead.empty()) return;
+  const std::int64_t now = epoch_seconds();
+  record_losses(state_.nodes, dead, now, std::llround(o_.quarantine));
+  for (const auto& node : dead) {
+    const NodeRecord* record = record_of(state_.nodes, node);
+    if (record->standing == Standing::barred && record->lost_at == now) {  // barred by this loss
+      log_(
+          "node {} failed {} s after it came back, within the quarantine (--quarantine {:g}): "
+          "it is not taken back again",
+          node, record->lost_at - record->returned_at, o_.quarantine);
+    }
+  }
+}
+
+void Supervisor::take_back_returned(const std::set<std::string>& dead) {
+  const std::int64_t now = epoch_seconds();
+  std::vector<std::string> due;
+  for (const auto& node : due_back(state_.nodes, now)) {
+    const bool in_job = std::count(plan_.ranklist.begin(), plan_.ranklist.end(), node) > 0 ||
+                        std::count(plan_.spares.begin(), plan_.spares.end(), node) > 0;
+    if (dead.count(node) == 0 && !in_job) due.push_back(node);
+  }
+  if (due.empty()) return;
+  Probed probed;
+  try {
+    probed = plan_.probe->dead(due);
+  } catch (const std::exception& e) {
+    log_("the nodes lost before ({}) could not be probed: {}", fmt::join(due, ","), e.what());
+    return;
+  }
+  for (const auto& node : due) {
+    if (probed.dead.count(node) != 0) continue;  // still dead: lost, as it was
+    int removed = 0;
+    const std::string why_not = take_back_check(o_, plan_, node, removed);
+    if (!why_not.empty()) {
+      log_("node {} answers again but is not taken back: {}", node, why_not);
+      continue;
+    }
+    mark_returned(state_.nodes, node, now);
+    plan_.spares.push_back(node);
+    log_("node {} answers again, its quarantine over: back among the spares{}", node,
+         removed == 0 ? std::string()
+                      : fmt::format(" ({} stale segment{} of the job removed there)", removed,
+                                    removed == 1 ? "" : "s"));
+  }
 }
 
 std::vector<int> Supervisor::groups_if_doubling_up(const std::set<std::string>& dead) {

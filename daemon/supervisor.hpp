@@ -57,6 +57,12 @@ class Supervisor {
   // The program refused to go on (exit `code` 2, 3 or 4): why, and what is kept.
   void report_refusal(int code);
   // The relaunch's ranklist (spares in place of lost nodes), the state saved, the back-off waited.
+  // The nodes found dead recorded in the job's state as lost (or barred, when they fail again
+  // within the quarantine after they came back).
+  void note_losses(const std::set<std::string>& dead);
+  // The lost nodes whose quarantine is over, and that answer the probe and pass take_back_check,
+  // go back among the spares.
+  void take_back_returned(const std::set<std::string>& dead);
   // The groups of the job's ranks from the survivors' checkpoints, when the dead nodes outnumber
   // the live spares and the job goes on doubled up; empty otherwise, or when they cannot be read.
   std::vector<int> groups_if_doubling_up(const std::set<std::string>& dead);

@@ -2,7 +2,9 @@
 """skt-run replacing nodes on virtual nodes of this host: nodes killed (processes and memory)
 through skt-inject at points the test program announces (--pause), replaced by spares, and the job
 finishes with the result of a run without failure; with no spare left, the ranks of dead nodes go
-on the live ones, apart from their groups (three losses on 8 ranks, groups of 4); out of spares
+on the live ones, apart from their groups (three losses on 8 ranks, groups of 4), and a lost node
+that answers again comes back among the spares after its quarantine (skt-run --status says so);
+out of spares
 (--stop-at-last-spare, or every node dead) ends with a clear message and exit code 5; a kill during a checkpoint and during a recovery; the program's exit codes; a first
 launch whose segments skt-shm cannot count (left to the program, SKT_RESTART=auto); probes of
 the user's, of ping and of a failing Slurm; bad usage said in words; skt-inject's warning when
@@ -129,6 +131,38 @@ def continue_on_survivors(d, cluster, checks):
                   f"the final ranklist uses the 5 live nodes: {' '.join(ranklist)}")
     checks.expect("is on the same node" not in out, "no rank warns of a group member on its node", out)
     checks.expect(cluster.segment_count(job) == 0, "no segments left after success")
+    cluster.clean(job)
+
+
+def node_comes_back(d, cluster, checks, reference):
+    """No spare: n2 lost, its rank doubled up on n1; n2 then answers again (skt-run --revive) and,
+    its quarantine over (--quarantine 0), goes back among the spares at the next failure, where it
+    takes n3's rank; skt-run --status says why each node is where it is."""
+    job = cluster.new_job("db")
+
+    def on_pause(k):
+        if k == 1:
+            subprocess.run([d.options.run, "--revive", "n2", "--job", job, "--registry", d.registry(job)],
+                           check=True, capture_output=True)
+        d.kill_node(job, ["n2", "n3"][k])
+
+    code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4"], 0, APP_ARGS + ["--pause", "0:4", "--pause", "1:7"],
+                                ["--quarantine", "0"]), on_pause=on_pause)
+    checks.expect(code == 0 and result_of(out) == reference,
+                  "n2 lost, back, and used again: exit 0 with the result of a run without failure", out)
+    checks.expect("no spare left: rank 1 goes on node n1" in out, "n2's rank doubled up on n1", out)
+    checks.expect("node n2 answers again, its quarantine over: back among the spares" in out and
+                  "replacing node n3 by spare n2" in out,
+                  "n2 came back among the spares, and took n3's rank at the next failure", out)
+    checks.expect(d.ranklist(job) == ["n1", "n1", "n2", "n4"], f"final ranklist {' '.join(d.ranklist(job))}")
+    status = subprocess.run([d.options.run, "--status", "--job", job, "--state-dir", d.state_dir(job)],
+                            capture_output=True, text=True)
+    lines = {line.split()[0]: " ".join(line.split()[1:]) for line in status.stdout.splitlines()[1:]}
+    checks.expect(status.returncode == 0 and lines.get("n1") == "ranks 0,1" and
+                  re.fullmatch(r"rank 2, came back \d+ s ago after 1 loss", lines.get("n2", "")) and
+                  re.fullmatch(r"lost \d+ s ago \(1 loss\); its quarantine is over: .*", lines.get("n3", "")),
+                  "skt-run --status: n1 holds ranks 0 and 1, n2 rank 2 since it came back, n3 lost",
+                  status.stdout + status.stderr)
     cluster.clean(job)
 
 
@@ -527,7 +561,7 @@ def main(argv):
     checks = harness.Checks()
     chosen = harness.selected(options, [("bad-input", lambda: bad_input(d, checks))] + harness.named(
         [slurm_commands_failing, two_losses_two_spares, warm_spare, other_job_with_a_plus_left_alone,
-         continue_on_survivors, out_of_spares, kill_during_checkpoint_and_recovery, probes_and_exit_codes, hanging_probe,
+         continue_on_survivors, node_comes_back, out_of_spares, kill_during_checkpoint_and_recovery, probes_and_exit_codes, hanging_probe,
          fresh_if_unrecoverable, storage_beyond_tolerance, node_local_drains_fresh, state_lost_drains_left,
          ping_probe],
         lambda: (d, cluster, checks, reference)))

@@ -41,6 +41,8 @@ TEST(JobState, RoundTripsThroughItsText) {
   s.checkpointed = true;
   s.inherited = true;
   s.stalled_at = 7;
+  s.nodes = {NodeRecord{"n2", Standing::returned, 1700000000, 1, 1700000600, 1700000700},
+             NodeRecord{"n4", Standing::barred, 1700000900, 2, 0, 1700000700}};
   EXPECT_EQ(parse_state(format_state(s)), s);
   JobState none;
   none.job = "j";
@@ -58,6 +60,57 @@ TEST(JobState, RejectsWhatIsNotAState) {
   EXPECT_FALSE(parse_state("job j\ninherited 1\n").has_value());
   EXPECT_FALSE(parse_state("job j\nstalled-at -1\n").has_value());
   EXPECT_FALSE(parse_state("job j\nstalled-at 3x\n").has_value());
+  EXPECT_FALSE(parse_state("job j\nnode n2 lost 1 1 1\n").has_value());  // a field missing
+  EXPECT_FALSE(parse_state("job j\nnode n2 gone 1 1 1 0\n").has_value());
+  EXPECT_FALSE(parse_state("job j\nnode n2 lost 1 -1 1 0\n").has_value());
+}
+
+TEST(NodePool, ALostNodeIsDueBackOnceItsQuarantineIsOver) {
+  std::vector<NodeRecord> nodes;
+  record_losses(nodes, {"n2"}, 1000, 600);
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0], (NodeRecord{"n2", Standing::lost, 1000, 1, 1600, 0}));
+  EXPECT_TRUE(due_back(nodes, 1599).empty());
+  EXPECT_EQ(due_back(nodes, 1600), (std::vector<std::string>{"n2"}));
+  mark_returned(nodes, "n2", 1700);
+  EXPECT_EQ(nodes[0].standing, Standing::returned);
+  EXPECT_TRUE(due_back(nodes, 5000).empty());  // among the spares, not due
+}
+
+TEST(NodePool, ANodeLostAgainWithinTheQuarantineAfterItCameBackIsBarred) {
+  std::vector<NodeRecord> nodes;
+  record_losses(nodes, {"n2", "n3"}, 1000, 600);
+  mark_returned(nodes, "n2", 1600);
+  mark_returned(nodes, "n3", 1600);
+  // n2 fails 599 s after it came back: barred for good; n3 after 600 s: lost again.
+  record_losses(nodes, {"n2"}, 2199, 600);
+  record_losses(nodes, {"n3"}, 2200, 600);
+  EXPECT_EQ(record_of(nodes, "n2")->standing, Standing::barred);
+  EXPECT_EQ(record_of(nodes, "n3")->standing, Standing::lost);
+  EXPECT_EQ(record_of(nodes, "n3")->losses, 2);
+  EXPECT_EQ(due_back(nodes, 100000), (std::vector<std::string>{"n3"}));
+  record_losses(nodes, {"n2"}, 5000, 600);  // barred stays barred
+  EXPECT_EQ(record_of(nodes, "n2")->standing, Standing::barred);
+  EXPECT_EQ(record_of(nodes, "n5"), nullptr);
+}
+
+TEST(NodePool, SaysWhyEachNodeIsWhereItIs) {
+  std::vector<NodeRecord> nodes;
+  record_losses(nodes, {"n2", "n4"}, 1000, 600);
+  mark_returned(nodes, "n4", 1600);
+  const std::vector<std::string> ranklist{"n1", "n1", "n3", "n4"}, spares{"n5"};
+  EXPECT_EQ(standing_text(ranklist, spares, nodes, "n1", 1700), "ranks 0,1");
+  EXPECT_EQ(standing_text(ranklist, spares, nodes, "n4", 1700),
+            "rank 3, came back 100 s ago after 1 loss");
+  EXPECT_EQ(standing_text(ranklist, spares, nodes, "n5", 1700), "spare");
+  EXPECT_EQ(standing_text(ranklist, spares, nodes, "n2", 1500),
+            "lost 500 s ago (1 loss); its quarantine ends in 100 s");
+  EXPECT_EQ(standing_text(ranklist, spares, nodes, "n2", 1700),
+            "lost 700 s ago (1 loss); its quarantine is over: taken back once it answers and "
+            "passes its check, at the next failure");
+  record_losses(nodes, {"n4"}, 1650, 600);
+  EXPECT_EQ(standing_text({"n1"}, {}, nodes, "n4", 1700),
+            "barred: lost again 50 s after it came back, within the quarantine (2 losses)");
 }
 
 TEST(JobState, ACheckpointResumesOnlyUnderTheCommandThatMadeIt) {

@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 
 TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools", "skt-model")
@@ -86,6 +87,48 @@ class Reliability(unittest.TestCase):
         self.assertAlmostEqual(simulated, closed, delta=0.03)
 
 
+class Spares(unittest.TestCase):
+    def test_slowdown_by_hand(self):
+        # 4 nodes of 2 ranks: one lost, its 2 ranks on two others, which run 3 (1.5x); two lost,
+        # 8 ranks on 2 nodes (2x); every node lost: no run.
+        self.assertEqual(model.slowdown(4, 2, 0), 1)
+        self.assertEqual(model.slowdown(4, 2, 1), 1.5)
+        self.assertEqual(model.slowdown(4, 2, 2), 2)
+        self.assertEqual(model.slowdown(4, 2, 4), math.inf)
+        self.assertAlmostEqual(model.slowdown(10000, 16, 1), 17 / 16)
+
+    def test_completion_closed_form(self):
+        case = dict(processes=160000, group=16, recovery=20.0, mtbf=5 * 3600.0, hours=100.0)
+        degraded = model.completion_closed(0, True, **case)
+        # Going on, only a second failure in a group during its recovery ends the run.
+        self.assertGreater(degraded, 0.99)
+        # Stopping with no spare needs no failure in 100 h (20 expected): e^-20, about 2e-9.
+        self.assertAlmostEqual(model.completion_closed(0, False, **case), math.exp(-20), delta=1e-10)
+        # With spares well beyond the failures, stopping never happens: the two agree.
+        self.assertAlmostEqual(model.completion_closed(80, False, **case), degraded, places=9)
+        stops = [model.completion_closed(s, False, **case) for s in (0, 8, 16, 24, 32)]
+        self.assertEqual(stops, sorted(stops))
+
+    def test_simulation_agrees_and_degraded_pays_the_slowdown(self):
+        # 128 nodes of 2 ranks, 10 failures expected.
+        o = types.SimpleNamespace(processes=256, ranks_per_node=2, group=8, cost=1.0, recovery=1.0,
+                                  interval=30.0, mtbf=3600.0, hours=10.0, trials=2000)
+        rng = random.Random(3)
+        for spares in (0, 5, 10, 20):
+            closed = model.completion_closed(spares, False, o.processes, o.group, o.recovery, o.mtbf,
+                                             o.hours)
+            simulated, _ = model.spares_simulated(spares, False, o, rng)
+            self.assertAlmostEqual(simulated, closed, delta=0.035)
+        # Holding enough spares costs 30 of 158 nodes; going on with none completes as often, the
+        # run slowed 1.5x from its first loss on (3 ranks on the busiest node, not 2).
+        _, enough = model.spares_simulated(30, False, o, random.Random(3))
+        self.assertAlmostEqual(enough, 128 / 158 * 0.98, delta=0.02)
+        completed, degraded = model.spares_simulated(0, True, o, rng)
+        self.assertGreater(completed, 0.99)
+        self.assertLess(degraded, 0.98 / 1.5 * 1.1)
+        self.assertGreater(degraded, 0.98 / 1.5 * 0.9)
+
+
 class HplEfficiency(unittest.TestCase):
     def test_fit_recovers_the_curve(self):
         a, b = 1.1, 2500.0
@@ -111,6 +154,10 @@ class CommandLine(unittest.TestCase):
         self.assertEqual(self.run_tool("interval", "--cost", "1", "--mtbf", "0").returncode, 2)
         self.assertEqual(self.run_tool("hpl-efficiency").returncode, 2)
         self.assertEqual(self.run_tool("memory", "--groups", "a,b").returncode, 2)
+        self.assertEqual(self.run_tool("spares", "--ranks-per-node", "0").returncode, 2)
+        done = self.run_tool("spares", "--spares", "0,64", "--trials", "50")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("20.0 node failures expected", done.stdout)
 
 
 if __name__ == "__main__":
