@@ -336,30 +336,34 @@ int Supervisor::launch_until_done(bool fresh) {
     state_.cadence = std::max(state_.cadence, out.cadence);
     const auto stalled_before = std::exchange(state_.stalled_at, out.stalled_at);
     if (restart != 0) report_restored(out, failed_at, launched);
-    JobFacts facts{attempt,
-                   o_.max_restarts,
-                   o_.fresh_if_unrecoverable,
-                   o_.backoff,
-                   stop_signal(),
-                   stalled_before,
-                   plan_.ranklist,
-                   plan_.spares,
-                   o_.continue_on_survivors,
-                   {}};
-    Action action = next_action(facts, out);
-    if (action.step == Step::probe) {
-      failed_at = Clock::now();
-      out.dead = probe_after_failure(out, *failed_at);
-      note_losses(*out.dead);
-      take_back_returned(*out.dead);
-      facts.spares = plan_.spares;
-      facts.group_of_rank = groups_if_doubling_up(*out.dead);
-      action = next_action(facts, out);
-    }
+    const Action action = decide(attempt, stalled_before, out, failed_at);
     if (action.step == Step::start_afresh) failed_at = Clock::now();
     if (const auto code = carry_out(action, out)) return *code;
     if (action.step == Step::start_afresh) fresh = true;
   }
+}
+
+Action Supervisor::decide(int attempt, std::optional<std::uint64_t> stalled_before, Outcome& out,
+                          std::optional<Clock::time_point>& failed_at) {
+  JobFacts facts{attempt,
+                 o_.max_restarts,
+                 o_.fresh_if_unrecoverable,
+                 o_.backoff,
+                 stop_signal(),
+                 stalled_before,
+                 plan_.ranklist,
+                 plan_.spares,
+                 o_.continue_on_survivors,
+                 {}};
+  Action action = next_action(facts, out);
+  if (action.step != Step::probe) return action;
+  failed_at = Clock::now();
+  out.dead = probe_after_failure(out, *failed_at);
+  note_losses(*out.dead);
+  take_back_returned(*out.dead);
+  facts.spares = plan_.spares;
+  facts.group_of_rank = groups_if_doubling_up(*out.dead);
+  return next_action(facts, out);
 }
 
 void Supervisor::report_restored(const Outcome& out,

@@ -57,6 +57,11 @@ class Supervisor {
   // The program refused to go on (exit `code` 2, 3 or 4): why, and what is kept.
   void report_refusal(int code);
   // The relaunch's ranklist (spares in place of lost nodes), the state saved, the back-off waited.
+  // What to do once a launch has ended (next_action), the nodes probed first when it asks: the
+  // dead recorded, the lost ones that are back taken among the spares, the groups read when ranks
+  // must double up. Sets failed_at when the failure is seen.
+  Action decide(int attempt, std::optional<std::uint64_t> stalled_before, Outcome& out,
+                std::optional<Clock::time_point>& failed_at);
   // The nodes found dead recorded in the job's state as lost (or barred, when they fail again
   // within the quarantine after they came back).
   void note_losses(const std::set<std::string>& dead);
