@@ -109,6 +109,20 @@ std::optional<std::vector<Captured>> run_drain_tool(const Options& o, const Plan
   return out;
 }
 
+// An skt-shm command `args` run for `node`: through the launcher on that host, or here for a
+// virtual node (--node).
+std::vector<std::string> on_node(const Options& o, const Plan& plan, const std::string& node,
+                                 std::vector<std::string> args) {
+  if (plan.local) {
+    args.insert(args.end(), {"--node", node});
+    return args;
+  }
+  const std::vector<std::string> one{node};
+  std::vector<std::string> argv = launcher_prefix(o, &one);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 // A checkpoint segment's line ends with its group: "group G ranks R,R,...", the job's ranks in
 // it (skt-shm list).
 void read_group(const std::vector<std::string>& words, std::vector<int>& group_of_rank) {
@@ -210,14 +224,9 @@ std::string take_back_check(const Options& o, const Plan& plan, const std::strin
   removed = 0;
   const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
   if (tool.empty()) return "skt-shm not found, to remove what the job left there";
-  std::vector<std::string> argv;
-  if (!plan.local) {
-    const std::vector<std::string> one{node};
-    argv = launcher_prefix(o, &one);
-  }
-  argv.insert(argv.end(), {tool, "clean", "--job", o.job});
-  if (plan.local) argv.insert(argv.end(), {"--node", node});
-  const Captured r = capture_each({argv}, o.probe_timeout).front();
+  const Captured r =
+      capture_each({on_node(o, plan, node, {tool, "clean", "--job", o.job})}, o.probe_timeout)
+          .front();
   if (r.timed_out) return "the launcher did not start skt-shm there within --probe-timeout";
   std::istringstream lines(r.out);
   std::string last;
@@ -244,16 +253,10 @@ std::string reserve_on_spares(const Options& o, const Plan& plan,
     bytes += fmt::format("{}{}", bytes.empty() ? "" : ",", b);
   std::vector<std::vector<std::string>> commands;
   for (const auto& spare : spares) {
-    std::vector<std::string> argv;
-    if (!plan.local) {
-      const std::vector<std::string> one{spare};
-      argv = launcher_prefix(o, &one);
-    }
-    argv.insert(argv.end(), {tool, "reserve", "--job", o.job, "--bytes", bytes});
-    if (plan.local) argv.insert(argv.end(), {"--node", spare});
+    std::vector<std::string> args{tool, "reserve", "--job", o.job, "--bytes", bytes};
     if (const char* huge = std::getenv("SKT_HUGE_PAGES"); huge != nullptr && *huge == '1')
-      argv.push_back("--huge-pages");
-    commands.push_back(std::move(argv));
+      args.push_back("--huge-pages");
+    commands.push_back(on_node(o, plan, spare, std::move(args)));
   }
   const auto results = capture_each(commands, std::max(60.0, 6 * o.probe_timeout));
   std::vector<std::string> failed;

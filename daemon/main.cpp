@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <exception>
 #include <memory>
 #include <variant>
@@ -54,7 +53,10 @@ int status(const Options& o) {
   const std::string directory = o.state_dir.empty() ? default_state_dir(o.job) : o.state_dir;
   const auto state = read_state(directory);
   if (!state) {
-    fmt::print(stderr, "skt-run: no state of job {} in {}\n", o.job, directory);
+    fmt::print(stderr,
+               "skt-run: no state of job {} in {}: give the --job, or the --state-dir, that the "
+               "job ran with\n",
+               o.job, directory);
     return 1;
   }
   fmt::print("job {}: {} after {} launch{}{}\n", state->job, state->status, state->launches,
@@ -65,9 +67,7 @@ int status(const Options& o) {
     if (std::find(nodes.begin(), nodes.end(), record.node) == nodes.end())
       nodes.push_back(record.node);
   }
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+  const std::int64_t now = epoch_seconds();
   for (const auto& node : nodes) {
     fmt::print("  {:<12} {}\n", node,
                standing_text(state->ranklist, state->spares, state->nodes, node, now));

@@ -4,15 +4,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 namespace skt::run {
 namespace {
 
 NodeRecord* find(std::vector<NodeRecord>& records, const std::string& node) {
-  const auto it = std::find_if(records.begin(), records.end(),
-                               [&](const NodeRecord& r) { return r.node == node; });
-  return it == records.end() ? nullptr : &*it;
+  return const_cast<NodeRecord*>(record_of(records, node));
 }
 
 constexpr const char* kStandingNames[] = {"lost", "returned", "barred"};
@@ -22,6 +21,12 @@ std::string losses_text(int losses) {
 }
 
 }  // namespace
+
+std::int64_t epoch_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 void record_losses(std::vector<NodeRecord>& records, const std::set<std::string>& dead,
                    std::int64_t now, std::int64_t quarantine) {

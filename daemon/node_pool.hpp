@@ -25,6 +25,9 @@ struct NodeRecord {
   bool operator==(const NodeRecord&) const = default;
 };
 
+// The records' clock: seconds since the epoch, now.
+std::int64_t epoch_seconds();
+
 // Records the nodes found dead at `now`: one that went back to the spares less than `quarantine`
 // seconds before is barred; any other is lost (again) until now + quarantine.
 void record_losses(std::vector<NodeRecord>& records, const std::set<std::string>& dead,

@@ -435,16 +435,6 @@ void Supervisor::report_refusal(int code) {
   save(code == 3 ? "unrecoverable" : "failed", fmt::format("exit {}: {}", code, why));
 }
 
-namespace {
-
-std::int64_t epoch_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 void Supervisor::note_losses(const std::set<std::string>& dead) {
   if (dead.empty()) return;
   const std::int64_t now = epoch_seconds();
