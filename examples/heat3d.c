@@ -7,8 +7,12 @@
  *
  *   mpirun -n 4 heat3d [nx ny nz steps checkpoint_every]      (defaults 64 64 64 200 20)
  *
- * Prints "RESULT <hex digest of the final grid>": the same, bit for bit, for both builds and
- * whatever failures happened on the way. */
+ * Prints "RESULT <hex digest of the final grid>": the same, bit for bit, for both builds, any
+ * number of ranks, and whatever failures happened on the way.
+ *
+ * With HEAT3D_FROM=<job tag> (selfckpt build), a fresh start takes the grid and step from the last
+ * epoch that job drained (SKT_DRAIN_DIR), whatever number of ranks it ran on: each rank reads its
+ * planes from the old ranks that held them (skt_epoch_read), then checkpoints under its own tag. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +38,55 @@ static uint64_t digest(const void* data, size_t bytes, uint64_t h) {
     h = (h ^ p[i]) * 1099511628211ull;
   return h;
 }
+
+#ifdef USE_SELFCKPT
+/* The grid and step of job `job`'s last epoch, which may have run on another number of ranks:
+ * each of this rank's planes z0 .. z0+planes-1 is read from the old rank that held it, into the
+ * array the step makes current. 0, or the exit code after saying why. */
+static int resume_from(const char* job, long nx, long ny, long nz, long z0, long planes, double* a,
+                       double* b, long* step) {
+  skt_epoch* old;
+  int code = skt_epoch_open(MPI_COMM_WORLD, job, &old);
+  int n = 0;
+  if (code == SKT_OK) code = skt_epoch_ranks(old, &n);
+  if (code == SKT_OK) code = skt_epoch_read(old, 0, "step", 0, sizeof *step, step);
+  const size_t plane = (size_t)(nx * ny);
+  const char* current = *step % 2 == 0 ? "malloc.0" : "malloc.1";
+  double* into = *step % 2 == 0 ? a : b;
+  for (long z = 0; z < planes && code == SKT_OK; ++z) {
+    const long gz = z0 + z;
+    int q = 0;
+    while (nz * (q + 1) / n <= gz)
+      ++q;
+    const long old_z0 = nz * q / n, old_planes = nz * (q + 1) / n - old_z0;
+    size_t bytes = 0;
+    code = skt_epoch_region_bytes(old, q, current, &bytes);
+    if (code == SKT_OK && bytes != plane * (size_t)(old_planes + 2) * sizeof(double)) {
+      fprintf(stderr,
+              "heat3d: job '%s' ran another grid: its rank %d of %d holds %zu bytes, a %ldx%ldx%ld "
+              "grid would give it %zu\n",
+              job, q, n, bytes, nx, ny, nz, plane * (size_t)(old_planes + 2) * sizeof(double));
+      skt_epoch_close(old);
+      return 2;
+    }
+    if (code == SKT_OK)
+      code = skt_epoch_read(old, q, current, (size_t)(gz - old_z0 + 1) * plane * sizeof(double),
+                            plane * sizeof(double), into + (size_t)(z + 1) * plane);
+  }
+  if (code != SKT_OK) {
+    fprintf(stderr, "heat3d: %s\n", skt_last_error());
+    skt_epoch_close(old);
+    return skt_exit_code(code);
+  }
+  uint64_t number = 0;
+  skt_epoch_number(old, &number);
+  if (z0 == 0)
+    printf("resumed from epoch %llu of job '%s' (%d ranks) at step %ld\n",
+           (unsigned long long)number, job, n, *step);
+  skt_epoch_close(old);
+  return 0;
+}
+#endif
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -75,7 +128,24 @@ int main(int argc, char** argv) {
   }
   if (epoch > 0 && rank == 0)
     printf("restored epoch %llu at step %ld\n", (unsigned long long)epoch, step);
-  if (epoch == 0)
+  const char* from = getenv("HEAT3D_FROM");
+  int initialise = epoch == 0;
+  if (initialise && from != NULL && *from != '\0') {
+    code = resume_from(from, nx, ny, nz, z0, planes, a, b, &step);
+    MPI_Allreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (code != 0) { /* this job committed nothing: its segments go, the old job stays */
+      skt_finalize(ctx, 1);
+      MPI_Finalize();
+      return code;
+    }
+    /* The new shape's own checkpoint at once: from here on the old job is not needed. */
+    if (skt_checkpoint(ctx) != SKT_OK) {
+      fprintf(stderr, "heat3d rank %d: %s\n", rank, skt_last_error());
+      return skt_exit_code(skt_last_error_code());
+    }
+    initialise = 0;
+  }
+  if (initialise)
 #endif
     for (long z = 0; z < planes; ++z)
       for (long y = 0; y < ny; ++y)
@@ -118,18 +188,30 @@ int main(int argc, char** argv) {
 #endif
   }
 
+  /* A digest per plane, combined in z order: the same whatever the number of ranks. */
   const double* u = steps % 2 == 0 ? a : b;
-  uint64_t mine =
-      digest(u + plane, plane * (size_t)planes * sizeof(double), 14695981039346656037ull);
-  uint64_t* all = malloc(sizeof(uint64_t) * (size_t)size);
-  MPI_Gather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  uint64_t* mine = malloc(sizeof(uint64_t) * (size_t)planes);
+  for (long z = 0; z < planes; ++z)
+    mine[z] = digest(u + (size_t)(z + 1) * plane, plane * sizeof(double), 14695981039346656037ull);
+  uint64_t* all = malloc(sizeof(uint64_t) * (size_t)nz);
+  int* counts = malloc(sizeof(int) * (size_t)size);
+  int* displs = malloc(sizeof(int) * (size_t)size);
+  for (int r = 0; r < size; ++r) {
+    displs[r] = (int)(nz * r / size);
+    counts[r] = (int)(nz * (r + 1) / size) - displs[r];
+  }
+  MPI_Gatherv(mine, (int)planes, MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, 0,
+              MPI_COMM_WORLD);
   if (rank == 0) {
     uint64_t h = 14695981039346656037ull;
-    for (int r = 0; r < size; ++r)
-      h = digest(&all[r], sizeof all[r], h);
+    for (long z = 0; z < nz; ++z)
+      h = digest(&all[z], sizeof all[z], h);
     printf("RESULT %016llx after %ld steps\n", (unsigned long long)h, steps);
   }
+  free(mine);
   free(all);
+  free(counts);
+  free(displs);
   RELEASE(a);
   RELEASE(b);
 #ifdef USE_SELFCKPT

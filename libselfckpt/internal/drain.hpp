@@ -27,9 +27,12 @@
 #include <thread>
 #include <vector>
 
+#include "libselfckpt/internal/layout.hpp"
+
 namespace skt {
 
-inline constexpr std::uint32_t kDrainFormatVersion = 3;
+// 4: the region table follows the block CRCs.
+inline constexpr std::uint32_t kDrainFormatVersion = 4;
 inline constexpr std::size_t kDrainHeaderBytes = 4096;
 inline constexpr std::size_t kDrainBlockBytes = std::size_t{1} << 20;
 
@@ -59,6 +62,12 @@ struct DrainFileHeader {
   bool with_checksum = false;        // C is drained (SKT_DRAIN_WRITE=copy+checksum)
   std::uint64_t block_bytes = kDrainBlockBytes;
   std::uint32_t table_crc = 0;  // of the block CRCs, which follow the header
+  // The regions and private objects of B, after the block CRCs: the header records the encoded
+  // table's size and CRC. Left empty by the readers of the header page alone (rank_files,
+  // read_drain_header).
+  std::vector<RegionEntry> entries;
+  std::uint64_t region_table_bytes = 0;
+  std::uint32_t region_table_crc = 0;
 
   bool operator==(const DrainFileHeader&) const = default;
   int group_size() const noexcept { return static_cast<int>(members.size()); }
@@ -68,8 +77,8 @@ struct DrainFileHeader {
   std::uint64_t blocks() const noexcept {
     return copy_blocks() + (checksum_bytes + block_bytes - 1) / block_bytes;
   }
-  // Where B starts in the file: after the header and the block CRCs, on a page; C starts on the
-  // block after B's last.
+  // Where B starts in the file: after the header, the block CRCs and the region table, on a page;
+  // C starts on the block after B's last.
   std::uint64_t data_offset() const noexcept;
   std::uint64_t checksum_offset() const noexcept {
     return data_offset() + copy_blocks() * block_bytes;
@@ -101,14 +110,14 @@ std::filesystem::path drain_epoch_dir(const std::filesystem::path& dir, const st
                                       std::uint64_t epoch);
 std::filesystem::path drain_rank_file(const std::filesystem::path& epoch_dir, int rank);
 
-// Writes `header.copy_bytes` at `copy` (and `header.checksum_bytes` at `checksum`) as the rank's
-// file of the epoch (under a temporary name, synced, then renamed), straight from memory. Returns
-// the file's digest; throws std::runtime_error naming the file and the system's reason.
-// `cancelled` is polled between blocks, and `progress` told after each (blocks written, in all).
+// Writes `header.copy_bytes` at `copy` (and `header.checksum_bytes` at `checksum`), with the
+// region table `header.entries`, as the rank's file of the epoch (under a temporary name, synced,
+// then renamed), straight from memory. Returns the file's digest; throws std::runtime_error naming
+// the file and the system's reason. `cancelled` is polled between blocks, and `progress` told after
+// each (blocks written, in all).
 using DrainProgress = std::function<void(std::uint64_t, std::uint64_t)>;
-std::uint64_t write_drain_file(const std::filesystem::path& epoch_dir,
-                               const DrainFileHeader& header, const std::byte* copy,
-                               const std::byte* checksum = nullptr,
+std::uint64_t write_drain_file(const std::filesystem::path& epoch_dir, DrainFileHeader header,
+                               const std::byte* copy, const std::byte* checksum = nullptr,
                                const std::atomic<bool>* cancelled = nullptr,
                                const DrainProgress& progress = {});
 
@@ -149,6 +158,30 @@ DrainFileHeader read_rank_file(const std::filesystem::path& path, const DrainFil
                                const BlockSink& deliver);
 // The same for rank's file of a complete epoch, as its manifest records it.
 DrainFileHeader read_drain_file(const DrainedEpoch& epoch, int rank, const BlockSink& deliver);
+
+// One rank's file of a complete epoch, opened to read pieces of its copy B: its head (header,
+// block CRCs, region table) checked against the manifest when opened, each block against its CRC
+// when read. Throws std::runtime_error with what is wrong and where.
+class DrainedRankFile {
+ public:
+  DrainedRankFile(const DrainedEpoch& epoch, int rank);
+  ~DrainedRankFile();
+  DrainedRankFile(const DrainedRankFile&) = delete;
+  DrainedRankFile& operator=(const DrainedRankFile&) = delete;
+
+  const DrainFileHeader& header() const noexcept { return header_; }
+  const std::filesystem::path& path() const noexcept { return path_; }
+  // Copies bytes [offset, offset + bytes) of B to `out`.
+  void read_copy(std::uint64_t offset, std::size_t bytes, std::byte* out);
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+  DrainFileHeader header_;
+  std::vector<std::uint32_t> crcs_;
+  std::vector<std::byte> block_;
+  std::uint64_t cached_block_ = ~std::uint64_t{0};  // the block `block_` holds, checked
+};
 
 // The headers of rank's files of a job (files under their final name whose header is intact),
 // newest epoch first, and the header of one file, if it has a valid one.

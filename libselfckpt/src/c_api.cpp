@@ -5,12 +5,17 @@
 #include <vector>
 
 #include "common/mpi.hpp"
+#include "libselfckpt/src/epoch_reader.hpp"
 #include "libselfckpt/src/session.hpp"
 #include "selfckpt/selfckpt.h"
 #include "selfckpt/selfckpt.hpp"
 
 struct skt_context {
   std::unique_ptr<skt::Session> impl;
+};
+
+struct skt_epoch {
+  std::unique_ptr<skt::EpochReader> impl;
 };
 
 namespace {
@@ -215,6 +220,53 @@ int skt_get_recovery(const skt_context* ctx, skt_recovery* recovery) {
   if (ctx == nullptr || recovery == nullptr)
     return bad_argument("skt_get_recovery: ctx and recovery must not be NULL");
   return guarded([&] { *recovery = ctx->impl->recovery(); });
+}
+
+int skt_epoch_open(MPI_Comm comm, const char* job, skt_epoch** epoch) {
+  if (epoch == nullptr || job == nullptr)
+    return bad_argument("skt_epoch_open: job or epoch is NULL");
+  *epoch = nullptr;
+  return guarded([&] {
+    auto owner = std::make_unique<skt_epoch>();
+    owner->impl = std::make_unique<skt::EpochReader>(comm, job);
+    *epoch = owner.release();
+  });
+}
+
+int skt_epoch_number(const skt_epoch* epoch, uint64_t* number) {
+  if (epoch == nullptr || number == nullptr) {
+    return bad_argument("skt_epoch_number: epoch or number is NULL");
+  }
+  *number = epoch->impl->epoch();
+  return guarded([] {});
+}
+
+int skt_epoch_ranks(const skt_epoch* epoch, int* nranks) {
+  if (epoch == nullptr || nranks == nullptr) {
+    return bad_argument("skt_epoch_ranks: epoch or nranks is NULL");
+  }
+  *nranks = epoch->impl->nranks();
+  return guarded([] {});
+}
+
+int skt_epoch_region_bytes(skt_epoch* epoch, int old_rank, const char* name, size_t* bytes) {
+  if (epoch == nullptr || name == nullptr || bytes == nullptr) {
+    return bad_argument("skt_epoch_region_bytes: epoch, name or bytes is NULL");
+  }
+  return guarded([&] { *bytes = epoch->impl->bytes_of(old_rank, name); });
+}
+
+int skt_epoch_read(skt_epoch* epoch, int old_rank, const char* name, size_t offset, size_t bytes,
+                   void* buf) {
+  if (epoch == nullptr || name == nullptr || (buf == nullptr && bytes > 0)) {
+    return bad_argument("skt_epoch_read: epoch, name or buf is NULL");
+  }
+  return guarded(
+      [&] { epoch->impl->read(old_rank, name, offset, bytes, static_cast<std::byte*>(buf)); });
+}
+
+int skt_epoch_close(skt_epoch* epoch) {
+  return guarded([&] { delete epoch; });
 }
 
 int skt_last_error_code(void) {

@@ -39,9 +39,10 @@ fs::path drain_rank_file(const fs::path& epoch_dir, int rank) {
   return epoch_dir / fmt::format("rank-{:06}.skt", rank);
 }
 
-std::uint64_t write_drain_file(const fs::path& epoch_dir, const DrainFileHeader& header,
+std::uint64_t write_drain_file(const fs::path& epoch_dir, DrainFileHeader header,
                                const std::byte* copy, const std::byte* checksum,
                                const std::atomic<bool>* cancelled, const DrainProgress& progress) {
+  header.region_table_bytes = region_table_bytes(header.entries);
   make_directories(epoch_dir);
   const fs::path final_path = drain_rank_file(epoch_dir, header.rank);
   const fs::path part = fs::path(final_path.string() + ".part");
@@ -63,11 +64,15 @@ std::uint64_t write_drain_file(const fs::path& epoch_dir, const DrainFileHeader&
       if (progress) progress(b + 1, crcs.size());
     }
     std::vector<std::byte> head(kDrainHeaderBytes);
-    DrainFileHeader written = header;
-    written.table_crc = table_crc(crcs);
-    encode_drain_header(head.data(), written);
-    write_all(fd.get(), reinterpret_cast<const std::byte*>(crcs.data()),
-              crcs.size() * sizeof(std::uint32_t), kDrainHeaderBytes, part);
+    const std::uint64_t crcs_bytes = crcs.size() * sizeof(std::uint32_t);
+    write_all(fd.get(), reinterpret_cast<const std::byte*>(crcs.data()), crcs_bytes,
+              kDrainHeaderBytes, part);
+    std::vector<std::byte> table(region_table_bytes(header.entries));
+    encode_region_table(table.data(), header.entries);
+    write_all(fd.get(), table.data(), table.size(), kDrainHeaderBytes + crcs_bytes, part);
+    header.table_crc = table_crc(crcs);
+    header.region_table_crc = crc32(table.data(), table.size());
+    encode_drain_header(head.data(), header);
     write_all(fd.get(), head.data(), head.size(), 0, part);
     if (::fdatasync(fd.get()) != 0) throw system_failure("cannot sync", part);
     if (::close(fd.release()) != 0) throw system_failure("cannot close", part);
@@ -180,17 +185,25 @@ std::vector<DrainedEpoch> complete_epochs(const fs::path& dir, const std::string
   return out;
 }
 
-DrainFileHeader read_rank_file(const fs::path& path, const DrainFileExpected& expected,
-                               const BlockSink& deliver) {
-  FileDescriptor fd(open_private(path));
-  if (fd.get() < 0) throw system_failure("cannot open", path);
-  std::vector<std::byte> head(kDrainHeaderBytes);
-  if (!read_all(fd.get(), head.data(), head.size(), 0, path)) {
+namespace {
+
+// What a rank file starts with: its header page, block CRCs and region table.
+struct FileHead {
+  std::vector<std::byte> page = std::vector<std::byte>(kDrainHeaderBytes);
+  DrainFileHeader header;
+  std::vector<std::uint32_t> crcs;
+};
+
+// Reads the head of an open rank file, checks it against what is expected (and the manifest's
+// digest) and each part against its CRC; throws std::runtime_error with what is wrong.
+FileHead read_head(int fd, const fs::path& path, const DrainFileExpected& x) {
+  FileHead head;
+  if (!read_all(fd, head.page.data(), head.page.size(), 0, path)) {
     throw std::runtime_error(fmt::format("{} is truncated (no whole header)", path.string()));
   }
-  const auto header = decode_drain_header(head.data());
+  const auto header = decode_drain_header(head.page.data());
   if (!header) {
-    const auto version = drain_format_of(head.data());
+    const auto version = drain_format_of(head.page.data());
     throw std::runtime_error(
         version && *version != kDrainFormatVersion
             ? fmt::format("{} was written by another version of selfckpt (drain format {}; this "
@@ -198,7 +211,7 @@ DrainFileHeader read_rank_file(const fs::path& path, const DrainFileExpected& ex
                           path.string(), *version, kDrainFormatVersion)
             : fmt::format("{} has no valid header (damaged)", path.string()));
   }
-  const DrainFileExpected& x = expected;
+  head.header = *header;
   if (header->job != x.job || header->run != x.run || header->epoch != x.epoch ||
       header->rank != x.rank || header->nranks != x.nranks) {
     throw std::runtime_error(fmt::format(
@@ -207,36 +220,103 @@ DrainFileHeader read_rank_file(const fs::path& path, const DrainFileExpected& ex
         path.string(), header->job, header->run, header->epoch, header->rank, header->nranks, x.job,
         x.run, x.epoch, x.rank, x.nranks));
   }
-  std::vector<std::uint32_t> crcs(header->blocks());
-  if (!read_all(fd.get(), reinterpret_cast<std::byte*>(crcs.data()),
-                crcs.size() * sizeof(std::uint32_t), kDrainHeaderBytes, path)) {
+  head.crcs.resize(header->blocks());
+  const std::uint64_t crcs_bytes = head.crcs.size() * sizeof(std::uint32_t);
+  if (!read_all(fd, reinterpret_cast<std::byte*>(head.crcs.data()), crcs_bytes, kDrainHeaderBytes,
+                path)) {
     throw std::runtime_error(fmt::format("{} is truncated (in its block CRCs)", path.string()));
   }
-  if (table_crc(crcs) != header->table_crc) {
+  if (table_crc(head.crcs) != header->table_crc) {
     throw std::runtime_error(
-        fmt::format("{} is damaged: its block CRCs do not match their own "
-                    "CRC",
-                    path.string()));
+        fmt::format("{} is damaged: its block CRCs do not match their own CRC", path.string()));
   }
-  if (x.digest && file_digest(head.data(), crcs) != *x.digest) {
+  if (x.digest && file_digest(head.page.data(), head.crcs) != *x.digest) {
     throw std::runtime_error(
         fmt::format("{} is not the file the manifest recorded (its header or block CRCs differ)",
                     path.string()));
   }
-  std::vector<std::byte> block(static_cast<std::size_t>(header->block_bytes));
-  for (std::uint64_t b = 0; b < crcs.size(); ++b) {
-    const BlockSpan s = block_span(*header, b);
-    if (!read_all(fd.get(), block.data(), s.bytes, s.file_offset, path)) {
-      throw std::runtime_error(
-          fmt::format("{} is truncated: it ends in block {} of {}", path.string(), b, crcs.size()));
-    }
-    if (crc32(block.data(), s.bytes) != crcs[b]) {
-      throw std::runtime_error(fmt::format("{} is damaged: block {} ({}) does not match its CRC",
-                                           path.string(), b, describe_block(*header, s)));
-    }
+  std::vector<std::byte> table(static_cast<std::size_t>(header->region_table_bytes));
+  if (!read_all(fd, table.data(), table.size(), kDrainHeaderBytes + crcs_bytes, path)) {
+    throw std::runtime_error(fmt::format("{} is truncated (in its region table)", path.string()));
+  }
+  auto entries = decode_region_table(table.data(), table.size());
+  if (!entries || crc32(table.data(), table.size()) != header->region_table_crc) {
+    throw std::runtime_error(
+        fmt::format("{} is damaged: its region table does not match its CRC", path.string()));
+  }
+  head.header.entries = std::move(*entries);
+  return head;
+}
+
+// Reads block b of a file into `into` and checks it against its CRC.
+void read_block(int fd, const fs::path& path, const DrainFileHeader& header,
+                const std::vector<std::uint32_t>& crcs, std::uint64_t b, std::byte* into) {
+  const BlockSpan s = block_span(header, b);
+  if (!read_all(fd, into, s.bytes, s.file_offset, path)) {
+    throw std::runtime_error(
+        fmt::format("{} is truncated: it ends in block {} of {}", path.string(), b, crcs.size()));
+  }
+  if (crc32(into, s.bytes) != crcs[b]) {
+    throw std::runtime_error(fmt::format("{} is damaged: block {} ({}) does not match its CRC",
+                                         path.string(), b, describe_block(header, s)));
+  }
+}
+
+}  // namespace
+
+DrainFileHeader read_rank_file(const fs::path& path, const DrainFileExpected& expected,
+                               const BlockSink& deliver) {
+  FileDescriptor fd(open_private(path));
+  if (fd.get() < 0) throw system_failure("cannot open", path);
+  const FileHead head = read_head(fd.get(), path, expected);
+  std::vector<std::byte> block(static_cast<std::size_t>(head.header.block_bytes));
+  for (std::uint64_t b = 0; b < head.crcs.size(); ++b) {
+    read_block(fd.get(), path, head.header, head.crcs, b, block.data());
+    const BlockSpan s = block_span(head.header, b);
     if (deliver) deliver(s.payload_offset, block.data(), s.bytes);
   }
-  return *header;
+  return head.header;
+}
+
+DrainedRankFile::DrainedRankFile(const DrainedEpoch& epoch, int rank)
+    : path_(drain_rank_file(epoch.dir, rank)) {
+  const DrainManifest& m = epoch.manifest;
+  FileDescriptor fd(open_private(path_));
+  if (fd.get() < 0) throw system_failure("cannot open", path_);
+  FileHead head = read_head(
+      fd.get(), path_,
+      {m.job, m.run, m.epoch, rank, m.nranks(), m.digests[static_cast<std::size_t>(rank)]});
+  header_ = std::move(head.header);
+  crcs_ = std::move(head.crcs);
+  fd_ = fd.release();
+}
+
+DrainedRankFile::~DrainedRankFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void DrainedRankFile::read_copy(std::uint64_t offset, std::size_t bytes, std::byte* out) {
+  if (offset > header_.copy_bytes || bytes > header_.copy_bytes - offset) {
+    throw std::runtime_error(fmt::format("bytes {} to {} are beyond the {} bytes of {}'s copy",
+                                         offset, offset + bytes, header_.copy_bytes,
+                                         path_.string()));
+  }
+  block_.resize(static_cast<std::size_t>(header_.block_bytes));
+  while (bytes > 0) {
+    const std::uint64_t b = offset / header_.block_bytes;
+    const std::uint64_t within = offset - b * header_.block_bytes;
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<std::uint64_t>(bytes, header_.block_bytes - within));
+    if (b != cached_block_) {
+      cached_block_ = ~std::uint64_t{0};
+      read_block(fd_, path_, header_, crcs_, b, block_.data());
+      cached_block_ = b;
+    }
+    std::memcpy(out, block_.data() + within, n);
+    out += n;
+    offset += n;
+    bytes -= n;
+  }
 }
 
 DrainFileHeader read_drain_file(const DrainedEpoch& epoch, int rank, const BlockSink& deliver) {
@@ -423,6 +503,7 @@ void DrainWriter::start(fs::path epoch_dir, DrainFileHeader header, const std::b
   file_done_ = false;
   ended_ = false;
   outcome_ = Outcome{};
+  header.region_table_bytes = region_table_bytes(header.entries);
   outcome_.epoch = header.epoch;
   outcome_.bytes = header.file_bytes();
   thread_ = std::thread([this, dir = std::move(epoch_dir), header = std::move(header), copy,

@@ -66,9 +66,9 @@ std::optional<std::uint32_t> drain_format_of(const std::byte* page) {
 }
 
 std::uint64_t DrainFileHeader::data_offset() const noexcept {
-  const std::uint64_t table = blocks() * sizeof(std::uint32_t);
+  const std::uint64_t tables = blocks() * sizeof(std::uint32_t) + region_table_bytes;
   return kDrainHeaderBytes +
-         (table + kDrainHeaderBytes - 1) / kDrainHeaderBytes * kDrainHeaderBytes;
+         (tables + kDrainHeaderBytes - 1) / kDrainHeaderBytes * kDrainHeaderBytes;
 }
 
 void encode_drain_header(std::byte* page, const DrainFileHeader& h) {
@@ -103,6 +103,8 @@ void encode_drain_header(std::byte* page, const DrainFileHeader& h) {
   w.put(static_cast<std::uint32_t>(h.with_checksum ? 1 : 0));
   w.put(h.block_bytes);
   w.put(h.table_crc);
+  w.put(h.region_table_bytes);
+  w.put(h.region_table_crc);
   const std::uint32_t crc = crc32(page, w.size());
   w.put(crc);
 }
@@ -139,6 +141,8 @@ std::optional<DrainFileHeader> decode_drain_header(const std::byte* page) {
   h.with_checksum = r.get<std::uint32_t>() != 0;
   h.block_bytes = r.get<std::uint64_t>();
   h.table_crc = r.get<std::uint32_t>();
+  h.region_table_bytes = r.get<std::uint64_t>();
+  h.region_table_crc = r.get<std::uint32_t>();
   const std::size_t covered = kFieldsAt + r.size();
   if (r.get<std::uint32_t>() != crc32(page, covered)) return {};
   if (h.block_bytes == 0 || h.rank < 0 || h.rank >= h.nranks || h.groups < 1 || h.group < 0 ||

@@ -49,6 +49,7 @@ void StorageLevel::start(std::uint64_t epoch, const CheckpointInfo& info, const 
   h.regions_offset = store.layout.copy_regions_offset();
   h.regions_bytes = store.layout.regions_bytes;
   h.copy_bytes = store.layout.copy_bytes();
+  h.entries = store.layout.entries;
   h.with_checksum = config.drain_checksum;
   h.checksum_bytes = config.drain_checksum ? store.geometry.parity_bytes() : 0;
   const std::byte* copy =

@@ -7,7 +7,12 @@ the example resumes from its first or second checkpoint, and its result is ident
 to that of the plain MPI build run without faults. With xor at every step, and with Reed-Solomon
 (m = 2) at two. cg checkpoints when skt_need_checkpoint says so: with SKT_MTBF=1s its Daly
 interval is a fraction of a second, well under the run's few seconds, so a second checkpoint
-comes."""
+comes.
+
+heat3d also restarts on another number of ranks: a job of 4 ranks dies at its seventh checkpoint
+with its sixth drained, and heat3d on 2 ranks takes the grid from that epoch (HEAT3D_FROM, through
+skt_epoch_read) and ends with the uninterrupted run's result; the same from 2 ranks to 4. A first
+try with another grid is refused, naming what differs, and the old job's epoch serves the next."""
 
 import os
 import re
@@ -69,6 +74,32 @@ exit 0
     subprocess.run([options.shm, "clean", "--job", job], capture_output=True)
 
 
+def reshape(options, expect, args, reference):
+    """heat3d from N ranks to M: see the module's description."""
+    cluster = harness.Cluster(os.path.join(options.bin, "heat3d"), options.shm, options.mpirun,
+                              options.timeout)
+    with tempfile.TemporaryDirectory() as drains:
+        for old_n, new_n in ((4, 2), (2, 4)):
+            old, new = cluster.new_job(f"heat{old_n}"), cluster.new_job(f"heat{new_n}")
+            died = cluster.launch([f"n{i}" for i in range(old_n)], args,
+                                  env={"SKT_JOB": old, "SKT_DRAIN_DIR": drains,
+                                       "SKT_FAULT": "stage:1:7:0"})
+            expect(died.code != 0 and died.result is None,
+                   f"heat3d on {old_n} ranks dies at its seventh checkpoint", died.describe())
+            nodes = [f"m{i}" for i in range(new_n)]
+            env = {"SKT_JOB": new, "SKT_DRAIN_DIR": drains, "HEAT3D_FROM": old}
+            wrong = cluster.launch(nodes, [args[0], args[1], str(int(args[2]) + 8), *args[3:]], env=env)
+            expect(wrong.code == 2 and "ran another grid" in wrong.err and cluster.segment_count(new) == 0,
+                   f"heat3d on {new_n} ranks with another grid than job {old}'s: refused (exit 2), "
+                   "naming the sizes, leaving no segment of its own", wrong.describe())
+            run = cluster.launch(nodes, args, env=env)
+            expect(run.code == 0 and run.result == reference
+                   and f"resumed from epoch 6 of job '{old}' ({old_n} ranks) at step 60" in run.out,
+                   f"heat3d on {new_n} ranks from the epoch {old_n} ranks drained: resumed at step 60, "
+                   f"result identical to the uninterrupted run's ({reference})", run.describe())
+            cluster.clean(old)
+
+
 def main(argv):
     import argparse
 
@@ -106,6 +137,8 @@ def main(argv):
         reference = result_of(plain.stdout)
         expect(plain.returncode == 0 and reference is not None, f"{name}: the plain MPI build runs",
                plain.stdout + plain.stderr)
+        if name == "heat3d":
+            reshape(options, expect, args, reference)
         for scheme, parity, group_size in SCHEMES:
             for step in STEPS[scheme]:
                 one_failure(options, expect, name, args, reference, scheme, parity, group_size, step)

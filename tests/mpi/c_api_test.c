@@ -19,6 +19,95 @@ static double counter_before_declaration;
     }                                                                                          \
   } while (0)
 
+/* A job's region of rank r, byte i. */
+static unsigned char pattern(int r, size_t i) {
+  return (unsigned char)(i * 31 + (size_t)r * 7 + 1);
+}
+
+/* The job that ran on these ranks, read through skt_epoch as a program of another shape would:
+ * every rank reads both old ranks' regions from the drained epoch. */
+static void check_epoch_reading(int rank) {
+  skt_epoch* old = NULL;
+  CHECK(skt_epoch_open(MPI_COMM_WORLD, NULL, &old) == SKT_ERR_ARG);
+  unsetenv("SKT_DRAIN_DIR");
+  CHECK(skt_epoch_open(MPI_COMM_WORLD, "capi-epoch", &old) == SKT_ERR_CONFIG && old == NULL);
+  CHECK(strstr(skt_last_error(), "SKT_DRAIN_DIR is not set") != NULL);
+  char dir[64] = "/tmp/skt-capi-drain-XXXXXX";
+  if (rank == 0 && mkdtemp(dir) == NULL) ++failures;
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  setenv("SKT_DRAIN_DIR", dir, 1);
+  CHECK(skt_epoch_open(MPI_COMM_WORLD, "../etc", &old) == SKT_ERR_ARG);
+  CHECK(skt_epoch_open(MPI_COMM_WORLD, "capi-epoch", &old) == SKT_ERR_UNRECOVERABLE);
+  CHECK(strstr(skt_last_error(), "no complete drained epoch") != NULL);
+
+  setenv("SKT_JOB", "capi-epoch", 1);
+  const size_t bytes = 5000 + 1000 * (size_t)rank;
+  skt_context* ctx = NULL;
+  unsigned char* grid = NULL;
+  long step = 0;
+  CHECK(skt_init(MPI_COMM_WORLD, NULL, &ctx) == SKT_OK);
+  CHECK(skt_alloc(ctx, "grid", bytes, (void**)&grid) == SKT_OK);
+  CHECK(skt_protect(ctx, "step", &step, sizeof step) == SKT_OK);
+  uint64_t epoch = 0;
+  CHECK(skt_recover(ctx, &epoch) == SKT_OK && epoch == 0);
+  for (size_t i = 0; i < bytes; ++i)
+    grid[i] = pattern(rank, i);
+  step = 40 + rank;
+  CHECK(skt_checkpoint(ctx) == SKT_OK);
+  step = 41 + rank;
+  CHECK(skt_checkpoint(ctx) == SKT_OK);
+  CHECK(skt_finalize(ctx, 0) == SKT_OK); /* kept, and the drain of epoch 2 finished */
+
+  CHECK(skt_epoch_open(MPI_COMM_WORLD, "capi-epoch", &old) == SKT_OK && old != NULL);
+  uint64_t number = 0;
+  int nranks = 0;
+  CHECK(skt_epoch_number(old, &number) == SKT_OK && number == 2);
+  CHECK(skt_epoch_ranks(old, &nranks) == SKT_OK && nranks == 2);
+  for (int r = 0; r < 2; ++r) {
+    size_t size = 0;
+    CHECK(skt_epoch_region_bytes(old, r, "grid", &size) == SKT_OK &&
+          size == 5000 + 1000 * (size_t)r);
+    unsigned char* back = (unsigned char*)malloc(size);
+    CHECK(skt_epoch_read(old, r, "grid", 0, size, back) == SKT_OK);
+    int same = 1;
+    for (size_t i = 0; i < size; ++i)
+      same = same && back[i] == pattern(r, i);
+    CHECK(same);
+    CHECK(skt_epoch_read(old, r, "grid", size - 3, 3, back) == SKT_OK);
+    CHECK(back[2] == pattern(r, size - 1));
+    free(back);
+    long old_step = 0;
+    CHECK(skt_epoch_read(old, r, "step", 0, sizeof old_step, &old_step) == SKT_OK);
+    CHECK(old_step == 41 + r);
+  }
+  unsigned char one = 0;
+  CHECK(skt_epoch_read(old, 2, "grid", 0, 1, &one) == SKT_ERR_ARG);
+  CHECK(strstr(skt_last_error(), "old rank 2 never existed") != NULL);
+  CHECK(skt_epoch_read(old, -1, "grid", 0, 1, &one) == SKT_ERR_ARG);
+  CHECK(skt_epoch_read(old, 1, "mesh", 0, 1, &one) == SKT_ERR_MISMATCH);
+  CHECK(strstr(skt_last_error(), "has no region or private object 'mesh'; it has 'step', 'grid'") !=
+        NULL);
+  CHECK(skt_epoch_read(old, 0, "grid", 4999, 2, &one) == SKT_ERR_ARG);
+  CHECK(skt_epoch_read(old, 0, "grid", 0, 1, NULL) == SKT_ERR_ARG);
+  CHECK(skt_epoch_close(old) == SKT_OK);
+  CHECK(skt_epoch_close(NULL) == SKT_OK);
+
+  /* The job, done with: resumed and removed, drains and all. */
+  CHECK(skt_init(MPI_COMM_WORLD, NULL, &ctx) == SKT_OK);
+  CHECK(skt_alloc(ctx, "grid", bytes, (void**)&grid) == SKT_OK);
+  CHECK(skt_protect(ctx, "step", &step, sizeof step) == SKT_OK);
+  CHECK(skt_recover(ctx, &epoch) == SKT_OK && epoch == 2);
+  CHECK(skt_finalize(ctx, 1) == SKT_OK);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    char command[128];
+    snprintf(command, sizeof command, "rm -rf %s", dir);
+    if (system(command) != 0) ++failures;
+  }
+  unsetenv("SKT_JOB");
+  unsetenv("SKT_DRAIN_DIR");
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0;
@@ -115,6 +204,7 @@ int main(int argc, char** argv) {
   CHECK(skt_exit_code(SKT_ERR_MPI) == 1);
   CHECK(skt_finalize(ctx, 1) == SKT_OK);
   CHECK(skt_malloc(8) == NULL); /* no default context any more */
+  check_epoch_reading(rank);
 
   int all = failures;
   MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -205,6 +205,44 @@ typedef struct skt_recovery {
 
 int skt_get_recovery(const skt_context* ctx, skt_recovery* recovery);
 
+/* The last committed epoch of another job, whatever number of ranks wrote it: how a job that ran
+ * on N ranks restarts on M. Each new rank reads the old ranks' regions and private objects it
+ * needs, then the program checkpoints in its new shape under a tag of its own; the old job stays as
+ * it is, a later try's to read again, until the operator removes it (skt-drain remove, skt-shm
+ * clean). Today the epoch is read from its drained files (SKT_DRAIN_DIR, drained with the default
+ * SKT_DRAIN_WRITE=copy to a directory every rank sees); every block read is checked against its
+ * CRC.
+ *
+ *   skt_epoch *old;
+ *   skt_epoch_open(MPI_COMM_WORLD, "heat-4", &old);   // collective
+ *   int n; skt_epoch_ranks(old, &n);                  // the old number of ranks
+ *   skt_epoch_read(old, r, "grid", offset, bytes, buf); // any old rank r, any piece
+ *   skt_epoch_close(old);
+ */
+typedef struct skt_epoch skt_epoch;
+
+/* Collective over comm: opens the newest complete drained epoch of job `job` (its tag, as SKT_JOB
+ * gave it) in the drain directory SKT_DRAIN_DIR names; the same epoch on every rank, or the same
+ * error (SKT_ERR_UNRECOVERABLE when there is none, SKT_ERR_CONFIG without SKT_DRAIN_DIR). */
+int skt_epoch_open(MPI_Comm comm, const char* job, skt_epoch** epoch);
+
+/* The epoch's number and the number of ranks that wrote it. */
+int skt_epoch_number(const skt_epoch* epoch, uint64_t* number);
+int skt_epoch_ranks(const skt_epoch* epoch, int* nranks);
+
+/* The size of old rank `old_rank`'s region or private object `name` (SKT_ERR_ARG: no such rank;
+ * SKT_ERR_MISMATCH: it has no such region, the message names those it has). */
+int skt_epoch_region_bytes(skt_epoch* epoch, int old_rank, const char* name, size_t* bytes);
+
+/* Not collective: copies bytes [offset, offset + bytes) of old rank `old_rank`'s region or private
+ * object `name` to buf (SKT_ERR_ARG beyond its end; SKT_ERR_UNRECOVERABLE when a block of the file
+ * does not match its CRC, naming the file and the bytes). */
+int skt_epoch_read(skt_epoch* epoch, int old_rank, const char* name, size_t offset, size_t bytes,
+                   void* buf);
+
+/* Not collective: closes the files and frees the handle (NULL is allowed). */
+int skt_epoch_close(skt_epoch* epoch);
+
 /* A short fixed description of an error code. */
 const char* skt_strerror(int code);
 

@@ -179,6 +179,41 @@ inline ContextRef default_context() {
   return ContextRef(ctx);
 }
 
+// The last committed epoch of another job, whatever number of ranks wrote it (skt_epoch_open):
+// how a program restarts on another number of ranks. Opening is collective; reads are not.
+class Epoch {
+ public:
+  Epoch(MPI_Comm comm, const std::string& job) {
+    detail::check(skt_epoch_open(comm, job.c_str(), &epoch_));
+  }
+  ~Epoch() { skt_epoch_close(epoch_); }
+  Epoch(const Epoch&) = delete;
+  Epoch& operator=(const Epoch&) = delete;
+
+  std::uint64_t number() const {
+    std::uint64_t n = 0;
+    detail::check(skt_epoch_number(epoch_, &n));
+    return n;
+  }
+  int ranks() const {
+    int n = 0;
+    detail::check(skt_epoch_ranks(epoch_, &n));
+    return n;
+  }
+  std::size_t region_bytes(int old_rank, const std::string& name) {
+    std::size_t bytes = 0;
+    detail::check(skt_epoch_region_bytes(epoch_, old_rank, name.c_str(), &bytes));
+    return bytes;
+  }
+  void read(int old_rank, const std::string& name, std::size_t offset, std::size_t bytes,
+            void* out) {
+    detail::check(skt_epoch_read(epoch_, old_rank, name.c_str(), offset, bytes, out));
+  }
+
+ private:
+  skt_epoch* epoch_ = nullptr;
+};
+
 // Names the unnamed allocations made while it lives (skt::allocator without a name, skt_malloc)
 // "<name>.0", "<name>.1", ...: a component's regions keep their names whatever others allocate,
 // and an error names them. The previous scope comes back when it ends. Throws skt::Error.

@@ -49,6 +49,7 @@ class DrainFiles : public ::testing::Test {
     h.regions_bytes = copy_.size() - 128;
     h.copy_bytes = copy_.size();
     h.block_bytes = 4096;
+    h.entries = {{"step", true, 0, 8}, {"grid", false, 0, copy_.size() - 128}};
     return h;
   }
 
@@ -134,7 +135,9 @@ TEST_F(DrainFiles, ReadsBackEveryByteThroughTheSink) {
         });
     DrainFileHeader expected = header(r);
     expected.table_crc = h.table_crc;
-    EXPECT_EQ(h, expected);
+    expected.region_table_bytes = region_table_bytes(expected.entries);
+    expected.region_table_crc = h.region_table_crc;
+    EXPECT_EQ(h, expected);  // the region table too
     EXPECT_EQ(delivered, copy_.size());
     EXPECT_EQ(back, copy_);
   }
@@ -159,6 +162,60 @@ TEST_F(DrainFiles, DetectsAFlippedBitATruncationAndAMissingFile) {
   EXPECT_THROW(read_drain_file(epoch, 2, {}), std::runtime_error);
   fs::remove(drain_rank_file(epoch.dir, 0));
   EXPECT_THROW(read_drain_file(epoch, 0, {}), std::runtime_error);
+}
+
+TEST_F(DrainFiles, ReadsAnyPieceOfTheCopyBlockByBlock) {
+  const DrainedEpoch epoch = drain_epoch(6);
+  DrainedRankFile file(epoch, 2);
+  EXPECT_EQ(file.header().entries, header(2).entries);
+  // Within a block, across two, the last byte, and nothing.
+  for (const auto& [offset, bytes] : std::vector<std::pair<std::size_t, std::size_t>>{
+           {5, 100}, {4000, 5000}, {copy_.size() - 1, 1}, {0, copy_.size()}, {7, 0}}) {
+    std::vector<std::byte> out(bytes);
+    file.read_copy(offset, bytes, out.data());
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), copy_.begin() + static_cast<long>(offset)))
+        << offset << " " << bytes;
+  }
+  std::byte one{};
+  EXPECT_THROW(file.read_copy(copy_.size(), 1, &one), std::runtime_error);
+  // A flipped bit in block 2 is caught when that block is read, not before.
+  const fs::path path = drain_rank_file(epoch.dir, 1);
+  DrainedRankFile damaged(epoch, 1);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(damaged.header().data_offset() + 2 * 4096 + 9));
+    f.put('\x5a');
+  }
+  std::vector<std::byte> out(4096);
+  damaged.read_copy(0, 4096, out.data());
+  try {
+    damaged.read_copy(2 * 4096 + 1, 10, out.data());
+    ADD_FAILURE() << "a damaged block was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("block 2 (bytes 8192 to 12288 of the copy)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(DrainFiles, RefusesADamagedRegionTable) {
+  const DrainedEpoch epoch = drain_epoch(6);
+  const fs::path path = drain_rank_file(epoch.dir, 0);
+  const auto h = read_drain_header(path);
+  ASSERT_TRUE(h);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    // A byte of the first entry, just after the block CRCs and the table's count.
+    f.seekp(static_cast<std::streamoff>(kDrainHeaderBytes + h->blocks() * 4 + 9));
+    f.put('X');
+  }
+  try {
+    DrainedRankFile file(epoch, 0);
+    ADD_FAILURE() << "a damaged region table was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("region table does not match its CRC"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(DrainFiles, RefusesAnotherRunsFileUnderTheSameEpoch) {
