@@ -36,6 +36,15 @@ inline int global_index(int l, int nb, int iproc, int nprocs) noexcept {
   return (l / nb * nprocs + iproc) * nb + l % nb;
 }
 
+// A local matrix's leading dimension: a multiple of the alignment, and not a power of two (which
+// would make cache sets collide).
+inline int leading_dimension(int mp, int align) noexcept {
+  int ld = (mp + align - 1) / align * align;
+  if (ld < 1) ld = 1;
+  if ((ld & (ld - 1)) == 0) ld += align;
+  return ld;
+}
+
 class Grid {
  public:
   // Ranks 0 .. P·Q-1 of `world` form the grid, row-major (rank = p·Q + q) or column-major

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <new>
 #include <numeric>
@@ -53,6 +54,7 @@ struct Options {
   std::string mem_per_node;
   std::optional<int> ranks_per_node;  // for --suggest-n; none: a grid's ranks on one node
   std::string config;
+  std::string from_job;  // a job of other grids whose tests this run continues
 };
 
 enum Verdict : std::int32_t { kFailed = 0, kPassed = 1, kSkipped = 2 };
@@ -60,6 +62,7 @@ enum Verdict : std::int32_t { kFailed = 0, kPassed = 1, kSkipped = 2 };
 // One finished test, in the progress record of the whole run.
 struct TestRecord {
   std::uint64_t fingerprint;  // of the test and the threshold its verdict was judged by
+  std::uint64_t problem;      // the same but the grid: what a run on other grids continues
   std::int32_t done;
   std::int32_t verdict;
   char text[kRecordText];
@@ -192,6 +195,11 @@ void apply_settings(Options& o, const CLI::App& app) {
         "--checkpoint-interval auto needs the mean time between failures: "
         "--mtbf SECONDS (or SKT_MTBF)");
   }
+  if (!o.from_job.empty() && o.policy.none) {
+    usage_error(
+        "--from-job continues a job from its checkpoints: it needs them (no "
+        "--no-checkpoint)");
+  }
   if (o.policy.none && (o.policy.automatic || o.policy.every > 0)) {
     usage_error("--no-checkpoint contradicts --checkpoint-every / --checkpoint-interval");
   }
@@ -295,12 +303,69 @@ void name_next_context(const std::string& base, const std::string& part) {
   }
 }
 
+// Collective: the records of the tests job `job` finished, as the last drained epoch of its record
+// (TAG+hpl) has them, copied into `records` where each is the test of this HPL.dat with other grids
+// (`problem` of each record says), and the test it was running checked as one this run can
+// continue. Why not, the same on every rank; empty when adopted.
+std::string adopt_finished_tests(const std::string& job, const std::vector<Test>& tests,
+                                 TestRecord* records,
+                                 const std::function<std::uint64_t(const Test&)>& problem) {
+  std::string refusal;
+  std::size_t finished = 0;
+  std::uint64_t epoch = 0;
+  int old_ranks = 0;
+  try {
+    skt::Epoch old(MPI_COMM_WORLD, job + "+hpl");
+    epoch = old.number();
+    old_ranks = old.ranks();
+    const std::size_t bytes = old.region_bytes(0, "tests");
+    if (bytes != tests.size() * sizeof(TestRecord)) {
+      refusal = fmt::format(
+          "--from-job {}: it ran {} tests, this HPL.dat has {}: give the HPL.dat "
+          "it ran, with other grids",
+          job, bytes / sizeof(TestRecord), tests.size());
+    } else {
+      old.read(0, "tests", 0, bytes, records);
+    }
+  } catch (const skt::Error& e) {
+    refusal = fmt::format("--from-job {}: {}", job, e.what());
+  }
+  for (; refusal.empty() && finished < tests.size() && records[finished].done != 0; ++finished) {
+    if (records[finished].problem != problem(tests[finished])) {
+      refusal = fmt::format(
+          "--from-job {}: test {} of HPL.dat (N={} NB={}) is not the one it finished: only the "
+          "grids may change (P, Q, PMAP); give the HPL.dat it ran with other grids",
+          job, finished + 1, tests[finished].n, tests[finished].nb);
+    }
+  }
+  // Agreed before the collective check below: a rank whose file read failed must not skip it.
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int first = refusal.empty() ? size : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first < size) return broadcast_string(MPI_COMM_WORLD, refusal, first);
+  if (finished < tests.size()) {
+    refusal =
+        continuation_refusal(MPI_COMM_WORLD, job + fmt::format("+t{}", finished), tests[finished]);
+    if (!refusal.empty()) return fmt::format("--from-job {}: {}", job, refusal);
+  }
+  if (rank == 0) {
+    fmt::print(stderr,
+               "skt-hpl: continuing job {} from its epoch {} ({} ranks): {} of its {} tests "
+               "finished there\n",
+               job, epoch, old_ranks, finished, tests.size());
+  }
+  return {};
+}
+
 // What each rank's options decide about the collective course of the run, in one comparable
 // line (only rank 0 reads HPL.dat and prints, so the file's path and --timing may differ).
 std::string settings_line(const Options& o) {
   const CheckpointPolicy& p = o.policy;
-  return fmt::format("checkpoint every={} automatic={} none={} strategy={} suggest-n={}", p.every,
-                     p.automatic, p.none, strategy_name(p.strategy), o.suggest);
+  return fmt::format(
+      "checkpoint every={} automatic={} none={} strategy={} suggest-n={} from-job={}", p.every,
+      p.automatic, p.none, strategy_name(p.strategy), o.suggest, o.from_job);
 }
 
 // Collective: the same verdict on every rank about the options, which each rank read from its own
@@ -436,6 +501,12 @@ int run(int argc, char** argv) {
                  "on this host, each its own SKT_NODE)")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   app.add_option("--config", o.config, "a TOML configuration file (SKT_CONFIG)");
+  app.add_option("--from-job", o.from_job,
+                 "continue job TAG, which ran the same HPL.dat on other grids (after losing nodes "
+                 "with no spare, 2x2 -> 2x1): its finished tests are reported as it printed them, "
+                 "and the one it was running goes on from its last drained epoch (SKT_DRAIN_DIR), "
+                 "the matrix redistributed onto this run's grid. This run needs a tag of its own "
+                 "(SKT_JOB); the old job stays until removed");
   std::optional<UsageError> bad;
   try {
     app.parse(argc, argv);
@@ -511,6 +582,12 @@ int run(int argc, char** argv) {
   const std::string base = base_job_tag(MPI_COMM_WORLD);
   const char* restart_env = std::getenv("SKT_RESTART");
   const std::string restart = restart_env != nullptr ? restart_env : "";
+  if (!o.from_job.empty() && (base.empty() || base == o.from_job)) {
+    usage_error(
+        fmt::format("--from-job {}: this run needs a tag of its own (SKT_JOB=<another "
+                    "tag>), so that the job it continues stays as it is",
+                    o.from_job));
+  }
   job_tag_of_parts() = base;
   name_next_context(base, "+hpl");
   skt::Context progress(MPI_COMM_WORLD);
@@ -519,9 +596,23 @@ int run(int argc, char** argv) {
     return std::hash<std::string>{}(
         fmt::format("{} threshold {}", test_fingerprint(t, dat.column_major_map), dat.threshold));
   };
+  auto record_problem = [&](const Test& t) {
+    return std::hash<std::string>{}(
+        fmt::format("{} threshold {}", problem_fingerprint(t), dat.threshold));
+  };
   // Committed at once on a first launch, so that a relaunch finds it even when no test finished.
   const bool relaunched = progress.recover() != 0;
   if (!relaunched) {
+    if (!o.from_job.empty()) {
+      const std::string refusal =
+          adopt_finished_tests(o.from_job, tests, records.data(), record_problem);
+      if (!refusal.empty()) {
+        progress.finalize(true);  // this job holds nothing yet; the old one stays for a retry
+        usage_error(refusal);
+      }
+      for (std::size_t i = 0; i < tests.size(); ++i)
+        records[i].fingerprint = record_fingerprint(tests[i]);
+    }
     progress.checkpoint();
   } else {
     // A file edited between launches, its list of tests as long as before, would have the finished
@@ -571,6 +662,8 @@ int run(int argc, char** argv) {
         run.timing = o.timing;
         run.progress_every = o.progress;
         run.resuming = relaunched && i == resume;
+        // Only the test the old job was running can have epochs there.
+        if (!o.from_job.empty() && i == resume) run.from_job = o.from_job + fmt::format("+t{}", i);
         const TestResult r = run_test(t, grid, run);
         // As netlib, a test it could not get the memory for counts among the skipped ones.
         verdict = r.passed ? kPassed : r.singular || r.out_of_memory ? kSkipped : kFailed;
@@ -584,6 +677,7 @@ int run(int argc, char** argv) {
     }
     MPI_Bcast(records[i].text, static_cast<int>(kRecordText), MPI_CHAR, 0, MPI_COMM_WORLD);
     records[i].fingerprint = record_fingerprint(t);
+    records[i].problem = record_problem(t);
     records[i].done = 1;
     records[i].verdict = verdict;
     progress.checkpoint();

@@ -18,11 +18,13 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/mpi.hpp"
 #include "hpl/matgen.hpp"
 #include "hpl/report.hpp"
+#include "hpl/reshape.hpp"
 #include "selfckpt/selfckpt.hpp"
 
 namespace skt::hpl {
@@ -39,6 +41,12 @@ struct TestState {
   double compute_seconds;  // time in the solve up to the last checkpoint
   double start_wall;       // when the test first started, seconds since 1970
   double checkpoint_seconds;
+  // What a run on another grid continues (skt-hpl --from-job): the test without its grid, and the
+  // grid the matrix is distributed over.
+  std::uint64_t problem;
+  std::int32_t nprow;
+  std::int32_t npcol;
+  std::int32_t column_major;
 };
 
 // The pages of a matrix that is never checkpointed: the process's own, as netlib HPL's malloc
@@ -64,13 +72,31 @@ class OwnPages {
   double* data_ = nullptr;
 };
 
+// Collective over comm: the lowest rank that has a message ("" where a rank has none) and that
+// message, on every rank; -1 where no rank has one.
+std::pair<int, std::string> first_message(MPI_Comm comm, const std::string& own) {
+  int rank = 0, size = 0;
+  SKT_MPI(MPI_Comm_rank(comm, &rank));
+  SKT_MPI(MPI_Comm_size(comm, &size));
+  int first = own.empty() ? size : rank;
+  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == size) return {-1, std::string()};
+  return {first, broadcast_string(comm, own, first)};
+}
+
 // Collective: the lowest rank's refusal ("" where a rank has none), on every rank of the grid, so
 // that a test one rank cannot hold is skipped by all.
 std::string first_refusal(const Grid& grid, const std::string& own) {
-  const int size = grid.nprow() * grid.npcol();
-  int first = own.empty() ? size : grid.rank_of(grid.myrow(), grid.mycol());
-  SKT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, grid.all()));
-  return first == size ? std::string() : broadcast_string(grid.all(), own, first);
+  return first_message(grid.all(), own).second;
+}
+
+// Collective: the lowest rank's error, on every rank of the grid (nothing where no rank has one).
+std::optional<skt::Error> first_error(const Grid& grid, const std::optional<skt::Error>& own) {
+  const auto [first, message] = first_message(grid.all(), own ? own->what() : "");
+  if (first < 0) return std::nullopt;
+  int code = own ? own->code() : 0;
+  SKT_MPI(MPI_Bcast(&code, 1, MPI_INT, first, grid.all()));
+  return skt::Error(code, message);
 }
 
 double wall_now() {
@@ -125,11 +151,74 @@ void crash_if_due(const CrashPoint& c, int panel, bool restarted, MPI_Comm grid)
   }
 }
 
-// A multiple of the alignment, and not a power of two (which would make cache sets collide).
-int leading_dimension(int mp, int align) {
-  int ld = std::max(1, (mp + align - 1) / align * align);
-  if ((ld & (ld - 1)) == 0) ld += align;
-  return ld;
+// The state of the test an old job's epoch holds, when it can go on as `t` on another grid; throws
+// skt::Error(SKT_ERR_MISMATCH) naming why not.
+TestState continuable_state(skt::Epoch& old, const std::string& job, const Test& t) {
+  // A state of another size is of another version of skt-hpl, which alone can continue it.
+  if (old.region_bytes(0, "state") != sizeof(TestState)) {
+    throw skt::Error(SKT_ERR_MISMATCH,
+                     fmt::format("job '{}' was written by another version of skt-hpl (its test "
+                                 "state has {} bytes, this one's {})",
+                                 job, old.region_bytes(0, "state"), sizeof(TestState)));
+  }
+  TestState was{};
+  old.read(0, "state", 0, sizeof was, &was);
+  if (was.problem != problem_fingerprint(t)) {
+    throw skt::Error(SKT_ERR_MISMATCH,
+                     fmt::format("job '{}' ran another test than N={} NB={} with these variants: "
+                                 "only its grid may change (P, Q, PMAP)",
+                                 job, t.n, t.nb));
+  }
+  if (was.nprow * was.npcol != old.ranks()) {
+    throw skt::Error(SKT_ERR_MISMATCH,
+                     fmt::format("job '{}' records a {}x{} grid but its epoch has {} ranks", job,
+                                 was.nprow, was.npcol, old.ranks()));
+  }
+  return was;
+}
+
+// The old job's epoch of the test, or nothing when it drained none (the test then starts afresh,
+// as rank 0 says, when `say` is set). Collective over comm.
+std::optional<skt::Epoch> open_old_test(MPI_Comm comm, const std::string& job, bool say) {
+  try {
+    return std::optional<skt::Epoch>(std::in_place, comm, job);
+  } catch (const skt::Error& e) {
+    if (e.code() != SKT_ERR_UNRECOVERABLE) throw;
+    int rank = 0;
+    SKT_MPI(MPI_Comm_rank(comm, &rank));
+    if (say && rank == 0) {
+      std::fprintf(stderr, "skt-hpl: the test starts afresh on this grid: %s\n", e.what());
+    }
+    return std::nullopt;
+  }
+}
+
+// The last drained epoch of this test that job `job` wrote on another grid, continued on this one:
+// its state, and the matrix taken piece by piece from the old ranks that held it. The epoch's
+// number and the old grid ("2x2"), or nothing where the job drained no epoch of the test.
+// Collective over the grid; throws skt::Error.
+struct Continued {
+  std::uint64_t epoch = 0;
+  std::string grid;
+};
+std::optional<Continued> continue_from(const std::string& job, const Test& t, const Grid& grid,
+                                       bool column_major_map, LocalMatrix& m, TestState& state) {
+  std::optional<skt::Epoch> old = open_old_test(grid.all(), job, true);
+  if (!old) return std::nullopt;
+  const TestState was = continuable_state(*old, job, t);
+  const GridShape from{was.nprow, was.npcol, was.column_major != 0};
+  const GridShape to{grid.nprow(), grid.npcol(), grid.column_major()};
+  for (const MatrixPiece& p :
+       redistribution(t.n, t.nb, t.algo.align, from, to, grid.myrow(), grid.mycol())) {
+    old->read(p.from_rank, "A", p.from * sizeof(double), p.count * sizeof(double), m.a + p.to);
+  }
+  state = was;
+  state.fingerprint = test_fingerprint(t, column_major_map);
+  state.nprow = to.nprow;
+  state.npcol = to.npcol;
+  state.column_major = to.column_major ? 1 : 0;
+  ++state.relaunches;
+  return Continued{old->number(), fmt::format("{}x{}", from.nprow, from.npcol)};
 }
 
 // What iterations since panel `since` changed: rows and columns from since·NB (corner), or whole
@@ -153,17 +242,43 @@ std::vector<skt_range> changed_since(const LocalMatrix& m, const Grid& grid, Str
 
 }  // namespace
 
-// Of how the matrix is generated too: a checkpoint of a matrix drawn another way (the hash
-// generator of earlier versions) must not be resumed and verified against this one. PMAP decides
-// which local matrix each rank holds, and local matrices of the same size at two places of a grid
-// are common (N = 255, NB = 16 on 2x2 in either mapping): a changed PMAP is no size mismatch.
+namespace {
+
+// The test's parameters but its grid, and how the matrix is generated: a checkpoint of a matrix
+// drawn another way (the hash generator of earlier versions) must not be resumed and verified
+// against this one.
+std::string problem_text(const Test& t) {
+  return fmt::format("netlib-pdmatgen {} {} {} {} {} {} {} {} {} {} {} {} {} {}", t.n, t.nb,
+                     static_cast<int>(t.algo.pfact), static_cast<int>(t.algo.rfact), t.algo.nbmin,
+                     t.algo.ndiv, static_cast<int>(t.algo.bcast), t.algo.depth,
+                     static_cast<int>(t.algo.swap), t.algo.swap_threshold, t.algo.l1_notrans,
+                     t.algo.u_notrans, t.algo.equil, t.algo.align);
+}
+
+}  // namespace
+
+std::string continuation_refusal(MPI_Comm comm, const std::string& job, const Test& t) {
+  std::optional<skt::Error> error;
+  try {
+    if (std::optional<skt::Epoch> old = open_old_test(comm, job, false)) {
+      continuable_state(*old, job, t);
+    }
+  } catch (const skt::Error& e) {
+    error = e;
+  }
+  return first_message(comm, error ? error->what() : "").second;
+}
+
+std::uint64_t problem_fingerprint(const Test& t) {
+  return std::hash<std::string>{}(problem_text(t));
+}
+
+// PMAP decides which local matrix each rank holds, and local matrices of the same size at two
+// places of a grid are common (N = 255, NB = 16 on 2x2 in either mapping): a changed PMAP is no
+// size mismatch.
 std::uint64_t test_fingerprint(const Test& t, bool column_major_map) {
-  return std::hash<std::string>{}(fmt::format(
-      "netlib-pdmatgen {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", t.n, t.nb, t.p, t.q,
-      static_cast<int>(t.algo.pfact), static_cast<int>(t.algo.rfact), t.algo.nbmin, t.algo.ndiv,
-      static_cast<int>(t.algo.bcast), t.algo.depth, static_cast<int>(t.algo.swap),
-      t.algo.swap_threshold, t.algo.l1_notrans, t.algo.u_notrans, t.algo.equil, t.algo.align,
-      column_major_map ? "column-major" : "row-major"));
+  return std::hash<std::string>{}(fmt::format("{} grid {} {} {}", problem_text(t), t.p, t.q,
+                                              column_major_map ? "column-major" : "row-major"));
 }
 
 int default_checkpoint_every(int panels) noexcept {
@@ -237,9 +352,35 @@ TestResult run_test(const Test& t, const Grid& grid, const RunOptions& options) 
     return result;  // a context that never recovered removes what it created
   }
   result.restarted = result.epoch > 0;
-  if (!result.restarted) {
+  std::optional<Continued> continued;
+  if (!result.restarted && !options.from_job.empty()) {
+    // Refused on any rank (a block of a file damaged), refused on all: the test's context, which
+    // holds nothing yet, goes, and the old job stays for another try.
+    std::optional<skt::Error> error;
+    try {
+      continued = continue_from(options.from_job, t, grid, options.column_major_map, m, state);
+    } catch (const skt::Error& e) {
+      error = e;
+    }
+    if (const auto agreed = first_error(grid, error)) {
+      ctx->finalize(true);
+      throw *agreed;
+    }
+  }
+  if (continued) {
+    // The test's own first checkpoint, at once: from here on the old job is not needed.
+    result.restarted = true;
+    result.epoch = continued->epoch;
+    result.moved_from = continued->grid;
+    state.last_checkpoint_panel = state.next_panel;
+    ctx->checkpoint();
+  } else if (!result.restarted) {
     state = TestState{};
     state.fingerprint = test_fingerprint(t, options.column_major_map);
+    state.problem = problem_fingerprint(t);
+    state.nprow = grid.nprow();
+    state.npcol = grid.npcol();
+    state.column_major = grid.column_major() ? 1 : 0;
     state.start_wall = wall_now();
     generate_local(kSeed, t.n, t.nb, grid.myrow(), grid.nprow(), grid.mycol(), grid.npcol(), m.a,
                    m.lda);
@@ -318,11 +459,19 @@ TestResult run_test(const Test& t, const Grid& grid, const RunOptions& options) 
         t.algo.encode(options.column_major_map), t.n, t.nb, t.p, t.q, result.wall,
         result.restarted ? static_cast<std::time_t>(state.start_wall) : started, ended);
   }
-  if (result.restarted) {
+  if (!result.moved_from.empty()) {
+    print(fmt::format(
+        "SKT: continued on the {}x{} grid from epoch {} of job {} on the {} grid (panel {} of "
+        "{}), the matrix redistributed; {} relaunch{} in all; time lost {:.2f} s",
+        t.p, t.q, result.epoch, options.from_job, result.moved_from, result.next_panel, panels,
+        state.relaunches, state.relaunches == 1 ? "" : "es", result.wall - result.uninterrupted));
+  } else if (result.restarted) {
     print(fmt::format(
         "SKT: restored epoch {} (panel {} of {}) after {} relaunch{}; time lost {:.2f} s",
         result.epoch, result.next_panel, panels, state.relaunches,
         state.relaunches == 1 ? "" : "es", result.wall - result.uninterrupted));
+  }
+  if (result.restarted) {
     print(
         fmt::format("SKT: wall time {:.2f} s ({:.4e} Gflops); uninterrupted computation {:.2f} s "
                     "({:.4e} Gflops)",

@@ -3,6 +3,8 @@
 // netlib HPL's. Shared by skt-hpl and the benchmarks.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstdint>
 #include <string>
 
@@ -43,6 +45,13 @@ struct Test {
 // The test's parameters as HPL.dat gives them, its process mapping (PMAP) included: what a
 // relaunch must find unchanged.
 std::uint64_t test_fingerprint(const Test& t, bool column_major_map);
+// The same but the grid and its mapping: what a run on another grid may continue.
+std::uint64_t problem_fingerprint(const Test& t);
+
+// Collective over comm: why the test whose context job `job` (TAG+t<i>) drained cannot go on as
+// `t` on another grid (another test, another version of skt-hpl), the same on every rank; empty
+// when it can, or when the job drained no epoch of it (the test then starts afresh).
+std::string continuation_refusal(MPI_Comm comm, const std::string& job, const Test& t);
 
 // How a test runs: what it checkpoints, how it is judged, what it prints.
 struct RunOptions {
@@ -55,6 +64,10 @@ struct RunOptions {
   // The test may hold checkpoints of an earlier launch. Memory it cannot have then ends the run
   // (exit 2), its checkpoints kept for a launch with more, where a first launch skips the test.
   bool resuming = false;
+  // A job of another grid whose last drained epoch of this test to continue on this one (its
+  // context's tag, TAG+t<i>), when the test has no checkpoint of its own: the matrix is
+  // redistributed and the factorization goes on from the panel that epoch reached.
+  std::string from_job;
 };
 
 struct TestResult {
@@ -69,6 +82,7 @@ struct TestResult {
   bool restarted = false;
   std::uint64_t epoch = 0;  // restored on the last relaunch
   int next_panel = 0;       // where it resumed
+  std::string moved_from;   // the grid it was continued from (from_job), as "2x2"; else empty
   int relaunches = 0;
   int checkpoints = 0;
   double checkpoint_seconds = 0;

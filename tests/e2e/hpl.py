@@ -783,6 +783,46 @@ def netlib_like(cluster, tmp, failures):
         failures.append(f"netlib's HPL.dat: first {first.describe()}; relaunch {final.describe()}")
 
 
+def another_grid(cluster, tmp, failures):
+    """2x2 -> 2x1 after two nodes are lost with no spare: a job of two tests on 4 ranks, draining
+    its epochs, finishes the first and dies in the middle of the second; n2 and n3 lose their
+    memory. skt-hpl on the 2 nodes left, HPL.dat with a 2x1 grid and --from-job, reports the
+    finished test as the job printed it, continues the second from its last drained epoch with the
+    matrix redistributed, and passes the residual check. A first try with another test than the
+    job ran is refused (exit 2) and leaves nothing; the old job serves the next try."""
+    drains = os.path.join(tmp, "drains-another-grid")
+    old, new = cluster.new_job("hplgrid22"), cluster.new_job("hplgrid21")
+    paths = write_dats(tmp, {"grid22": hpl_dat([64, UNEVEN_N], NB, 2, 2),
+                             "grid21": hpl_dat([64, UNEVEN_N], NB, 2, 1),
+                             "grid21 other": hpl_dat([64, N], NB, 2, 1)})
+    nodes = [f"n{r}" for r in range(4)]
+    try:
+        died = cluster.launch(nodes, ["--checkpoint-every", "4", paths["grid22"]],
+                              {"SKT_JOB": old, "SKT_DRAIN_DIR": drains, "SKT_RESTART": "0",
+                               "SKT_HPL_CRASH": f"{MID_PANEL}:1"})
+        for node in nodes[2:]:
+            cluster.lose_node(old, node)
+        env = {"SKT_JOB": new, "SKT_DRAIN_DIR": drains}
+        other = cluster.launch(nodes[:2], ["--from-job", old, paths["grid21 other"]], env)
+        report(died.code != 0 and other.code == 2 and "ran another test than N=256 NB=16" in other.err
+               and cluster.segment_count(new) == 0,
+               "another test than the job ran (N=256 for 250) is refused, exit 2, leaving no segment",
+               other, failures)
+        run = cluster.launch(nodes[:2], ["--from-job", old, paths["grid21"]], env)
+        moved = re.search(r"^SKT: continued on the 2x1 grid from epoch (\d+) of job \S+\+t1 on the "
+                          r"2x2 grid \(panel (\d+) of 16\), the matrix redistributed", run.out, re.M)
+        report(run.code == 0 and moved is not None and int(moved.group(2)) == 4 * int(moved.group(1))
+               and len(re.findall(r"\.\.\.\.\.\. PASSED$", run.out, re.M)) == 2
+               and re.search(r"^WR\S+\s+64\s+16\s+2\s+2\s", run.out, re.M)
+               and re.search(rf"^WR\S+\s+{UNEVEN_N}\s+16\s+2\s+1\s", run.out, re.M),
+               "on the 2 nodes left, 2x1 with --from-job: the finished 2x2 test reported as it ran, "
+               "the second continued from its last drained epoch on the new grid, both PASSED",
+               run, failures)
+    finally:
+        cluster.clean(old)
+        cluster.clean(new)
+
+
 def blocks_wider_than_the_matrix(cluster, tmp, failures):
     """NB above N is one block, as in netlib HPL: its work buffers are a panel's actual width. With
     NB = 20000 at N = 512 on 4 ranks they took NB x NB doubles (3.2 GB) per rank and more (the
@@ -890,7 +930,8 @@ def main(argv):
     chosen = harness.selected(options, harness.named(
         [bad_input, edited_between_launches, too_large_among_others, short_of_memory_on_resume,
          limited_by_cgroup, suggested_n_runs, ctrl_c_without_a_job_tag, limited_by_segment_limits,
-         progress_lines, netlib_like, as_it_comes, blocks_wider_than_the_matrix, blas_threads],
+         progress_lines, netlib_like, as_it_comes, blocks_wider_than_the_matrix, blas_threads,
+         another_grid],
         lambda: (cluster, tmp, failures)) + [
         (f"faults-{c[0]}-m{c[1]}-G{c[2]}-N{c[5]}", lambda c=c: faults(c)) for c in CONFIGS])
     with tempfile.TemporaryDirectory() as tmp:
