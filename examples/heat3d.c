@@ -42,49 +42,57 @@ static uint64_t digest(const void* data, size_t bytes, uint64_t h) {
 #ifdef USE_SELFCKPT
 /* The grid and step of job `job`'s last epoch, which may have run on another number of ranks:
  * each of this rank's planes z0 .. z0+planes-1 is read from the old rank that held it, into the
- * array the step makes current. 0, or the exit code after saying why. */
+ * array the step makes current. 0, or the exit code after saying why (on every rank alike). */
 static int resume_from(const char* job, long nx, long ny, long nz, long z0, long planes, double* a,
                        double* b, long* step) {
   skt_epoch* old;
   int code = skt_epoch_open(MPI_COMM_WORLD, job, &old);
-  int n = 0;
+  int n = 0, in_memory = 0;
   if (code == SKT_OK) code = skt_epoch_ranks(old, &n);
-  if (code == SKT_OK) code = skt_epoch_read(old, 0, "step", 0, sizeof *step, step);
+  if (code == SKT_OK) code = skt_epoch_in_memory(old, &in_memory);
+  skt_epoch_piece first = {0, "step", 0, sizeof *step, step};
+  if (code == SKT_OK) code = skt_epoch_read(old, &first, 1);
+  if (code != SKT_OK) {
+    fprintf(stderr, "heat3d: %s\n", skt_last_error());
+    skt_epoch_close(old);
+    return skt_exit_code(code);
+  }
   const size_t plane = (size_t)(nx * ny);
   const char* current = *step % 2 == 0 ? "malloc.0" : "malloc.1";
   double* into = *step % 2 == 0 ? a : b;
-  for (long z = 0; z < planes && code == SKT_OK; ++z) {
+  skt_epoch_piece* pieces = malloc(sizeof(skt_epoch_piece) * (size_t)planes);
+  int wrong_grid = 0;
+  for (long z = 0; z < planes; ++z) {
     const long gz = z0 + z;
     int q = 0;
     while (nz * (q + 1) / n <= gz)
       ++q;
     const long old_z0 = nz * q / n, old_planes = nz * (q + 1) / n - old_z0;
     size_t bytes = 0;
-    code = skt_epoch_region_bytes(old, q, current, &bytes);
-    if (code == SKT_OK && bytes != plane * (size_t)(old_planes + 2) * sizeof(double)) {
-      fprintf(stderr,
-              "heat3d: job '%s' ran another grid: its rank %d of %d holds %zu bytes, a %ldx%ldx%ld "
-              "grid would give it %zu\n",
-              job, q, n, bytes, nx, ny, nz, plane * (size_t)(old_planes + 2) * sizeof(double));
-      skt_epoch_close(old);
-      return 2;
+    if (skt_epoch_region_bytes(old, q, current, &bytes) != SKT_OK ||
+        bytes != plane * (size_t)(old_planes + 2) * sizeof(double)) {
+      if (!wrong_grid)
+        fprintf(stderr,
+                "heat3d: job '%s' ran another grid: its rank %d of %d holds %zu bytes, a "
+                "%ldx%ldx%ld grid would give it %zu\n",
+                job, q, n, bytes, nx, ny, nz, plane * (size_t)(old_planes + 2) * sizeof(double));
+      wrong_grid = 1;
     }
-    if (code == SKT_OK)
-      code = skt_epoch_read(old, q, current, (size_t)(gz - old_z0 + 1) * plane * sizeof(double),
-                            plane * sizeof(double), into + (size_t)(z + 1) * plane);
+    pieces[z] = (skt_epoch_piece){q, current, (size_t)(gz - old_z0 + 1) * plane * sizeof(double),
+                                  plane * sizeof(double), into + (size_t)(z + 1) * plane};
   }
-  if (code != SKT_OK) {
-    fprintf(stderr, "heat3d: %s\n", skt_last_error());
-    skt_epoch_close(old);
-    return skt_exit_code(code);
-  }
+  /* The read is collective: every rank takes part, and a wrong grid is refused on all. */
+  MPI_Allreduce(MPI_IN_PLACE, &wrong_grid, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  code = wrong_grid ? SKT_OK : skt_epoch_read(old, pieces, (size_t)planes);
+  free(pieces);
+  if (code != SKT_OK) fprintf(stderr, "heat3d: %s\n", skt_last_error());
   uint64_t number = 0;
   skt_epoch_number(old, &number);
-  if (z0 == 0)
-    printf("resumed from epoch %llu of job '%s' (%d ranks) at step %ld\n",
-           (unsigned long long)number, job, n, *step);
+  if (code == SKT_OK && !wrong_grid && z0 == 0)
+    printf("resumed from epoch %llu of job '%s' (%d ranks, %d of them in memory) at step %ld\n",
+           (unsigned long long)number, job, n, in_memory, *step);
   skt_epoch_close(old);
-  return 0;
+  return wrong_grid ? 2 : skt_exit_code(code);
 }
 #endif
 

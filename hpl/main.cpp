@@ -325,7 +325,7 @@ std::string adopt_finished_tests(const std::string& job, const std::vector<Test>
           "it ran, with other grids",
           job, bytes / sizeof(TestRecord), tests.size());
     } else {
-      old.read(0, "tests", 0, bytes, records);
+      old.read({{0, "tests", 0, bytes, records}});
     }
   } catch (const skt::Error& e) {
     refusal = fmt::format("--from-job {}: {}", job, e.what());

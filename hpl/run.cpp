@@ -162,7 +162,7 @@ TestState continuable_state(skt::Epoch& old, const std::string& job, const Test&
                                  job, old.region_bytes(0, "state"), sizeof(TestState)));
   }
   TestState was{};
-  old.read(0, "state", 0, sizeof was, &was);
+  old.read({{0, "state", 0, sizeof was, &was}});
   if (was.problem != problem_fingerprint(t)) {
     throw skt::Error(SKT_ERR_MISMATCH,
                      fmt::format("job '{}' ran another test than N={} NB={} with these variants: "
@@ -199,7 +199,7 @@ std::optional<skt::Epoch> open_old_test(MPI_Comm comm, const std::string& job, b
 // Collective over the grid; throws skt::Error.
 struct Continued {
   std::uint64_t epoch = 0;
-  std::string grid;
+  std::string grid;  // the old grid, and where its ranks' matrices were read from
 };
 std::optional<Continued> continue_from(const std::string& job, const Test& t, const Grid& grid,
                                        bool column_major_map, LocalMatrix& m, TestState& state) {
@@ -208,17 +208,24 @@ std::optional<Continued> continue_from(const std::string& job, const Test& t, co
   const TestState was = continuable_state(*old, job, t);
   const GridShape from{was.nprow, was.npcol, was.column_major != 0};
   const GridShape to{grid.nprow(), grid.npcol(), grid.column_major()};
+  std::vector<skt_epoch_piece> pieces;
   for (const MatrixPiece& p :
        redistribution(t.n, t.nb, t.algo.align, from, to, grid.myrow(), grid.mycol())) {
-    old->read(p.from_rank, "A", p.from * sizeof(double), p.count * sizeof(double), m.a + p.to);
+    pieces.push_back(
+        {p.from_rank, "A", p.from * sizeof(double), p.count * sizeof(double), m.a + p.to});
   }
+  old->read(pieces);
   state = was;
   state.fingerprint = test_fingerprint(t, column_major_map);
   state.nprow = to.nprow;
   state.npcol = to.npcol;
   state.column_major = to.column_major ? 1 : 0;
   ++state.relaunches;
-  return Continued{old->number(), fmt::format("{}x{}", from.nprow, from.npcol)};
+  const int in_memory = old->ranks_in_memory();
+  return Continued{old->number(),
+                   fmt::format("{}x{} grid ({} of its ranks read from memory, {} from drained "
+                               "files)",
+                               from.nprow, from.npcol, in_memory, old->ranks() - in_memory)};
 }
 
 // What iterations since panel `since` changed: rows and columns from since·NB (corner), or whole
@@ -461,8 +468,8 @@ TestResult run_test(const Test& t, const Grid& grid, const RunOptions& options) 
   }
   if (!result.moved_from.empty()) {
     print(fmt::format(
-        "SKT: continued on the {}x{} grid from epoch {} of job {} on the {} grid (panel {} of "
-        "{}), the matrix redistributed; {} relaunch{} in all; time lost {:.2f} s",
+        "SKT: continued on the {}x{} grid from epoch {} of job {}, which ran on the {}, at panel "
+        "{} of {}, the matrix redistributed; {} relaunch{} in all; time lost {:.2f} s",
         t.p, t.q, result.epoch, options.from_job, result.moved_from, result.next_panel, panels,
         state.relaunches, state.relaunches == 1 ? "" : "es", result.wall - result.uninterrupted));
   } else if (result.restarted) {

@@ -82,7 +82,7 @@ struct TestResult {
   bool restarted = false;
   std::uint64_t epoch = 0;  // restored on the last relaunch
   int next_panel = 0;       // where it resumed
-  std::string moved_from;   // the grid it was continued from (from_job), as "2x2"; else empty
+  std::string moved_from;   // the grid it was continued from (from_job), described; else empty
   int relaunches = 0;
   int checkpoints = 0;
   double checkpoint_seconds = 0;

@@ -40,6 +40,10 @@ struct MemberStatus {
   std::optional<ControlState> state;
 };
 
+// Why a member's committed copy cannot be read as its committed epoch now (its control block
+// unreadable, no checkpoint yet, a checkpoint being written into it), or nothing.
+std::optional<std::string> copy_obstacle(const MemberStatus& member);
+
 // Why the group's committed copies cannot be compared with their checksums now (missing members,
 // members that disagree, no checkpoint yet, a checkpoint being written), or nothing; then *epoch
 // is the committed epoch. `members` are those found, in any order.

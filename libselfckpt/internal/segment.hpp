@@ -95,6 +95,11 @@ struct FindResult {
 FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seconds = 0,
                         bool populate = true);
 
+// Waits until no process has segment `shmid` attached, for at most `seconds` (a process of a job
+// that is ending, or a reader looking at its header); throws skt::Error(SKT_ERR_BUSY) naming the
+// processes left.
+void wait_until_detached(int shmid, const SegmentIdentity& identity, double seconds);
+
 // Every segment the calling user owns that carries a valid selfckpt header; with `other_versions`,
 // those of other format versions too (header.version says which), which nothing here reads.
 struct SegmentListing {

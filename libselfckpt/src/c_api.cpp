@@ -249,6 +249,14 @@ int skt_epoch_ranks(const skt_epoch* epoch, int* nranks) {
   return guarded([] {});
 }
 
+int skt_epoch_in_memory(const skt_epoch* epoch, int* nranks) {
+  if (epoch == nullptr || nranks == nullptr) {
+    return bad_argument("skt_epoch_in_memory: epoch or nranks is NULL");
+  }
+  *nranks = epoch->impl->in_memory();
+  return guarded([] {});
+}
+
 int skt_epoch_region_bytes(skt_epoch* epoch, int old_rank, const char* name, size_t* bytes) {
   if (epoch == nullptr || name == nullptr || bytes == nullptr) {
     return bad_argument("skt_epoch_region_bytes: epoch, name or bytes is NULL");
@@ -256,13 +264,23 @@ int skt_epoch_region_bytes(skt_epoch* epoch, int old_rank, const char* name, siz
   return guarded([&] { *bytes = epoch->impl->bytes_of(old_rank, name); });
 }
 
-int skt_epoch_read(skt_epoch* epoch, int old_rank, const char* name, size_t offset, size_t bytes,
-                   void* buf) {
-  if (epoch == nullptr || name == nullptr || (buf == nullptr && bytes > 0)) {
-    return bad_argument("skt_epoch_read: epoch, name or buf is NULL");
-  }
-  return guarded(
-      [&] { epoch->impl->read(old_rank, name, offset, bytes, static_cast<std::byte*>(buf)); });
+int skt_epoch_read(skt_epoch* epoch, const skt_epoch_piece* pieces, size_t count) {
+  // A NULL argument on one rank is not known to the others: it is found inside the collective.
+  if (epoch == nullptr) return bad_argument("skt_epoch_read: epoch is NULL");
+  return guarded([&] {
+    std::vector<skt::EpochReader::Piece> list;
+    std::string bad;
+    if (pieces == nullptr && count > 0) bad = "skt_epoch_read: pieces is NULL";
+    for (size_t i = 0; bad.empty() && i < count; ++i) {
+      const skt_epoch_piece& p = pieces[i];
+      if (p.name == nullptr) {
+        bad = "skt_epoch_read: a piece's name is NULL";
+      } else {
+        list.push_back({p.old_rank, p.name, p.offset, p.bytes, static_cast<std::byte*>(p.buf)});
+      }
+    }
+    epoch->impl->read(list, bad);
+  });
 }
 
 int skt_epoch_close(skt_epoch* epoch) {

@@ -47,6 +47,19 @@ std::optional<CheckpointView> read_checkpoint_view(const Segment& segment, std::
   return v;
 }
 
+std::optional<std::string> copy_obstacle(const MemberStatus& m) {
+  if (!m.state) return fmt::format("rank {}'s control block is unreadable", m.rank);
+  const ControlState& s = *m.state;
+  if (s.committed < 0) return "no checkpoint has been committed yet";
+  const auto mode = static_cast<Mode>(m.info.mode);
+  if ((mode == Mode::self && s.agreed > s.committed) ||
+      (mode == Mode::single && s.encoded > s.committed)) {
+    return fmt::format("rank {} is writing epoch {} into its copy", m.rank,
+                       mode == Mode::self ? s.agreed : s.encoded);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> scrub_obstacle(std::span<const MemberStatus> members,
                                           std::uint64_t* epoch) {
   if (members.empty()) return "no member found";
@@ -74,19 +87,13 @@ std::optional<std::string> scrub_obstacle(std::span<const MemberStatus> members,
         missing);
   }
   if (first.parity == 0) return "a group of one member keeps no checksum";
-  const auto mode = static_cast<Mode>(first.mode);
   // A member still writing its copy is the precise reason, whatever the others hold; only
   // then do differing committed epochs say that a commit is under way.
   for (const auto& m : members) {
-    if (!m.state) return fmt::format("rank {}'s control block is unreadable", m.rank);
-    const ControlState& s = *m.state;
-    if (s.committed < 0) return "no checkpoint has been committed yet";
-    if ((mode == Mode::self && s.agreed > s.committed) ||
-        (mode == Mode::single && s.encoded > s.committed)) {
-      return fmt::format(
-          "rank {} is writing epoch {} into its copy; verify again when the job is "
-          "between checkpoints",
-          m.rank, mode == Mode::self ? s.agreed : s.encoded);
+    if (auto obstacle = copy_obstacle(m)) {
+      return m.state && m.state->committed >= 0
+                 ? *obstacle + "; verify again when the job is between checkpoints"
+                 : obstacle;
     }
   }
   const std::int64_t committed = members[0].state->committed;

@@ -92,6 +92,14 @@ std::optional<SegmentHeader> other_version_header(int id) {
 
 }  // namespace
 
+void wait_until_detached(int shmid, const SegmentIdentity& identity, double seconds) {
+  wait_detached(shmid, identity,
+                std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(std::max(0.0, seconds))),
+                seconds);
+}
+
 FindResult find_segment(const SegmentIdentity& identity, double attach_wait_seconds,
                         bool populate) {
   FindResult result;

@@ -9,10 +9,13 @@ to that of the plain MPI build run without faults. With xor at every step, and w
 interval is a fraction of a second, well under the run's few seconds, so a second checkpoint
 comes.
 
-heat3d also restarts on another number of ranks: a job of 4 ranks dies at its seventh checkpoint
-with its sixth drained, and heat3d on 2 ranks takes the grid from that epoch (HEAT3D_FROM, through
-skt_epoch_read) and ends with the uninterrupted run's result; the same from 2 ranks to 4. A first
-try with another grid is refused, naming what differs, and the old job's epoch serves the next."""
+heat3d also restarts on another number of ranks (HEAT3D_FROM, through skt_epoch_read): a job dies
+at its seventh checkpoint, and heat3d on another number of ranks takes the grid from its sixth
+epoch and ends with the uninterrupted run's result: 4 ranks to 2 on two of the old nodes after the
+other two lost their memory (old ranks 0 and 1 read from memory, 2 and 3 from their drained files),
+2 to 4 (from memory), 4 to 2 on other nodes (from the files), and 4 ranks doubled up on two nodes
+to 2 without any drain (from memory). A first try with another grid is refused, naming what
+differs, and the old job's epoch serves the next."""
 
 import os
 import re
@@ -74,30 +77,48 @@ exit 0
     subprocess.run([options.shm, "clean", "--job", job], capture_output=True)
 
 
+# heat3d from N ranks to M: (the old run's nodes, the new run's, the old nodes whose memory is lost,
+# whether the old run drains, how many old ranks are read from memory).
+RESHAPES = [(["n0", "n1", "n2", "n3"], ["n0", "n1"], ["n2", "n3"], True, 2),
+            (["n0", "n1"], ["n0", "n1", "n2", "n3"], [], True, 2),
+            (["n0", "n1", "n2", "n3"], ["m0", "m1"], [], True, 0),
+            (["n0", "n0", "n1", "n1"], ["n0", "n1"], [], False, 4)]
+
+
 def reshape(options, expect, args, reference):
     """heat3d from N ranks to M: see the module's description."""
     cluster = harness.Cluster(os.path.join(options.bin, "heat3d"), options.shm, options.mpirun,
                               options.timeout)
-    with tempfile.TemporaryDirectory() as drains:
-        for old_n, new_n in ((4, 2), (2, 4)):
+    for old_nodes, new_nodes, lost, drains, in_memory in RESHAPES:
+        with tempfile.TemporaryDirectory() as drain_dir:
+            old_n, new_n = len(old_nodes), len(new_nodes)
             old, new = cluster.new_job(f"heat{old_n}"), cluster.new_job(f"heat{new_n}")
-            died = cluster.launch([f"n{i}" for i in range(old_n)], args,
-                                  env={"SKT_JOB": old, "SKT_DRAIN_DIR": drains,
-                                       "SKT_FAULT": "stage:1:7:0"})
+            storage = {"SKT_DRAIN_DIR": drain_dir} if drains else {}
+            died = cluster.launch(old_nodes, args, env={"SKT_JOB": old, "SKT_FAULT": "stage:1:7:0",
+                                                        "SKT_GROUP_SIZE": "2", **storage})
+            for node in lost:
+                cluster.lose_node(old, node)
+            where = (f"{old_n} ranks on {','.join(old_nodes)} to {new_n} on {','.join(new_nodes)}"
+                     f"{', ' + ' and '.join(lost) + ' lost' if lost else ''}"
+                     f"{'' if drains else ', no drain'}")
             expect(died.code != 0 and died.result is None,
-                   f"heat3d on {old_n} ranks dies at its seventh checkpoint", died.describe())
-            nodes = [f"m{i}" for i in range(new_n)]
-            env = {"SKT_JOB": new, "SKT_DRAIN_DIR": drains, "HEAT3D_FROM": old}
-            wrong = cluster.launch(nodes, [args[0], args[1], str(int(args[2]) + 8), *args[3:]], env=env)
-            expect(wrong.code == 2 and "ran another grid" in wrong.err and cluster.segment_count(new) == 0,
-                   f"heat3d on {new_n} ranks with another grid than job {old}'s: refused (exit 2), "
-                   "naming the sizes, leaving no segment of its own", wrong.describe())
-            run = cluster.launch(nodes, args, env=env)
-            expect(run.code == 0 and run.result == reference
-                   and f"resumed from epoch 6 of job '{old}' ({old_n} ranks) at step 60" in run.out,
-                   f"heat3d on {new_n} ranks from the epoch {old_n} ranks drained: resumed at step 60, "
-                   f"result identical to the uninterrupted run's ({reference})", run.describe())
+                   f"heat3d {where}: the old run dies at its seventh checkpoint", died.describe())
+            env = {"SKT_JOB": new, "HEAT3D_FROM": old, **storage}
+            if lost:
+                wrong = cluster.launch(new_nodes, [args[0], args[1], str(int(args[2]) + 8), *args[3:]],
+                                       env=env)
+                expect(wrong.code == 2 and "ran another grid" in wrong.err
+                       and cluster.segment_count(new) == 0,
+                       f"heat3d {where}, another grid than the old job's: refused (exit 2), naming "
+                       "the sizes, leaving no segment of its own", wrong.describe())
+            run = cluster.launch(new_nodes, args, env=env)
+            said = (f"resumed from epoch 6 of job '{old}' ({old_n} ranks, {in_memory} of them in memory) "
+                    "at step 60")
+            expect(run.code == 0 and run.result == reference and said in run.out,
+                   f"heat3d {where}: '{said}', result identical to the uninterrupted run's "
+                   f"({reference})", run.describe())
             cluster.clean(old)
+            cluster.clean(new)
 
 
 def main(argv):

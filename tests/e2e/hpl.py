@@ -784,43 +784,55 @@ def netlib_like(cluster, tmp, failures):
 
 
 def another_grid(cluster, tmp, failures):
-    """2x2 -> 2x1 after two nodes are lost with no spare: a job of two tests on 4 ranks, draining
-    its epochs, finishes the first and dies in the middle of the second; n2 and n3 lose their
-    memory. skt-hpl on the 2 nodes left, HPL.dat with a 2x1 grid and --from-job, reports the
-    finished test as the job printed it, continues the second from its last drained epoch with the
-    matrix redistributed, and passes the residual check. A first try with another test than the
-    job ran is refused (exit 2) and leaves nothing; the old job serves the next try."""
-    drains = os.path.join(tmp, "drains-another-grid")
-    old, new = cluster.new_job("hplgrid22"), cluster.new_job("hplgrid21")
+    """2x2 -> 2x1 with no spare left: a job of two tests on 4 ranks finishes the first and dies in
+    the middle of the second. skt-hpl on 2 nodes, HPL.dat with a 2x1 grid and --from-job, reports
+    the finished test as the job printed it, continues the second from the job's last epoch with
+    the matrix redistributed, and passes the residual check: after n2 and n3 lost their memory, with
+    old ranks 0 and 1 read from memory where their epoch is the drained one and the rest from the
+    drained files; and, with no drain at all, from the memory of a job that ran doubled up on two
+    nodes (as skt-run leaves it when no spare is left). A first try with another test than the job
+    ran is refused (exit 2) and leaves nothing; the old job serves the next try."""
     paths = write_dats(tmp, {"grid22": hpl_dat([64, UNEVEN_N], NB, 2, 2),
                              "grid21": hpl_dat([64, UNEVEN_N], NB, 2, 1),
                              "grid21 other": hpl_dat([64, N], NB, 2, 1)})
-    nodes = [f"n{r}" for r in range(4)]
-    try:
-        died = cluster.launch(nodes, ["--checkpoint-every", "4", paths["grid22"]],
-                              {"SKT_JOB": old, "SKT_DRAIN_DIR": drains, "SKT_RESTART": "0",
-                               "SKT_HPL_CRASH": f"{MID_PANEL}:1"})
-        for node in nodes[2:]:
-            cluster.lose_node(old, node)
-        env = {"SKT_JOB": new, "SKT_DRAIN_DIR": drains}
-        other = cluster.launch(nodes[:2], ["--from-job", old, paths["grid21 other"]], env)
-        report(died.code != 0 and other.code == 2 and "ran another test than N=256 NB=16" in other.err
-               and cluster.segment_count(new) == 0,
-               "another test than the job ran (N=256 for 250) is refused, exit 2, leaving no segment",
-               other, failures)
-        run = cluster.launch(nodes[:2], ["--from-job", old, paths["grid21"]], env)
-        moved = re.search(r"^SKT: continued on the 2x1 grid from epoch (\d+) of job \S+\+t1 on the "
-                          r"2x2 grid \(panel (\d+) of 16\), the matrix redistributed", run.out, re.M)
-        report(run.code == 0 and moved is not None and int(moved.group(2)) == 4 * int(moved.group(1))
-               and len(re.findall(r"\.\.\.\.\.\. PASSED$", run.out, re.M)) == 2
-               and re.search(r"^WR\S+\s+64\s+16\s+2\s+2\s", run.out, re.M)
-               and re.search(rf"^WR\S+\s+{UNEVEN_N}\s+16\s+2\s+1\s", run.out, re.M),
-               "on the 2 nodes left, 2x1 with --from-job: the finished 2x2 test reported as it ran, "
-               "the second continued from its last drained epoch on the new grid, both PASSED",
-               run, failures)
-    finally:
-        cluster.clean(old)
-        cluster.clean(new)
+    drains = os.path.join(tmp, "drains-another-grid")
+    # (the old run's nodes, nodes whose memory is then lost, storage, how many old ranks memory serves)
+    for old_nodes, lost, storage, in_memory in ((["n0", "n1", "n2", "n3"], ["n2", "n3"],
+                                                 {"SKT_DRAIN_DIR": drains}, "[0-4]"),
+                                                (["n0", "n0", "n1", "n1"], [], {}, "4")):
+        old, new = cluster.new_job("hplgrid22"), cluster.new_job("hplgrid21")
+        where = f"old run on {','.join(old_nodes)}" + (f", {' and '.join(lost)} lost" if lost else "") + (
+            "" if storage else ", no drain")
+        try:
+            died = cluster.launch(old_nodes, ["--checkpoint-every", "4", paths["grid22"]],
+                                  {"SKT_JOB": old, "SKT_RESTART": "0", "SKT_GROUP_SIZE": "2",
+                                   "SKT_HPL_CRASH": f"{MID_PANEL}:1", **storage})
+            for node in lost:
+                cluster.lose_node(old, node)
+            env = {"SKT_JOB": new, **storage}
+            if lost:
+                other = cluster.launch(["n0", "n1"], ["--from-job", old, paths["grid21 other"]], env)
+                report(died.code != 0 and other.code == 2 and "ran another test than N=256 NB=16" in other.err
+                       and cluster.segment_count(new) == 0,
+                       f"{where}: another test than the job ran (N=256 for 250) is refused, exit 2, "
+                       "leaving no segment", other, failures)
+            run = cluster.launch(["n0", "n1"], ["--from-job", old, paths["grid21"]], env)
+            moved = re.search(r"^SKT: continued on the 2x1 grid from epoch (\d+) of job \S+\+t1, which "
+                              rf"ran on the 2x2 grid \(({in_memory}) of its ranks read from memory, \d "
+                              r"from drained files\), at panel (\d+) of 16, the matrix redistributed",
+                              run.out, re.M)
+            report(died.code != 0 and run.code == 0 and moved is not None
+                   and int(moved.group(3)) == 4 * int(moved.group(1))
+                   and len(re.findall(r"\.\.\.\.\.\. PASSED$", run.out, re.M)) == 2
+                   and re.search(r"^WR\S+\s+64\s+16\s+2\s+2\s", run.out, re.M)
+                   and re.search(rf"^WR\S+\s+{UNEVEN_N}\s+16\s+2\s+1\s", run.out, re.M),
+                   f"{where}; on n0,n1, 2x1 with --from-job: the finished 2x2 test reported as it ran, "
+                   f"the second continued from the job's last epoch on the new grid "
+                   f"({moved.group(2) if moved else '?'} old ranks from memory), both PASSED",
+                   run, failures)
+        finally:
+            cluster.clean(old)
+            cluster.clean(new)
 
 
 def blocks_wider_than_the_matrix(cluster, tmp, failures):

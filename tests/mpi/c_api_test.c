@@ -24,21 +24,47 @@ static unsigned char pattern(int r, size_t i) {
   return (unsigned char)(i * 31 + (size_t)r * 7 + 1);
 }
 
+/* Reads both old ranks' regions and private objects through an open epoch, and checks them. */
+static void check_old_ranks(skt_epoch* old) {
+  for (int r = 0; r < 2; ++r) {
+    size_t size = 0;
+    CHECK(skt_epoch_region_bytes(old, r, "grid", &size) == SKT_OK &&
+          size == 5000 + 1000 * (size_t)r);
+    unsigned char* back = (unsigned char*)malloc(size);
+    unsigned char tail[3] = {0};
+    long old_step = 0;
+    skt_epoch_piece pieces[3] = {{r, "grid", 0, size, back},
+                                 {r, "grid", size - 3, 3, tail},
+                                 {r, "step", 0, sizeof old_step, &old_step}};
+    CHECK(skt_epoch_read(old, pieces, 3) == SKT_OK);
+    int same = 1;
+    for (size_t i = 0; i < size; ++i)
+      same = same && back[i] == pattern(r, i);
+    CHECK(same);
+    CHECK(tail[2] == pattern(r, size - 1));
+    CHECK(old_step == 41 + r);
+    free(back);
+  }
+}
+
 /* The job that ran on these ranks, read through skt_epoch as a program of another shape would:
- * every rank reads both old ranks' regions from the drained epoch. */
+ * from memory, from its drained files (on other nodes, where its segments are not), and from both,
+ * and every bad input. */
 static void check_epoch_reading(int rank) {
   skt_epoch* old = NULL;
   CHECK(skt_epoch_open(MPI_COMM_WORLD, NULL, &old) == SKT_ERR_ARG);
   unsetenv("SKT_DRAIN_DIR");
-  CHECK(skt_epoch_open(MPI_COMM_WORLD, "capi-epoch", &old) == SKT_ERR_CONFIG && old == NULL);
-  CHECK(strstr(skt_last_error(), "SKT_DRAIN_DIR is not set") != NULL);
+  CHECK(skt_epoch_open(MPI_COMM_WORLD, "capi-epoch", &old) == SKT_ERR_UNRECOVERABLE && old == NULL);
+  CHECK(strstr(skt_last_error(),
+               "no checkpoint of it is in memory on the nodes of this run, and "
+               "SKT_DRAIN_DIR is not set") != NULL);
   char dir[64] = "/tmp/skt-capi-drain-XXXXXX";
   if (rank == 0 && mkdtemp(dir) == NULL) ++failures;
   MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
   setenv("SKT_DRAIN_DIR", dir, 1);
   CHECK(skt_epoch_open(MPI_COMM_WORLD, "../etc", &old) == SKT_ERR_ARG);
   CHECK(skt_epoch_open(MPI_COMM_WORLD, "capi-epoch", &old) == SKT_ERR_UNRECOVERABLE);
-  CHECK(strstr(skt_last_error(), "no complete drained epoch") != NULL);
+  CHECK(strstr(skt_last_error(), "holds no complete drained epoch of it") != NULL);
 
   setenv("SKT_JOB", "capi-epoch", 1);
   const size_t bytes = 5000 + 1000 * (size_t)rank;
@@ -58,41 +84,54 @@ static void check_epoch_reading(int rank) {
   CHECK(skt_checkpoint(ctx) == SKT_OK);
   CHECK(skt_finalize(ctx, 0) == SKT_OK); /* kept, and the drain of epoch 2 finished */
 
+  /* In memory: both segments are on the nodes of this run. */
   CHECK(skt_epoch_open(MPI_COMM_WORLD, "capi-epoch", &old) == SKT_OK && old != NULL);
   uint64_t number = 0;
-  int nranks = 0;
+  int nranks = 0, in_memory = 0;
   CHECK(skt_epoch_number(old, &number) == SKT_OK && number == 2);
   CHECK(skt_epoch_ranks(old, &nranks) == SKT_OK && nranks == 2);
-  for (int r = 0; r < 2; ++r) {
-    size_t size = 0;
-    CHECK(skt_epoch_region_bytes(old, r, "grid", &size) == SKT_OK &&
-          size == 5000 + 1000 * (size_t)r);
-    unsigned char* back = (unsigned char*)malloc(size);
-    CHECK(skt_epoch_read(old, r, "grid", 0, size, back) == SKT_OK);
-    int same = 1;
-    for (size_t i = 0; i < size; ++i)
-      same = same && back[i] == pattern(r, i);
-    CHECK(same);
-    CHECK(skt_epoch_read(old, r, "grid", size - 3, 3, back) == SKT_OK);
-    CHECK(back[2] == pattern(r, size - 1));
-    free(back);
-    long old_step = 0;
-    CHECK(skt_epoch_read(old, r, "step", 0, sizeof old_step, &old_step) == SKT_OK);
-    CHECK(old_step == 41 + r);
-  }
+  CHECK(skt_epoch_in_memory(old, &in_memory) == SKT_OK && in_memory == 2);
+  check_old_ranks(old);
+  /* Bad pieces: an error on one rank is the error of every rank. */
   unsigned char one = 0;
-  CHECK(skt_epoch_read(old, 2, "grid", 0, 1, &one) == SKT_ERR_ARG);
+  skt_epoch_piece beyond_ranks = {rank == 1 ? 2 : 0, "grid", 0, 1, &one};
+  CHECK(skt_epoch_read(old, &beyond_ranks, 1) == SKT_ERR_ARG);
   CHECK(strstr(skt_last_error(), "old rank 2 never existed") != NULL);
-  CHECK(skt_epoch_read(old, -1, "grid", 0, 1, &one) == SKT_ERR_ARG);
-  CHECK(skt_epoch_read(old, 1, "mesh", 0, 1, &one) == SKT_ERR_MISMATCH);
-  CHECK(strstr(skt_last_error(), "has no region or private object 'mesh'; it has 'step', 'grid'") !=
-        NULL);
-  CHECK(skt_epoch_read(old, 0, "grid", 4999, 2, &one) == SKT_ERR_ARG);
-  CHECK(skt_epoch_read(old, 0, "grid", 0, 1, NULL) == SKT_ERR_ARG);
+  skt_epoch_piece no_region = {1, "mesh", 0, 1, &one};
+  CHECK(skt_epoch_read(old, &no_region, rank == 0 ? 1 : 0) == SKT_ERR_MISMATCH);
+  CHECK(strstr(skt_last_error(),
+               "has no region or private object 'mesh'; it has 'step', "
+               "'grid'") != NULL);
+  skt_epoch_piece past_end = {0, "grid", 4999, 2, &one};
+  CHECK(skt_epoch_read(old, &past_end, 1) == SKT_ERR_ARG);
+  skt_epoch_piece no_buffer = {0, "grid", 0, 1, NULL};
+  CHECK(skt_epoch_read(old, &no_buffer, 1) == SKT_ERR_ARG);
+  CHECK(skt_epoch_read(old, NULL, 0) == SKT_OK);
+  size_t size = 0;
+  CHECK(skt_epoch_region_bytes(old, -1, "grid", &size) == SKT_ERR_ARG);
   CHECK(skt_epoch_close(old) == SKT_OK);
   CHECK(skt_epoch_close(NULL) == SKT_OK);
 
+  /* From the drained files: on other nodes, where none of its segments is. */
+  char node[32];
+  snprintf(node, sizeof node, "d%d", rank);
+  setenv("SKT_NODE", node, 1);
+  CHECK(skt_epoch_open(MPI_COMM_WORLD, "capi-epoch", &old) == SKT_OK);
+  CHECK(skt_epoch_in_memory(old, &in_memory) == SKT_OK && in_memory == 0);
+  CHECK(skt_epoch_number(old, &number) == SKT_OK && number == 2);
+  check_old_ranks(old);
+  CHECK(skt_epoch_close(old) == SKT_OK);
+  /* Both: old rank 0's segment on rank 0's node, old rank 1's file. */
+  snprintf(node, sizeof node, rank == 0 ? "c0" : "d1");
+  setenv("SKT_NODE", node, 1);
+  CHECK(skt_epoch_open(MPI_COMM_WORLD, "capi-epoch", &old) == SKT_OK);
+  CHECK(skt_epoch_in_memory(old, &in_memory) == SKT_OK && in_memory == 1);
+  check_old_ranks(old);
+  CHECK(skt_epoch_close(old) == SKT_OK);
+
   /* The job, done with: resumed and removed, drains and all. */
+  snprintf(node, sizeof node, "c%d", rank);
+  setenv("SKT_NODE", node, 1);
   CHECK(skt_init(MPI_COMM_WORLD, NULL, &ctx) == SKT_OK);
   CHECK(skt_alloc(ctx, "grid", bytes, (void**)&grid) == SKT_OK);
   CHECK(skt_protect(ctx, "step", &step, sizeof step) == SKT_OK);

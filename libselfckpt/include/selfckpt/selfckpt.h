@@ -206,41 +206,57 @@ typedef struct skt_recovery {
 int skt_get_recovery(const skt_context* ctx, skt_recovery* recovery);
 
 /* The last committed epoch of another job, whatever number of ranks wrote it: how a job that ran
- * on N ranks restarts on M. Each new rank reads the old ranks' regions and private objects it
- * needs, then the program checkpoints in its new shape under a tag of its own; the old job stays as
- * it is, a later try's to read again, until the operator removes it (skt-drain remove, skt-shm
- * clean). Today the epoch is read from its drained files (SKT_DRAIN_DIR, drained with the default
- * SKT_DRAIN_WRITE=copy to a directory every rank sees); every block read is checked against its
- * CRC.
+ * on N ranks restarts on M. The program, in its new shape and under a tag of its own (SKT_JOB),
+ * opens the old job's epoch, reads the old ranks' regions and private objects it needs, and
+ * checkpoints; the old job stays as it was (a failed try can be made again) until the operator
+ * removes it (skt-shm clean, skt-drain remove). An old rank's copy is read from memory where its
+ * checkpoint segment survives on a node of this run, else from the epoch's drained file
+ * (SKT_DRAIN_DIR, drained with the default SKT_DRAIN_WRITE=copy); every byte is checked against the
+ * epoch's CRCs.
  *
  *   skt_epoch *old;
- *   skt_epoch_open(MPI_COMM_WORLD, "heat-4", &old);   // collective
- *   int n; skt_epoch_ranks(old, &n);                  // the old number of ranks
- *   skt_epoch_read(old, r, "grid", offset, bytes, buf); // any old rank r, any piece
+ *   skt_epoch_open(MPI_COMM_WORLD, "heat-4", &old);          // collective
+ *   int n; skt_epoch_ranks(old, &n);                         // the old number of ranks
+ *   skt_epoch_piece p[] = {{r, "grid", offset, bytes, buf}};  // any old rank r, any piece
+ *   skt_epoch_read(old, p, 1);                               // collective
  *   skt_epoch_close(old);
  */
 typedef struct skt_epoch skt_epoch;
 
-/* Collective over comm: opens the newest complete drained epoch of job `job` (its tag, as SKT_JOB
- * gave it) in the drain directory SKT_DRAIN_DIR names; the same epoch on every rank, or the same
- * error (SKT_ERR_UNRECOVERABLE when there is none, SKT_ERR_CONFIG without SKT_DRAIN_DIR). */
+/* Collective over comm: opens the last committed epoch of job `job` (its tag, as SKT_JOB gave
+ * it), the same on every rank, or fails with the same error on every rank: SKT_ERR_UNRECOVERABLE
+ * when neither the memory of this run's nodes nor the drain holds all of one epoch (the message
+ * says what is missing where), SKT_ERR_BUSY while a process of the job still runs. One handle per
+ * job at a time. */
 int skt_epoch_open(MPI_Comm comm, const char* job, skt_epoch** epoch);
 
-/* The epoch's number and the number of ranks that wrote it. */
+/* The epoch's number, the number of ranks that wrote it, and how many of those are read from
+ * memory (the others from their drained files). */
 int skt_epoch_number(const skt_epoch* epoch, uint64_t* number);
 int skt_epoch_ranks(const skt_epoch* epoch, int* nranks);
+int skt_epoch_in_memory(const skt_epoch* epoch, int* nranks);
 
 /* The size of old rank `old_rank`'s region or private object `name` (SKT_ERR_ARG: no such rank;
- * SKT_ERR_MISMATCH: it has no such region, the message names those it has). */
+ * SKT_ERR_MISMATCH: it has no such region, the message names those it has). Not collective. */
 int skt_epoch_region_bytes(skt_epoch* epoch, int old_rank, const char* name, size_t* bytes);
 
-/* Not collective: copies bytes [offset, offset + bytes) of old rank `old_rank`'s region or private
- * object `name` to buf (SKT_ERR_ARG beyond its end; SKT_ERR_UNRECOVERABLE when a block of the file
- * does not match its CRC, naming the file and the bytes). */
-int skt_epoch_read(skt_epoch* epoch, int old_rank, const char* name, size_t offset, size_t bytes,
-                   void* buf);
+/* Bytes [offset, offset + bytes) of old rank `old_rank`'s region or private object `name`, to buf.
+ */
+typedef struct skt_epoch_piece {
+  int old_rank;
+  const char* name;
+  size_t offset;
+  size_t bytes;
+  void* buf;
+} skt_epoch_piece;
 
-/* Not collective: closes the files and frees the handle (NULL is allowed). */
+/* Collective: copies each rank's pieces (count may differ between ranks, 0 included). A piece
+ * beyond its region or of a rank that never existed is SKT_ERR_ARG, a region the old rank does not
+ * have SKT_ERR_MISMATCH, a block that does not match its CRC SKT_ERR_UNRECOVERABLE (naming the file
+ * and bytes); an error on one rank is the same error on every rank. */
+int skt_epoch_read(skt_epoch* epoch, const skt_epoch_piece* pieces, size_t count);
+
+/* Not collective: detaches, closes and frees the handle (NULL is allowed). */
 int skt_epoch_close(skt_epoch* epoch);
 
 /* A short fixed description of an error code. */

@@ -21,6 +21,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "selfckpt/selfckpt.h"
 
@@ -180,7 +181,7 @@ inline ContextRef default_context() {
 }
 
 // The last committed epoch of another job, whatever number of ranks wrote it (skt_epoch_open):
-// how a program restarts on another number of ranks. Opening is collective; reads are not.
+// how a program restarts on another number of ranks. Opening and reading are collective.
 class Epoch {
  public:
   Epoch(MPI_Comm comm, const std::string& job) {
@@ -200,14 +201,19 @@ class Epoch {
     detail::check(skt_epoch_ranks(epoch_, &n));
     return n;
   }
+  int ranks_in_memory() const {
+    int n = 0;
+    detail::check(skt_epoch_in_memory(epoch_, &n));
+    return n;
+  }
   std::size_t region_bytes(int old_rank, const std::string& name) {
     std::size_t bytes = 0;
     detail::check(skt_epoch_region_bytes(epoch_, old_rank, name.c_str(), &bytes));
     return bytes;
   }
-  void read(int old_rank, const std::string& name, std::size_t offset, std::size_t bytes,
-            void* out) {
-    detail::check(skt_epoch_read(epoch_, old_rank, name.c_str(), offset, bytes, out));
+  // Collective: each rank's pieces ({old_rank, name, offset, bytes, buf}), none included.
+  void read(const std::vector<skt_epoch_piece>& pieces) {
+    detail::check(skt_epoch_read(epoch_, pieces.data(), pieces.size()));
   }
 
  private:
