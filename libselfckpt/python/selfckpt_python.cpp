@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace py = pybind11;
@@ -161,6 +163,62 @@ Context& default_one() {
   return py::handle(default_context).cast<Context&>();
 }
 
+// The last committed epoch of another job, of any number of ranks (skt_epoch_open): how a
+// program restarts on another number of ranks.
+class Epoch {
+ public:
+  Epoch(const std::string& job, const py::object& comm) {
+    check(skt_epoch_open(communicator_of(comm), job.c_str(), &epoch_));
+  }
+  ~Epoch() { skt_epoch_close(epoch_); }
+  Epoch(const Epoch&) = delete;
+  Epoch& operator=(const Epoch&) = delete;
+
+  std::uint64_t number() {
+    std::uint64_t n = 0;
+    check(skt_epoch_number(open(), &n));
+    return n;
+  }
+  int ranks() {
+    int n = 0;
+    check(skt_epoch_ranks(open(), &n));
+    return n;
+  }
+  int in_memory() {
+    int n = 0;
+    check(skt_epoch_in_memory(open(), &n));
+    return n;
+  }
+  std::size_t region_bytes(int old_rank, const std::string& name) {
+    std::size_t bytes = 0;
+    check(skt_epoch_region_bytes(open(), old_rank, name.c_str(), &bytes));
+    return bytes;
+  }
+  // Collective: each piece (old_rank, name, offset, array) fills the array (C-contiguous, writable)
+  // with its bytes from `offset` of the old rank's region or private object.
+  void read(const std::vector<std::tuple<int, std::string, std::size_t, py::array>>& pieces) {
+    std::vector<skt_epoch_piece> list;
+    for (const auto& [old_rank, name, offset, array] : pieces) {
+      if (!(array.flags() & py::array::c_style) || !array.writeable()) {
+        raise_error(SKT_ERR_ARG, "read '" + name +
+                                     "': the array must be C-contiguous and writable (a row of "
+                                     "a C-ordered array is)");
+      }
+      list.push_back({old_rank, name.c_str(), offset, static_cast<std::size_t>(array.nbytes()),
+                      const_cast<void*>(array.data())});
+    }
+    check(skt_epoch_read(open(), list.data(), list.size()));
+  }
+  void close() { check(skt_epoch_close(std::exchange(epoch_, nullptr))); }
+
+ private:
+  skt_epoch* open() const {
+    if (epoch_ == nullptr) raise_error(SKT_ERR_STATE, "this epoch was closed");
+    return epoch_;
+  }
+  skt_epoch* epoch_ = nullptr;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(selfckpt, m) {
@@ -212,6 +270,22 @@ PYBIND11_MODULE(selfckpt, m) {
       .def("finalize", &Context::finalize, py::arg("discard") = true,
            "Collective: discard=True removes the job's segments (the run is complete), False "
            "keeps them for a relaunch. The arrays must not be used after it.");
+  py::class_<Epoch>(m, "Epoch",
+                    "Collective over comm: the last committed epoch of job `job`, whatever number "
+                    "of ranks wrote it, from memory or its drained files (skt_epoch_open). A "
+                    "context manager; read() is collective.")
+      .def(py::init<const std::string&, const py::object&>(), py::arg("job"),
+           py::arg("comm") = py::none())
+      .def_property_readonly("number", &Epoch::number, "The epoch's number.")
+      .def_property_readonly("ranks", &Epoch::ranks, "How many ranks wrote it.")
+      .def_property_readonly("in_memory", &Epoch::in_memory,
+                             "How many of them are read from memory (the rest from files).")
+      .def("region_bytes", &Epoch::region_bytes, py::arg("old_rank"), py::arg("name"))
+      .def("read", &Epoch::read, py::arg("pieces"),
+           "Collective: each (old_rank, name, offset, array) fills the array from there.")
+      .def("close", &Epoch::close)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](Epoch& e, const py::args&) { e.close(); });
   m.def(
       "init",
       [](const py::object& comm, const std::optional<std::string>& config) {

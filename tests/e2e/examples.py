@@ -14,7 +14,7 @@ at its seventh checkpoint, and heat3d on another number of ranks takes the grid 
 epoch and ends with the uninterrupted run's result: 4 ranks to 2 on two of the old nodes after the
 other two lost their memory (old ranks 0 and 1 read from memory, 2 and 3 from their drained files),
 2 to 4 (from memory), 4 to 2 on other nodes (from the files), and 4 ranks doubled up on two nodes
-to 2 without any drain (from memory). A first try with another grid is refused, naming what
+to 2 without any drain (from memory); heat2d (Python, selfckpt.Epoch) the first two. A first try with another grid is refused, naming what
 differs, and the old job's epoch serves the next."""
 
 import os
@@ -85,38 +85,42 @@ RESHAPES = [(["n0", "n1", "n2", "n3"], ["n0", "n1"], ["n2", "n3"], True, 2),
             (["n0", "n0", "n1", "n1"], ["n0", "n1"], [], False, 4)]
 
 
-def reshape(options, expect, args, reference):
-    """heat3d from N ranks to M: see the module's description."""
-    cluster = harness.Cluster(os.path.join(options.bin, "heat3d"), options.shm, options.mpirun,
-                              options.timeout)
-    for old_nodes, new_nodes, lost, drains, in_memory in RESHAPES:
+def reshape(options, expect, name, args, reference, scenarios):
+    """heat3d (or heat2d) from N ranks to M: see the module's description."""
+    program = command(options, name, False)
+    cluster = harness.Cluster(program[0], options.shm, options.mpirun, options.timeout)
+    args = program[1:] + args
+    split = len(program) - 1 + (2 if name == "heat3d" else 1)  # the argument of the split axis
+    variable = "HEAT3D_FROM" if name == "heat3d" else "HEAT2D_FROM"
+    for old_nodes, new_nodes, lost, drains, in_memory in scenarios:
         with tempfile.TemporaryDirectory() as drain_dir:
             old_n, new_n = len(old_nodes), len(new_nodes)
-            old, new = cluster.new_job(f"heat{old_n}"), cluster.new_job(f"heat{new_n}")
+            old, new = cluster.new_job(f"{name}-{old_n}"), cluster.new_job(f"{name}-{new_n}")
             storage = {"SKT_DRAIN_DIR": drain_dir} if drains else {}
             died = cluster.launch(old_nodes, args, env={"SKT_JOB": old, "SKT_FAULT": "stage:1:7:0",
                                                         "SKT_GROUP_SIZE": "2", **storage})
             for node in lost:
                 cluster.lose_node(old, node)
-            where = (f"{old_n} ranks on {','.join(old_nodes)} to {new_n} on {','.join(new_nodes)}"
-                     f"{', ' + ' and '.join(lost) + ' lost' if lost else ''}"
+            where = (f"{name} {old_n} ranks on {','.join(old_nodes)} to {new_n} on "
+                     f"{','.join(new_nodes)}{', ' + ' and '.join(lost) + ' lost' if lost else ''}"
                      f"{'' if drains else ', no drain'}")
             expect(died.code != 0 and died.result is None,
-                   f"heat3d {where}: the old run dies at its seventh checkpoint", died.describe())
-            env = {"SKT_JOB": new, "HEAT3D_FROM": old, **storage}
+                   f"{where}: the old run dies at its seventh checkpoint", died.describe())
+            env = {"SKT_JOB": new, variable: old, **storage}
             if lost:
-                wrong = cluster.launch(new_nodes, [args[0], args[1], str(int(args[2]) + 8), *args[3:]],
-                                       env=env)
+                other = list(args)
+                other[split] = str(int(other[split]) + 8)
+                wrong = cluster.launch(new_nodes, other, env=env)
                 expect(wrong.code == 2 and "ran another grid" in wrong.err
                        and cluster.segment_count(new) == 0,
-                       f"heat3d {where}, another grid than the old job's: refused (exit 2), naming "
-                       "the sizes, leaving no segment of its own", wrong.describe())
+                       f"{where}, another grid than the old job's: refused (exit 2), naming the "
+                       "sizes, leaving no segment of its own", wrong.describe())
             run = cluster.launch(new_nodes, args, env=env)
             said = (f"resumed from epoch 6 of job '{old}' ({old_n} ranks, {in_memory} of them in memory) "
                     "at step 60")
             expect(run.code == 0 and run.result == reference and said in run.out,
-                   f"heat3d {where}: '{said}', result identical to the uninterrupted run's "
-                   f"({reference})", run.describe())
+                   f"{where}: '{said}', result identical to the uninterrupted run's ({reference})",
+                   run.describe())
             cluster.clean(old)
             cluster.clean(new)
 
@@ -158,8 +162,8 @@ def main(argv):
         reference = result_of(plain.stdout)
         expect(plain.returncode == 0 and reference is not None, f"{name}: the plain MPI build runs",
                plain.stdout + plain.stderr)
-        if name == "heat3d":
-            reshape(options, expect, args, reference)
+        if name in ("heat3d", "heat2d"):
+            reshape(options, expect, name, args, reference, RESHAPES if name == "heat3d" else RESHAPES[:2])
         for scheme, parity, group_size in SCHEMES:
             for step in STEPS[scheme]:
                 one_failure(options, expect, name, args, reference, scheme, parity, group_size, step)
