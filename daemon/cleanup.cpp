@@ -237,7 +237,28 @@ std::string take_back_check(const Options& o, const Plan& plan, const std::strin
   }
   if (r.code != 0)
     return fmt::format("skt-shm clean --job {} there: exit {}, {}", o.job, r.code, last);
-  return "";
+  // The memory a spare must give the job's ranks: another job's segments there would take it.
+  const Captured listed =
+      capture_each({on_node(o, plan, node, {tool, "list"})}, o.probe_timeout)
+          .front();
+  if (listed.timed_out || listed.code != 0) {
+    return fmt::format("skt-shm list there: {}",
+                       listed.timed_out ? std::string("no answer within --probe-timeout")
+                                        : fmt::format("exit {}", listed.code));
+  }
+  const auto others = other_jobs_segments(o.job, listed.out);
+  if (others.empty()) return "";
+  std::vector<std::string> named;
+  std::string first;
+  for (const auto& [job, bytes] : others) {
+    named.push_back(fmt::format("{} ({:.1f} MiB)", job, static_cast<double>(bytes) / 1048576.0));
+    if (first.empty()) first = job;
+  }
+  return fmt::format(
+      "it holds segments of another job, {}: the memory the job's ranks need there is taken. It "
+      "stays out of the spares until they are removed (skt-shm clean --job {} --node {}, on it), "
+      "and is asked again at the next failure",
+      fmt::join(named, ", "), first, node);
 }
 
 std::string reserve_on_spares(const Options& o, const Plan& plan,

@@ -41,11 +41,16 @@ std::string reserve_on_spares(const Options& o, const Plan& plan,
                               const std::vector<std::string>& spares);
 
 // Whether a node skt-run lost may serve the job again as a spare: the launcher reaches it (within
-// --probe-timeout), and the job's segments left there from before its loss, superseded since (its
-// ranks were rebuilt elsewhere), are removed (skt-shm clean). Empty when it passes, else why not;
-// `removed` says how many segments went.
+// --probe-timeout), the job's segments left there from before its loss, superseded since (its
+// ranks were rebuilt elsewhere), are removed (skt-shm clean), and no other job of the user holds
+// segments there. Empty when it passes, else why not; `removed` says how many segments went.
 std::string take_back_check(const Options& o, const Plan& plan, const std::string& node,
                             int& removed);
+
+// The jobs other than `job` (and its sub-jobs) with segments in an `skt-shm list` output, and
+// their bytes.
+std::map<std::string, std::uint64_t> other_jobs_segments(const std::string& job,
+                                                         const std::string& listing);
 
 // Removes the job's drained epochs: a job started afresh must not find an earlier run's drains,
 // which it would refuse.

@@ -4,8 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <sstream>
+
+#include "daemon/state.hpp"
+#include "libselfckpt/internal/names.hpp"
 
 namespace skt::run {
 namespace {
@@ -117,6 +121,24 @@ std::string standing_text(const std::vector<std::string>& ranklist,
             : fmt::format("its quarantine ends in {} s", record->back_after - now));
   }
   return "came back, no longer in the job";
+}
+
+std::map<std::string, std::uint64_t> other_jobs_segments(const std::string& job,
+                                                         const std::string& listing) {
+  std::map<std::string, std::uint64_t> out;
+  std::istringstream lines(listing);
+  for (std::string line; std::getline(lines, line);) {
+    const auto words = split_words(line);
+    std::uint64_t bytes = 0;
+    if (words.size() < 8 || words[0].find_first_not_of("0123456789") != std::string::npos ||
+        skt::job_covers(job, words[2]) ||
+        std::from_chars(words[7].data(), words[7].data() + words[7].size(), bytes).ec !=
+            std::errc()) {
+      continue;
+    }
+    out[words[2]] += bytes;
+  }
+  return out;
 }
 
 }  // namespace skt::run

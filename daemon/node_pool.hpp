@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -54,5 +55,10 @@ std::string standing_text(const std::vector<std::string>& ranklist,
                           const std::vector<std::string>& spares,
                           const std::vector<NodeRecord>& records, const std::string& node,
                           std::int64_t now);
+
+// The jobs other than `job` (and its sub-jobs) with segments in an `skt-shm list` output, and
+// their bytes: a node that comes back holding them has not the memory the job's ranks need.
+std::map<std::string, std::uint64_t> other_jobs_segments(const std::string& job,
+                                                         const std::string& listing);
 
 }  // namespace skt::run

@@ -166,6 +166,37 @@ def node_comes_back(d, cluster, checks, reference):
     cluster.clean(job)
 
 
+def node_back_with_another_jobs_segments(d, cluster, checks, reference):
+    """A node that comes back holding another job's segments is not taken back (their memory is
+    what the job's ranks would need), the log says whose and how to remove them; once removed, the
+    next failure takes it back."""
+    job, other = cluster.new_job("dc"), cluster.new_job("dx")
+
+    def on_pause(k):
+        if k == 1:
+            subprocess.run([d.options.run, "--revive", "n2", "--job", job, "--registry", d.registry(job)],
+                           check=True, capture_output=True)
+            cluster.shm_tool("reserve", "--job", other, "--bytes", "1048576", "--node", "n2")
+        if k == 2:
+            cluster.clean(other)
+        d.kill_node(job, ["n2", "n3", "n4"][k])
+
+    code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4"], 0,
+                                APP_ARGS + ["--pause", "0:4", "--pause", "1:7", "--pause", "2:10"],
+                                ["--quarantine", "0"]), on_pause=on_pause)
+    checks.expect(code == 0 and result_of(out) == reference,
+                  "n2 lost, back with another job's segments, then without: exit 0 with the result "
+                  "of a run without failure", out)
+    checks.expect(f"node n2 answers again but is not taken back: it holds segments of another job, "
+                  f"{other} (1.0 MiB)" in out and f"skt-shm clean --job {other} --node n2" in out,
+                  "n2 back with another job's reserve: not taken back, the job and the command named",
+                  out)
+    checks.expect("replacing node n4 by spare n2" in out,
+                  "once the other job's segments were removed, n2 came back and took n4's ranks", out)
+    cluster.clean(other)
+    cluster.clean(job)
+
+
 def out_of_spares(d, cluster, checks):
     """--stop-at-last-spare: a node lost with no spare left ends the job with exit 5, its checkpoint
     kept; without it, a job whose every node died does."""
@@ -561,7 +592,7 @@ def main(argv):
     checks = harness.Checks()
     chosen = harness.selected(options, [("bad-input", lambda: bad_input(d, checks))] + harness.named(
         [slurm_commands_failing, two_losses_two_spares, warm_spare, other_job_with_a_plus_left_alone,
-         continue_on_survivors, node_comes_back, out_of_spares, kill_during_checkpoint_and_recovery, probes_and_exit_codes, hanging_probe,
+         continue_on_survivors, node_comes_back, node_back_with_another_jobs_segments, out_of_spares, kill_during_checkpoint_and_recovery, probes_and_exit_codes, hanging_probe,
          fresh_if_unrecoverable, storage_beyond_tolerance, node_local_drains_fresh, state_lost_drains_left,
          ping_probe],
         lambda: (d, cluster, checks, reference)))
