@@ -239,8 +239,7 @@ std::string take_back_check(const Options& o, const Plan& plan, const std::strin
     return fmt::format("skt-shm clean --job {} there: exit {}, {}", o.job, r.code, last);
   // The memory a spare must give the job's ranks: another job's segments there would take it.
   const Captured listed =
-      capture_each({on_node(o, plan, node, {tool, "list"})}, o.probe_timeout)
-          .front();
+      capture_each({on_node(o, plan, node, {tool, "list"})}, o.probe_timeout).front();
   if (listed.timed_out || listed.code != 0) {
     return fmt::format("skt-shm list there: {}",
                        listed.timed_out ? std::string("no answer within --probe-timeout")
