@@ -238,8 +238,9 @@ void Arena::attach_found(Segment found) {
     throw Error(
         SKT_ERR_MISMATCH,
         fmt::format("the checkpoint of job '{}' was written by {} ranks, this run has {}; "
-                    "relaunch with the same number of ranks or remove the job's segments "
-                    "(skt-shm clean --job {})",
+                    "relaunch with the same number of ranks, go on with this one under a tag "
+                    "of its own that reads the job's epoch (skt_epoch_open), or remove the "
+                    "job's segments (skt-shm clean --job {})",
                     options_.identity.job, header.nranks, options_.nranks, options_.identity.job));
   }
   ArenaRecord record;

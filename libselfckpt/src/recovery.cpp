@@ -30,11 +30,13 @@ std::optional<CheckpointInfo> Session::read_checkpoint_info(const StreamLayout& 
   const Config& config = job_.config();
   const SegmentHeader& header = checkpoint_.segment.header();
   if (header.nranks != job_.nranks()) {
-    throw Error(SKT_ERR_MISMATCH,
-                fmt::format("the checkpoint of job '{}' was written by {} ranks, this run has {}; "
-                            "relaunch with the same number of ranks or remove the job's segments "
-                            "(skt-shm clean --job {})",
-                            config.job, header.nranks, job_.nranks(), config.job));
+    throw Error(
+        SKT_ERR_MISMATCH,
+        fmt::format("the checkpoint of job '{}' was written by {} ranks, this run has {}; "
+                    "relaunch with the same number of ranks, go on with this one under a tag "
+                    "of its own that reads the job's epoch (skt_epoch_open), or remove "
+                    "the job's segments (skt-shm clean --job {})",
+                    config.job, header.nranks, job_.nranks(), config.job));
   }
   CheckpointInfo info;
   if (!decode_checkpoint_info(checkpoint_.segment.base(), &info)) {

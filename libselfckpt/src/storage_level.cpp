@@ -207,11 +207,13 @@ std::optional<DrainedEpoch> StorageLevel::choose_complete_epoch(const MemoryShor
     }
     epoch = *it;
     if (epoch.manifest.nranks() != job_.nranks()) {
-      throw Error(SKT_ERR_MISMATCH,
-                  fmt::format("drained epoch {} of job '{}' was written by {} ranks, this run has "
-                              "{}; relaunch with {} ranks",
-                              chosen, config.job, epoch.manifest.nranks(), job_.nranks(),
-                              epoch.manifest.nranks()));
+      throw Error(
+          SKT_ERR_MISMATCH,
+          fmt::format(
+              "drained epoch {} of job '{}' was written by {} ranks, this run has "
+              "{}; relaunch with {} ranks, or go on with this one under a tag of its own that "
+              "reads the job's epoch (skt_epoch_open)",
+              chosen, config.job, epoch.manifest.nranks(), job_.nranks(), epoch.manifest.nranks()));
     }
   });
   return epoch;
@@ -489,7 +491,8 @@ std::optional<std::uint64_t> StorageLevel::restore_group_files(std::span<const F
     throw AgreedError(
         SKT_ERR_MISMATCH,
         fmt::format("drained epoch {} of job '{}' was written by {} ranks, this run "
-                    "has {}; relaunch with {} ranks",
+                    "has {}; relaunch with {} ranks, or go on with this one under a tag of its own "
+                    "that reads the job's epoch (skt_epoch_open)",
                     newest->epoch, config.job, newest->nranks, job_.nranks(), newest->nranks));
   }
   const DrainedCandidate c = choose_group_epoch(files, findings, shortfall);
