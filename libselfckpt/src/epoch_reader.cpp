@@ -89,6 +89,19 @@ std::string ranks_text(const std::vector<int>& ranks) {
   return fmt::format("{} and {}", fmt::join(ranks.begin(), ranks.end() - 1, ", "), ranks.back());
 }
 
+// Where each of the parts of `counts` starts when they are laid one after the other; their sum in
+// *total, when asked.
+std::vector<int> displacements(const std::vector<int>& counts, int* total) {
+  std::vector<int> at(counts.size());
+  int sum = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    at[i] = sum;
+    sum += counts[i];
+  }
+  if (total != nullptr) *total = sum;
+  return at;
+}
+
 // Serialised descriptions of copies held in memory: old rank, where its regions start, its size,
 // its region table.
 void put_description(std::vector<std::byte>& out, int old_rank, const StreamLayout& layout) {
@@ -267,6 +280,11 @@ int EpochReader::in_memory() const noexcept {
       std::count_if(old_.begin(), old_.end(), [](const OldRank& o) { return o.holder >= 0; }));
 }
 
+Error EpochReader::unreadable(int old_rank, const std::runtime_error& why) const {
+  return Error(SKT_ERR_UNRECOVERABLE, fmt::format("epoch {} of job '{}', old rank {}: {}", epoch(),
+                                                  job_, old_rank, why.what()));
+}
+
 DrainedRankFile& EpochReader::file_of(int old_rank) {
   auto& file = files_[static_cast<std::size_t>(old_rank)];
   if (!file) {
@@ -275,8 +293,7 @@ DrainedRankFile& EpochReader::file_of(int old_rank) {
     } catch (const Error&) {
       throw;
     } catch (const std::runtime_error& e) {
-      throw Error(SKT_ERR_UNRECOVERABLE, fmt::format("epoch {} of job '{}', old rank {}: {}",
-                                                     epoch(), job_, old_rank, e.what()));
+      throw unreadable(old_rank, e);
     }
   }
   return *file;
@@ -351,9 +368,7 @@ void EpochReader::read(std::span<const Piece> pieces, const std::string& bad_arg
         } catch (const Error&) {
           throw;
         } catch (const std::runtime_error& error) {
-          throw Error(SKT_ERR_UNRECOVERABLE,
-                      fmt::format("epoch {} of job '{}', old rank {}: {}", epoch(), job_,
-                                  range.old_rank, error.what()));
+          throw unreadable(range.old_rank, error);
         }
       } else if (holder == rank_) {
         std::memcpy(range.out, copies_.at(range.old_rank) + range.offset, range.bytes);
@@ -398,26 +413,23 @@ void EpochReader::exchange(const std::vector<CopyRange>& remote) {
                           {static_cast<std::uint64_t>(r.old_rank), r.offset, r.bytes});
       answer_bytes[holder] += static_cast<int>(r.bytes);
     }
-    std::vector<int> ask_counts(ranks), asked_counts(ranks), ask_at(ranks), asked_at(ranks);
+    std::vector<int> ask_counts(ranks), asked_counts(ranks);
     std::vector<std::uint64_t> ask_flat;
     for (std::size_t h = 0; h < ranks; ++h) {
-      ask_at[h] = static_cast<int>(ask_flat.size());
       ask_counts[h] = static_cast<int>(asks[h].size());
       ask_flat.insert(ask_flat.end(), asks[h].begin(), asks[h].end());
     }
     SKT_MPI(
         MPI_Alltoall(ask_counts.data(), 1, MPI_INT, asked_counts.data(), 1, MPI_INT, comm_.get()));
     int total_asked = 0;
-    for (std::size_t p = 0; p < ranks; ++p) {
-      asked_at[p] = total_asked;
-      total_asked += asked_counts[p];
-    }
+    const std::vector<int> ask_at = displacements(ask_counts, nullptr);
+    const std::vector<int> asked_at = displacements(asked_counts, &total_asked);
     std::vector<std::uint64_t> asked(static_cast<std::size_t>(total_asked));
     SKT_MPI(MPI_Alltoallv(ask_flat.data(), ask_counts.data(), ask_at.data(), MPI_UINT64_T,
                           asked.data(), asked_counts.data(), asked_at.data(), MPI_UINT64_T,
                           comm_.get()));
     // Answer in the order asked: the copies this rank holds were checked when opened.
-    std::vector<int> send_counts(ranks, 0), send_at(ranks), receive_at(ranks);
+    std::vector<int> send_counts(ranks, 0), send_at(ranks);
     std::vector<std::byte> answers;
     effects_->agree([&] {
       for (std::size_t p = 0; p < ranks; ++p) {
@@ -442,10 +454,7 @@ void EpochReader::exchange(const std::vector<CopyRange>& remote) {
       }
     });
     int total = 0;
-    for (std::size_t h = 0; h < ranks; ++h) {
-      receive_at[h] = total;
-      total += answer_bytes[h];
-    }
+    const std::vector<int> receive_at = displacements(answer_bytes, &total);
     std::vector<std::byte> received(static_cast<std::size_t>(total));
     SKT_MPI(MPI_Alltoallv(answers.data(), send_counts.data(), send_at.data(), MPI_BYTE,
                           received.data(), answer_bytes.data(), receive_at.data(), MPI_BYTE,

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "libselfckpt/internal/drain.hpp"
 #include "libselfckpt/internal/segment.hpp"
 #include "libselfckpt/src/mpi_effects.hpp"
+#include "selfckpt/selfckpt.hpp"
 
 namespace skt {
 
@@ -68,6 +70,8 @@ class EpochReader {
   };
 
   const OldRank& described(int old_rank);
+  // A drained file that cannot serve, as the error that says whose.
+  Error unreadable(int old_rank, const std::runtime_error& why) const;
   DrainedRankFile& file_of(int old_rank);
   CopyRange locate(const Piece& piece);
   void exchange(const std::vector<CopyRange>& remote);
