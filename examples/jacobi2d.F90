@@ -7,25 +7,33 @@
 !
 !   mpirun -n 4 jacobi2d [nx ny steps checkpoint_every]      (defaults 256 256 400 25)
 !
-! Prints "RESULT <hex digest of the final grid>": the same, bit for bit, for both builds and
-! whatever failures happened on the way.
+! Prints "RESULT <hex digest of the final grid>": the same, bit for bit, for both builds, any
+! number of ranks, and whatever failures happened on the way.
+!
+! With JACOBI2D_FROM=<job tag> (selfckpt build), a fresh start takes the grid and step from that
+! job's last epoch, whatever number of ranks it ran on: each rank reads its columns from the old
+! ranks that held them (skt_epoch_read), then checkpoints under its own tag.
 program jacobi2d
   use mpi
   use, intrinsic :: iso_fortran_env, only: int64, real64, error_unit
 #ifdef USE_SELFCKPT
   use selfckpt
+  use, intrinsic :: iso_c_binding, only: c_int, c_loc, c_ptr, c_size_t, c_sizeof
 #endif
   implicit none
   integer :: rank, size, ierr, nx, ny, steps, every, x0, columns, left, right, x, y, r
   integer :: step
   real(real64), pointer :: a(:, :), b(:, :), u(:, :), v(:, :)
   real(real64), parameter :: alpha = 0.2_real64
-  integer(int64) :: mine
-  integer(int64), allocatable :: all(:)
+  integer(int64), allocatable :: mine(:), all(:)
+  integer, allocatable :: counts(:), displs(:)
   character(len=32) :: arg
 #ifdef USE_SELFCKPT
   type(skt_context) :: ctx
   integer(int64) :: epoch
+  character(len=64) :: from
+  integer :: from_length
+  logical :: initialise
 #endif
 
   call MPI_Init(ierr)
@@ -55,7 +63,16 @@ program jacobi2d
   call skt_recover(ctx, epoch, ierr)
   call check('skt_recover')
   if (epoch > 0 .and. rank == 0) write (*, '(a,i0,a,i0)') 'restored epoch ', epoch, ' at step ', step
-  if (epoch == 0) then
+  initialise = epoch == 0
+  call get_environment_variable('JACOBI2D_FROM', from, from_length)
+  if (initialise .and. from_length > 0) then
+    call resume_from(trim(from))
+    ! The new shape's own checkpoint at once: from here on the old job is not needed.
+    call skt_checkpoint(ctx, ierr)
+    call check('skt_checkpoint')
+    initialise = .false.
+  end if
+  if (initialise) then
 #else
   allocate (a(ny, 0:columns + 1), b(ny, 0:columns + 1))
 #endif
@@ -107,20 +124,26 @@ program jacobi2d
   else
     u => b
   end if
-  mine = 0
+  ! A digest per column, combined in column order: the same whatever the number of ranks.
+  allocate (mine(columns), all(nx), counts(size), displs(size))
   do x = 1, columns
+    mine(x) = 0
     do y = 1, ny
-      mine = mix(mine, transfer(u(y, x), 0_int64))
+      mine(x) = mix(mine(x), transfer(u(y, x), 0_int64))
     end do
   end do
-  allocate (all(size))
-  call MPI_Gather(mine, 1, MPI_INTEGER8, all, 1, MPI_INTEGER8, 0, MPI_COMM_WORLD, ierr)
+  do r = 1, size
+    displs(r) = nx * (r - 1) / size
+    counts(r) = nx * r / size - displs(r)
+  end do
+  call MPI_Gatherv(mine, columns, MPI_INTEGER8, all, counts, displs, MPI_INTEGER8, 0, &
+      MPI_COMM_WORLD, ierr)
   if (rank == 0) then
-    mine = 0
-    do r = 1, size
-      mine = mix(mine, all(r))
+    mine(1) = 0
+    do x = 1, nx
+      mine(1) = mix(mine(1), all(x))
     end do
-    write (*, '(a,z16.16,a,i0,a)') 'RESULT ', mine, ' after ', steps, ' steps'
+    write (*, '(a,z16.16,a,i0,a)') 'RESULT ', mine(1), ' after ', steps, ' steps'
   end if
 #ifdef USE_SELFCKPT
   call skt_finalize(ctx, .true., ierr)
@@ -156,6 +179,68 @@ contains
       stop skt_exit_code(ierr), quiet=.true.
     end if
   end subroutine check
+
+  ! The grid and step of job `job`'s last epoch, which may have run on another number of ranks:
+  ! each of this rank's columns is read from the old rank that held it, into the array the step
+  ! makes current. A grid of another size is refused on every rank (exit 2).
+  subroutine resume_from(job)
+    character(len=*), intent(in) :: job
+    type(skt_epoch) :: old
+    integer :: n, in_memory, q, wrong
+    integer(int64) :: number
+    integer(c_size_t) :: held
+    integer, allocatable :: ranks(:)
+    character(len=1), allocatable :: names(:)
+    integer(c_size_t), allocatable :: offsets(:), sizes(:)
+    type(c_ptr), allocatable :: buffers(:)
+    integer(c_int), target :: old_step
+    call skt_epoch_open(MPI_COMM_WORLD, job, old, ierr)
+    call check('skt_epoch_open')
+    call skt_epoch_ranks(old, n, ierr)
+    call skt_epoch_in_memory(old, in_memory, ierr)
+    call skt_epoch_number(old, number, ierr)
+    call skt_epoch_read(old, [0], ['step'], [0_c_size_t], [c_sizeof(old_step)], [c_loc(old_step)], &
+        ierr)
+    call check('skt_epoch_read step')
+    step = int(old_step)
+    if (mod(step, 2) == 0) then
+      u => a
+    else
+      u => b
+    end if
+    allocate (ranks(columns), names(columns), offsets(columns), sizes(columns), buffers(columns))
+    wrong = 0
+    do x = 1, columns
+      q = 0
+      do while (nx * (q + 1) / n <= x0 + x - 1)
+        q = q + 1
+      end do
+      ranks(x) = q
+      names(x) = merge('a', 'b', mod(step, 2) == 0)
+      offsets(x) = int(x0 + x - nx * q / n, c_size_t) * int(ny, c_size_t) * 8
+      sizes(x) = int(ny, c_size_t) * 8
+      buffers(x) = c_loc(u(1, x))
+      call skt_epoch_region_bytes(old, q, names(x), held, ierr)
+      if (ierr /= SKT_OK .or. held /= int(ny, c_size_t) * 8 * (nx * (q + 1) / n - nx * q / n + 2)) then
+        if (wrong == 0) write (error_unit, '(3a,i0,a,i0,a,i0,a)') "jacobi2d: job '", job, &
+            "' ran another grid: its rank ", q, ' of ', n, ' holds ', held, ' bytes'
+        wrong = 1
+      end if
+    end do
+    ! The read is collective: every rank takes part, and a wrong grid is refused on all.
+    call MPI_Allreduce(MPI_IN_PLACE, wrong, 1, MPI_INTEGER, MPI_MAX, MPI_COMM_WORLD, ierr)
+    if (wrong /= 0) then
+      call skt_epoch_close(old, ierr)
+      call skt_finalize(ctx, .true., ierr)  ! this job committed nothing; the old one stays
+      call MPI_Finalize(ierr)
+      stop 2, quiet=.true.
+    end if
+    call skt_epoch_read(old, ranks, names, offsets, sizes, buffers, ierr)
+    call check('skt_epoch_read')
+    if (rank == 0) write (*, '(a,i0,3a,i0,a,i0,a,i0)') 'resumed from epoch ', number, " of job '", &
+        job, "' (", n, ' ranks, ', in_memory, ' of them in memory) at step ', step
+    call skt_epoch_close(old, ierr)
+  end subroutine resume_from
 #endif
 
 end program jacobi2d

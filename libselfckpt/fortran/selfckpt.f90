@@ -35,8 +35,15 @@ module selfckpt
     type(c_ptr) :: handle = c_null_ptr
   end type skt_context
 
+  ! Another job's last committed epoch, whatever number of ranks wrote it (skt_epoch_open).
+  type, public :: skt_epoch
+    type(c_ptr) :: handle = c_null_ptr
+  end type skt_epoch
+
   public :: skt_init, skt_alloc, skt_alloc_cptr, skt_protect, skt_recover, skt_checkpoint, &
-      skt_checkpoint_dirty, skt_mark_static, skt_need_checkpoint, skt_finalize, skt_last_error, skt_exit_code
+      skt_checkpoint_dirty, skt_mark_static, skt_need_checkpoint, skt_finalize, skt_last_error, skt_exit_code, &
+      skt_epoch_open, skt_epoch_number, skt_epoch_ranks, skt_epoch_in_memory, skt_epoch_region_bytes, &
+      skt_epoch_read, skt_epoch_close
 
   ! Regions: real and integer arrays of rank 1, 2 or 3; the shape gives the extents.
   interface skt_alloc
@@ -106,6 +113,45 @@ module selfckpt
       import :: c_int
       integer(c_int), value :: code
     end function c_exit_code
+    integer(c_int) function c_epoch_open(comm, job, epoch) bind(c, name="skt_epoch_open_fortran")
+      import :: c_int, c_ptr, c_char
+      integer(c_int), value :: comm
+      character(kind=c_char), dimension(*), intent(in) :: job
+      type(c_ptr), intent(out) :: epoch
+    end function c_epoch_open
+    integer(c_int) function c_epoch_number(epoch, number) bind(c, name="skt_epoch_number")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: epoch
+      integer(c_int64_t), intent(out) :: number
+    end function c_epoch_number
+    integer(c_int) function c_epoch_ranks(epoch, nranks) bind(c, name="skt_epoch_ranks")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: epoch
+      integer(c_int), intent(out) :: nranks
+    end function c_epoch_ranks
+    integer(c_int) function c_epoch_in_memory(epoch, nranks) bind(c, name="skt_epoch_in_memory")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: epoch
+      integer(c_int), intent(out) :: nranks
+    end function c_epoch_in_memory
+    integer(c_int) function c_epoch_region_bytes(epoch, old_rank, name, bytes) &
+        bind(c, name="skt_epoch_region_bytes")
+      import :: c_int, c_ptr, c_char, c_size_t
+      type(c_ptr), value :: epoch
+      integer(c_int), value :: old_rank
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_size_t), intent(out) :: bytes
+    end function c_epoch_region_bytes
+    integer(c_int) function c_epoch_read(epoch, pieces, count) bind(c, name="skt_epoch_read")
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: epoch
+      type(c_ptr), value :: pieces
+      integer(c_size_t), value :: count
+    end function c_epoch_read
+    integer(c_int) function c_epoch_close(epoch) bind(c, name="skt_epoch_close")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: epoch
+    end function c_epoch_close
     integer(c_size_t) function c_strlen(s) bind(c, name="strlen")
       import :: c_size_t, c_ptr
       type(c_ptr), value :: s
@@ -118,6 +164,15 @@ module selfckpt
     integer(c_size_t) :: offset
     integer(c_size_t) :: length
   end type c_range
+
+  ! skt_epoch_piece of the C API: bytes of an old rank's region (its name a C string) to an address.
+  type, bind(c) :: c_piece
+    integer(c_int) :: old_rank
+    type(c_ptr) :: name
+    integer(c_size_t) :: offset
+    integer(c_size_t) :: bytes
+    type(c_ptr) :: buf
+  end type c_piece
 
   ! Holds a Fortran string as a C one for the duration of a call.
   type :: c_string
@@ -448,6 +503,94 @@ contains
     ierr = c_finalize(ctx%handle, merge(1_c_int, 0_c_int, discard))
     ctx%handle = c_null_ptr
   end subroutine skt_finalize
+
+  ! Collective over comm: the last committed epoch of job `job`, from memory or its drained files.
+  subroutine skt_epoch_open(comm, job, epoch, ierr)
+    integer, intent(in) :: comm
+    character(len=*), intent(in) :: job
+    type(skt_epoch), intent(out) :: epoch
+    integer, intent(out) :: ierr
+    type(c_string) :: c_job
+    c_job = to_c(job)
+    ierr = c_epoch_open(int(comm, c_int), c_job%text, epoch%handle)
+  end subroutine skt_epoch_open
+
+  subroutine skt_epoch_number(epoch, number, ierr)
+    type(skt_epoch), intent(in) :: epoch
+    integer(c_int64_t), intent(out) :: number
+    integer, intent(out) :: ierr
+    ierr = c_epoch_number(epoch%handle, number)
+  end subroutine skt_epoch_number
+
+  ! How many ranks wrote the epoch.
+  subroutine skt_epoch_ranks(epoch, nranks, ierr)
+    type(skt_epoch), intent(in) :: epoch
+    integer, intent(out) :: nranks
+    integer, intent(out) :: ierr
+    integer(c_int) :: n
+    ierr = c_epoch_ranks(epoch%handle, n)
+    nranks = int(n)
+  end subroutine skt_epoch_ranks
+
+  ! How many of them are read from memory (the others from their drained files).
+  subroutine skt_epoch_in_memory(epoch, nranks, ierr)
+    type(skt_epoch), intent(in) :: epoch
+    integer, intent(out) :: nranks
+    integer, intent(out) :: ierr
+    integer(c_int) :: n
+    ierr = c_epoch_in_memory(epoch%handle, n)
+    nranks = int(n)
+  end subroutine skt_epoch_in_memory
+
+  ! The size in bytes of an old rank's region or private object.
+  subroutine skt_epoch_region_bytes(epoch, old_rank, name, bytes, ierr)
+    type(skt_epoch), intent(in) :: epoch
+    integer, intent(in) :: old_rank
+    character(len=*), intent(in) :: name
+    integer(c_size_t), intent(out) :: bytes
+    integer, intent(out) :: ierr
+    type(c_string) :: c_name
+    c_name = to_c(name)
+    ierr = c_epoch_region_bytes(epoch%handle, int(old_rank, c_int), c_name%text, bytes)
+  end subroutine skt_epoch_region_bytes
+
+  ! Collective: piece i is bytes(i) bytes from offsets(i) of old rank old_ranks(i)'s region
+  ! names(i), to buffers(i) (c_loc of a contiguous target); every rank its own pieces, none
+  ! included.
+  subroutine skt_epoch_read(epoch, old_ranks, names, offsets, bytes, buffers, ierr)
+    type(skt_epoch), intent(in) :: epoch
+    integer, intent(in) :: old_ranks(:)
+    character(len=*), intent(in) :: names(:)
+    integer(c_size_t), intent(in) :: offsets(:), bytes(:)
+    type(c_ptr), intent(in) :: buffers(:)
+    integer, intent(out) :: ierr
+    type(c_string), allocatable, target :: c_names(:)
+    type(c_piece), allocatable, target :: pieces(:)
+    integer :: i, n
+    n = size(old_ranks)
+    ! Arrays of other lengths are refused in the collective, so that no rank is left in it.
+    if (size(names) /= n .or. size(offsets) /= n .or. size(bytes) /= n .or. size(buffers) /= n) n = -1
+    allocate (c_names(max(n, 0)), pieces(max(n, 0)))
+    do i = 1, n
+      c_names(i) = to_c(names(i))
+      pieces(i) = c_piece(int(old_ranks(i), c_int), c_loc(c_names(i)%text), offsets(i), bytes(i), &
+          buffers(i))
+    end do
+    if (n < 0) then
+      ierr = c_epoch_read(epoch%handle, c_null_ptr, 1_c_size_t)
+    else if (n == 0) then
+      ierr = c_epoch_read(epoch%handle, c_null_ptr, 0_c_size_t)
+    else
+      ierr = c_epoch_read(epoch%handle, c_loc(pieces), int(n, c_size_t))
+    end if
+  end subroutine skt_epoch_read
+
+  subroutine skt_epoch_close(epoch, ierr)
+    type(skt_epoch), intent(inout) :: epoch
+    integer, intent(out) :: ierr
+    ierr = c_epoch_close(epoch%handle)
+    epoch%handle = c_null_ptr
+  end subroutine skt_epoch_close
 
   ! The message of this thread's last failed call.
   function skt_last_error() result(message)

@@ -233,6 +233,10 @@ int skt_epoch_open(MPI_Comm comm, const char* job, skt_epoch** epoch) {
   });
 }
 
+int skt_epoch_open_fortran(MPI_Fint comm, const char* job, skt_epoch** epoch) {
+  return skt_epoch_open(MPI_Comm_f2c(comm), job, epoch);
+}
+
 int skt_epoch_number(const skt_epoch* epoch, uint64_t* number) {
   if (epoch == nullptr || number == nullptr) {
     return bad_argument("skt_epoch_number: epoch or number is NULL");

@@ -14,7 +14,8 @@ at its seventh checkpoint, and heat3d on another number of ranks takes the grid 
 epoch and ends with the uninterrupted run's result: 4 ranks to 2 on two of the old nodes after the
 other two lost their memory (old ranks 0 and 1 read from memory, 2 and 3 from their drained files),
 2 to 4 (from memory), 4 to 2 on other nodes (from the files), and 4 ranks doubled up on two nodes
-to 2 without any drain (from memory); heat2d (Python, selfckpt.Epoch) the first two. A first try with another grid is refused, naming what
+to 2 without any drain (from memory); heat2d (Python, selfckpt.Epoch) and jacobi2d (Fortran)
+the first two. A first try with another grid is refused, naming what
 differs, and the old job's epoch serves the next."""
 
 import os
@@ -90,8 +91,8 @@ def reshape(options, expect, name, args, reference, scenarios):
     program = command(options, name, False)
     cluster = harness.Cluster(program[0], options.shm, options.mpirun, options.timeout)
     args = program[1:] + args
-    split = len(program) - 1 + (2 if name == "heat3d" else 1)  # the argument of the split axis
-    variable = "HEAT3D_FROM" if name == "heat3d" else "HEAT2D_FROM"
+    split = len(program) - 1 + {"heat3d": 2, "heat2d": 1, "jacobi2d": 0}[name]  # the split axis
+    variable = name.upper() + "_FROM"
     for old_nodes, new_nodes, lost, drains, in_memory in scenarios:
         with tempfile.TemporaryDirectory() as drain_dir:
             old_n, new_n = len(old_nodes), len(new_nodes)
@@ -162,7 +163,7 @@ def main(argv):
         reference = result_of(plain.stdout)
         expect(plain.returncode == 0 and reference is not None, f"{name}: the plain MPI build runs",
                plain.stdout + plain.stderr)
-        if name in ("heat3d", "heat2d"):
+        if name in ("heat3d", "heat2d", "jacobi2d"):
             reshape(options, expect, name, args, reference, RESHAPES if name == "heat3d" else RESHAPES[:2])
         for scheme, parity, group_size in SCHEMES:
             for step in STEPS[scheme]:

@@ -230,6 +230,9 @@ typedef struct skt_epoch skt_epoch;
  * job at a time. */
 int skt_epoch_open(MPI_Comm comm, const char* job, skt_epoch** epoch);
 
+/* skt_epoch_open for a communicator held as a Fortran handle: what the Fortran module calls. */
+int skt_epoch_open_fortran(MPI_Fint comm, const char* job, skt_epoch** epoch);
+
 /* The epoch's number, the number of ranks that wrote it, and how many of those are read from
  * memory (the others from their drained files). */
 int skt_epoch_number(const skt_epoch* epoch, uint64_t* number);
