@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -168,6 +169,7 @@ std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan,
   SegmentsFound found;
   found.node_of_rank.emplace(plan.ranklist.size());
   found.group_of_rank.assign(plan.ranklist.size(), -1);
+  found.bytes_of_rank.assign(plan.ranklist.size(), 0);
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
     const auto words = split_words(line);
@@ -179,10 +181,16 @@ std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan,
     // A warm spare's reserve is no rank's: it says nothing of where ranks are.
     if (words.size() > 5 && words[5] == "reserve") continue;
     if (words[2] == o.job) read_group(words, found.group_of_rank);
-    if (!found.node_of_rank) continue;
     std::size_t rank = 0;
     const auto [end, ec] =
         std::from_chars(words[3].data(), words[3].data() + words[3].size(), rank);
+    std::uint64_t bytes = 0;
+    if (ec == std::errc() && rank < found.bytes_of_rank.size() && words.size() > 7 &&
+        std::from_chars(words[7].data(), words[7].data() + words[7].size(), bytes).ec ==
+            std::errc()) {
+      found.bytes_of_rank[rank] += bytes;
+    }
+    if (!found.node_of_rank) continue;
     auto& seen = *found.node_of_rank;
     if (ec != std::errc() || rank >= seen.size() ||
         (!seen[rank].empty() && seen[rank] != words[4])) {
@@ -192,6 +200,29 @@ std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan,
     }
   }
   return found;
+}
+
+std::map<std::string, std::uint64_t> room_on_nodes(const Options& o, const Plan& plan,
+                                                   const std::vector<std::string>& nodes) {
+  std::map<std::string, std::uint64_t> room;
+  const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
+  if (tool.empty()) return room;
+  std::vector<std::vector<std::string>> commands;
+  for (const auto& node : nodes)
+    commands.push_back(on_node(o, plan, node, {tool, "room"}));
+  const auto answers = capture_each(commands, o.probe_timeout);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    std::uint64_t bytes = 0;
+    // "BYTES bytes new segments can take on this node (...)", after the launcher's lines.
+    std::istringstream lines(answers[i].out);
+    bool said = false;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find(" bytes new segments can take") != std::string::npos)
+        said = std::sscanf(line.c_str(), "%" SCNu64, &bytes) == 1;
+    }
+    if (answers[i].code == 0 && !answers[i].timed_out && said) room[nodes[i]] = bytes;
+  }
+  return room;
 }
 
 void clean_segments(const Options& o, const Plan& plan, const std::vector<std::string>& sub_jobs,

@@ -2,6 +2,8 @@
 // for it on the spares (warm spares), and its drained epochs (skt-drain).
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -21,6 +23,9 @@ struct SegmentsFound {
   std::optional<std::vector<std::string>> node_of_rank;
   // By rank of the launch, its group, as the checkpoints found say it; -1 where none does.
   std::vector<int> group_of_rank;
+  // By rank of the launch, the bytes of its segments seen (the job's and its sub-jobs'); 0 where
+  // none is.
+  std::vector<std::uint64_t> bytes_of_rank;
 };
 
 // The job's segments on the nodes of `plan`, its spares included, those of `leave_out` not (skt-shm
@@ -28,6 +33,11 @@ struct SegmentsFound {
 // cannot be known.
 std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan,
                                            const std::set<std::string>& leave_out = {});
+
+// What new segments can take on each of `nodes` now (skt-shm room there, within
+// --probe-timeout), by node; a node that did not answer is not listed.
+std::map<std::string, std::uint64_t> room_on_nodes(const Options& o, const Plan& plan,
+                                                   const std::vector<std::string>& nodes);
 
 // Removes the job's segments, and what is reserved for it, on every node of the plan: exactly
 // those of its tag and of the sub-jobs its ranks reported.

@@ -39,6 +39,10 @@ void validate(const Options& o) {
           fmt::format("{} {}: give a finite number of seconds, 0 or more", name, value));
     }
   }
+  if (!(o.keep_free_mib >= 0) || !std::isfinite(o.keep_free_mib)) {
+    throw std::invalid_argument(
+        fmt::format("--keep-free {}: give a finite number of MiB, 0 or more", o.keep_free_mib));
+  }
   if (!(o.probe_timeout > 0) || !std::isfinite(o.probe_timeout)) {
     throw std::invalid_argument(
         fmt::format("--probe-timeout {}: give a positive number of seconds", o.probe_timeout));
@@ -128,6 +132,13 @@ std::variant<Options, int> parse_command_line(int argc, char** argv) {
                "of the dead node go on the live nodes of the job, doubled up, each on a node that "
                "holds no other member of its group where one does (the log says which groups "
                "share a node, and so which failures the job can no longer survive)");
+  app.add_option("--keep-free", o.keep_free_mib,
+                 "MiB a live node must keep free, beyond the 1/32 of its memory the library keeps, "
+                 "for a rank to be doubled up onto it: before placing the ranks of a dead node, "
+                 "skt-run asks each live node what new segments can take there (skt-shm room) and "
+                 "places a rank only where its segments fit; where none fits, it ends with exit 5, "
+                 "saying what each node could give, and the checkpoint stays for a later try")
+      ->capture_default_str();
   app.add_option("--quarantine", o.quarantine,
                  "seconds a node found dead sits out before it may serve the job again: then, at "
                  "the next failure, if it answers the probe and its stale segments of the job are "

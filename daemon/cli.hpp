@@ -51,7 +51,8 @@ struct Options {
   bool warm_spares = true;
   bool continue_on_survivors = true;  // not --stop-at-last-spare
   double quarantine = 600;            // seconds a lost node sits out before it may come back
-  bool status = false;                // --status: say where the job's nodes are and why, and exit
+  double keep_free_mib = 0;  // kept free on a node beyond the library's 1/32 when doubling up
+  bool status = false;       // --status: say where the job's nodes are and why, and exit
   std::vector<std::string> command;
   std::string directory;  // where skt-run was started (plan_from)
 };

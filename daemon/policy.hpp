@@ -52,6 +52,8 @@ struct JobFacts {
   // survivors' segments; empty when unknown).
   bool continue_on_survivors = true;
   std::vector<int> group_of_rank;
+  // The memory the live nodes can give ranks doubled up onto them; nothing when not known.
+  std::optional<NodeRoom> room;
 };
 
 enum class Step {

@@ -87,10 +87,34 @@ Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
   return r;
 }
 
+namespace {
+
+std::string mib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+std::string no_room_for(std::size_t rank, const NodeRoom& room,
+                        const std::vector<std::string>& live,
+                        const std::map<std::string, std::uint64_t>& room_left) {
+  std::vector<std::string> offers;
+  for (const auto& node : live) {
+    offers.push_back(room.free.count(node) == 0
+                         ? fmt::format("{} did not say", node)
+                         : fmt::format("{} {}", node, mib(room_left.at(node))));
+  }
+  return fmt::format(
+      "no spare left, and no live node has the memory for rank {}'s segments ({}): what they can "
+      "still give is {}",
+      rank, mib(room.per_rank), fmt::join(offers, ", "));
+}
+
+}  // namespace
+
 Replacement continue_on_survivors(const std::vector<std::string>& ranklist,
                                   const std::set<std::string>& dead,
                                   const std::vector<std::string>& spares,
-                                  const std::vector<int>& group_of_rank) {
+                                  const std::vector<int>& group_of_rank,
+                                  const std::optional<NodeRoom>& room) {
   std::vector<std::string> dead_nodes;
   for (const auto& node : nodes_of(ranklist)) {
     if (dead.count(node) != 0) dead_nodes.push_back(node);
@@ -119,17 +143,28 @@ Replacement continue_on_survivors(const std::vector<std::string>& ranklist,
   for (std::size_t rank = 0; rank < r.ranklist.size(); ++rank) {
     if (left.count(r.ranklist[rank]) == 0) groups_on[r.ranklist[rank]].insert(group(rank));
   }
+  if (room) {
+    for (const auto& node : live) {
+      const auto it = room->free.find(node);
+      r.room_left[node] = it == room->free.end() ? 0 : it->second;
+    }
+  }
   for (std::size_t rank = 0; rank < r.ranklist.size(); ++rank) {
     if (left.count(r.ranklist[rank]) == 0) continue;
+    std::vector<std::string> can_hold;
+    std::copy_if(live.begin(), live.end(), std::back_inserter(can_hold),
+                 [&](const auto& node) { return !room || r.room_left[node] >= room->per_rank; });
+    if (can_hold.empty()) throw OutOfSpares(no_room_for(rank, *room, live, r.room_left));
     const auto cost = [&](const std::string& node) {
       const auto& here = groups_on[node];
       return std::pair{here.count(group(rank)) != 0, here.size()};
     };
     const std::string to = *std::min_element(
-        live.begin(), live.end(),
+        can_hold.begin(), can_hold.end(),
         [&](const std::string& a, const std::string& b) { return cost(a) < cost(b); });
     r.ranklist[rank] = to;
     groups_on[to].insert(group(rank));
+    if (room) r.room_left[to] -= room->per_rank;
     r.doubled_up.emplace_back(static_cast<int>(rank), to);
   }
   std::set<int> sharing;

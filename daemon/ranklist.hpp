@@ -2,6 +2,8 @@
 // are replaced by spares, and the launch layouts that say so to mpirun.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -32,6 +34,9 @@ struct Replacement {
   // Groups that now have two members or more on one node, whose loss would take them together.
   std::vector<int> groups_sharing_a_node;
   bool groups_known = true;  // every rank's group was known to the doubling up
+  // Where the memory was checked (NodeRoom): what each live node can still give after the ranks
+  // doubled up onto it.
+  std::map<std::string, std::uint64_t> room_left;
 };
 
 // Every rank on a node in `dead` moves to a spare, one spare per dead node taken from the front of
@@ -45,16 +50,26 @@ Replacement replace_dead_nodes(const std::vector<std::string>& ranklist,
                                const std::set<std::string>& dead,
                                const std::vector<std::string>& spares);
 
+// What the live nodes can give the segments of ranks doubled up onto them (skt-shm room on each,
+// less what the operator keeps free), and what one rank's segments take.
+struct NodeRoom {
+  std::map<std::string, std::uint64_t> free;  // bytes, by node; a node not listed said nothing
+  std::uint64_t per_rank = 0;
+};
+
 // The job goes on when spares run out: the first dead nodes (in rank order) are replaced by the
 // live spares as replace_dead_nodes does, and the ranks of the others move, one at a time in rank
 // order, onto the live nodes of the layout, each to the one with the fewest ranks that holds no
 // member of its group (rank r is in group group_of_rank[r]; -1, or a rank past the list, is a group
 // of its own), the first in the layout on a tie; where every live node holds one, to the one with
-// the fewest ranks. Throws OutOfSpares when no node of the layout lives.
+// the fewest ranks. Given `room`, a rank goes only where room.free still holds room.per_rank, less
+// what the ranks placed there before it took. Throws OutOfSpares when no node of the layout lives,
+// or when no live node has the room for a rank, naming what each could give.
 Replacement continue_on_survivors(const std::vector<std::string>& ranklist,
                                   const std::set<std::string>& dead,
                                   const std::vector<std::string>& spares,
-                                  const std::vector<int>& group_of_rank);
+                                  const std::vector<int>& group_of_rank,
+                                  const std::optional<NodeRoom>& room = std::nullopt);
 
 // A resumed job's layout on the nodes it is given now, `nodes` in order (a requeued Slurm job's
 // new allocation, an edited --nodes): a rank keeps its node while it is given (its segments are

@@ -354,7 +354,8 @@ Action Supervisor::decide(int attempt, std::optional<std::uint64_t> stalled_befo
                  plan_.ranklist,
                  plan_.spares,
                  o_.continue_on_survivors,
-                 {}};
+                 {},
+                 std::nullopt};
   Action action = next_action(facts, out);
   if (action.step != Step::probe) return action;
   failed_at = Clock::now();
@@ -362,7 +363,7 @@ Action Supervisor::decide(int attempt, std::optional<std::uint64_t> stalled_befo
   note_losses(*out.dead);
   take_back_returned(*out.dead);
   facts.spares = plan_.spares;
-  facts.group_of_rank = groups_if_doubling_up(*out.dead);
+  learn_for_doubling_up(*out.dead, facts);
   return next_action(facts, out);
 }
 
@@ -483,22 +484,40 @@ void Supervisor::take_back_returned(const std::set<std::string>& dead) {
   }
 }
 
-std::vector<int> Supervisor::groups_if_doubling_up(const std::set<std::string>& dead) {
+void Supervisor::learn_for_doubling_up(const std::set<std::string>& dead, JobFacts& facts) {
   std::size_t dead_nodes = 0;
   for (const auto& node : nodes_of(plan_.ranklist))
     dead_nodes += dead.count(node);
   const auto live_spares = static_cast<std::size_t>(std::count_if(
       plan_.spares.begin(), plan_.spares.end(), [&](const auto& s) { return dead.count(s) == 0; }));
-  if (!o_.continue_on_survivors || dead_nodes <= live_spares) return {};
+  if (!o_.continue_on_survivors || dead_nodes <= live_spares) return;
   const auto found = find_segments(o_, plan_, dead);
   if (!found || std::count(found->group_of_rank.begin(), found->group_of_rank.end(), -1) ==
                     static_cast<std::ptrdiff_t>(found->group_of_rank.size())) {
     log_(
         "the groups of the job's ranks could not be read from their checkpoints (skt-shm list): "
         "ranks doubled up are placed by load alone");
-    return {};
+  } else {
+    facts.group_of_rank = found->group_of_rank;
   }
-  return found->group_of_rank;
+  // A rank doubled up makes all its segments anew there; the largest rank's seen stands for it.
+  const std::uint64_t per_rank =
+      found ? *std::max_element(found->bytes_of_rank.begin(), found->bytes_of_rank.end()) : 0;
+  std::vector<std::string> live;
+  for (const auto& node : nodes_of(plan_.ranklist))
+    if (dead.count(node) == 0) live.push_back(node);
+  auto room = room_on_nodes(o_, plan_, live);
+  if (per_rank == 0 || room.empty()) {
+    log_(
+        "the memory of the live nodes could not be checked ({}): ranks doubled up are placed "
+        "without it, and a rank whose segments do not fit refuses to start (exit 2)",
+        per_rank == 0 ? "no segment of the job seen" : "skt-shm room did not answer");
+    return;
+  }
+  const auto keep_free = static_cast<std::uint64_t>(o_.keep_free_mib * (1 << 20));
+  for (auto& [node, bytes] : room)
+    bytes = bytes > keep_free ? bytes - keep_free : 0;
+  facts.room = NodeRoom{std::move(room), per_rank};
 }
 
 void Supervisor::prepare_relaunch(const Action& action, const Outcome& out) {
@@ -506,6 +525,14 @@ void Supervisor::prepare_relaunch(const Action& action, const Outcome& out) {
     log_("replacing node {} by spare {}", from, to);
   for (const auto& [rank, to] : action.replacement.doubled_up)
     log_("no spare left: rank {} goes on node {} beside ranks of the job (doubled up)", rank, to);
+  if (!action.replacement.doubled_up.empty() && !action.replacement.room_left.empty()) {
+    std::vector<std::string> left;
+    for (const auto& [node, bytes] : action.replacement.room_left)
+      left.push_back(fmt::format("{} {:.1f} GiB", node, static_cast<double>(bytes) / (1 << 30)));
+    log_("the memory checked: new segments can still take {} (skt-shm room{})",
+         fmt::join(left, ", "),
+         o_.keep_free_mib > 0 ? fmt::format(", less --keep-free {} MiB", o_.keep_free_mib) : "");
+  }
   if (!action.replacement.doubled_up.empty()) {
     if (!action.replacement.groups_known) {
       log_(

@@ -68,9 +68,10 @@ class Supervisor {
   // The lost nodes whose quarantine is over, and that answer the probe and pass take_back_check,
   // go back among the spares.
   void take_back_returned(const std::set<std::string>& dead);
-  // The groups of the job's ranks from the survivors' checkpoints, when the dead nodes outnumber
-  // the live spares and the job goes on doubled up; empty otherwise, or when they cannot be read.
-  std::vector<int> groups_if_doubling_up(const std::set<std::string>& dead);
+  // When the dead nodes outnumber the live spares and the job goes on doubled up: the groups of
+  // the job's ranks, from the survivors' checkpoints (left empty when they cannot be read), and
+  // what the live nodes can give the ranks' segments (left unknown when skt-shm cannot say).
+  void learn_for_doubling_up(const std::set<std::string>& dead, JobFacts& facts);
   void prepare_relaunch(const Action& action, const Outcome& out);
   void end_run(Supervised& child) const;
   std::string monitor_address() const;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "libselfckpt/internal/format.hpp"
+#include "libselfckpt/internal/memory.hpp"
 #include "libselfckpt/internal/names.hpp"
 #include "libselfckpt/internal/scrub.hpp"
 #include "libselfckpt/internal/segment.hpp"
@@ -229,6 +230,17 @@ int reserve(const std::string& job, std::string node, const std::vector<std::siz
   return 0;
 }
 
+int room() {
+  const std::optional<skt::RoomForSegments> room = skt::room_for_segments();
+  if (!room) {
+    fmt::print(stderr, "skt-shm room: the kernel does not say how much memory is available\n");
+    return 1;
+  }
+  fmt::print("{} bytes new segments can take on this node ({:.1f} GiB, limited by {})\n",
+             room->bytes, static_cast<double>(room->bytes) / (1 << 30), room->limited_by);
+  return 0;
+}
+
 void add_filter(CLI::App* command, Filter& filter, bool job_required) {
   auto* job =
       command->add_option("--job", filter.job, "job tag (SKT_JOB); covers its sub-jobs TAG+*");
@@ -317,6 +329,14 @@ int main(int argc, char** argv) {
                           "SLURMD_NODENAME or the host name, as the library takes it)");
   reserve_cmd->add_flag("--huge-pages", huge_pages,
                         "reserves of huge pages, for a job run with SKT_HUGE_PAGES=1");
+  auto* room_cmd = app.add_subcommand(
+      "room",
+      "the bytes new segments can take on this node now, as a rank's start judges it: "
+      "MemAvailable less the pages not yet written of every attached segment, and the room of a "
+      "memory cgroup limit holding this process, each less 1/32 of the memory kept free (skt-run "
+      "asks it of the live nodes before doubling ranks up on them)");
+  room_cmd->add_option("--node", filter.node,
+                       "the virtual node asked for (virtual nodes of one host share its memory)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -352,6 +372,7 @@ int main(int argc, char** argv) {
   try {
     if (list_cmd->parsed()) return list(filter);
     if (inspect_cmd->parsed()) return inspect(filter);
+    if (room_cmd->parsed()) return room();
     if (reserve_cmd->parsed()) return reserve(filter.job, filter.node, reserve_sizes, huge_pages);
     return clean(filter, force);
   } catch (const std::exception& e) {

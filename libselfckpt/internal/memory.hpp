@@ -65,4 +65,18 @@ std::optional<MemoryLimit> memory_limit(const std::string& directory, bool unifi
 // Every limited memory cgroup holding the calling process.
 std::vector<MemoryLimit> own_memory_limits();
 
+// What new segments may take of `room` in a memory of `memory` bytes (the machine's, or a cgroup's
+// limit): 1/32 of it is kept free for what programs allocate besides their workspaces.
+std::uint64_t usable_room(std::uint64_t room, std::uint64_t memory);
+
+// What new segments of the calling user may take on this node now, as the library's admission
+// judges it when ranks start: the machine's MemAvailable less the pages not yet written of every
+// attached segment, and the room of every limited memory cgroup holding this process, each less
+// its 1/32 kept free; the least of them, and which it is. Nothing when the kernel does not say.
+struct RoomForSegments {
+  std::uint64_t bytes = 0;
+  std::string limited_by;  // "the machine" or "the memory cgroup DIR"
+};
+std::optional<RoomForSegments> room_for_segments();
+
 }  // namespace skt

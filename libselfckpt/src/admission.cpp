@@ -129,14 +129,10 @@ void refuse_beyond_memory(const Job& job, const MemoryDemand& demand) {
   const std::string advice =
       "the kernel would kill a process midway. Give the job a smaller workspace or fewer ranks "
       "per machine, or keep less with another SKT_MODE or larger groups (SKT_GROUP_SIZE)";
-  // Kept free for what the program allocates besides its workspace: 1/32 of the memory.
-  auto usable = [](std::uint64_t room, std::uint64_t memory) {
-    return room > memory / 32 ? room - memory / 32 : 0;
-  };
   if (const std::optional<MachineMemory> memory = machine_memory()) {
     const std::uint64_t free_of_others =
         memory->available > demand.elsewhere ? memory->available - demand.elsewhere : 0;
-    const std::uint64_t left = usable(free_of_others, memory->total);
+    const std::uint64_t left = usable_room(free_of_others, memory->total);
     if (demand.machine > left) {
       const std::string others =
           demand.elsewhere == 0
@@ -154,7 +150,7 @@ void refuse_beyond_memory(const Job& job, const MemoryDemand& demand) {
     }
   }
   for (const auto& [limit, need] : demand.cgroups) {
-    const std::uint64_t left = usable(limit.room, limit.limit);
+    const std::uint64_t left = usable_room(limit.room, limit.limit);
     if (need <= left) continue;
     throw Error(SKT_ERR_NOMEM,
                 fmt::format("the memory cgroup {} cannot hold job '{}' (a limit set on the job, as "

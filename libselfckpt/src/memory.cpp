@@ -203,4 +203,23 @@ std::vector<MemoryLimit> own_memory_limits() {
   return limits;
 }
 
+std::uint64_t usable_room(std::uint64_t room, std::uint64_t memory) {
+  return room > memory / 32 ? room - memory / 32 : 0;
+}
+
+std::optional<RoomForSegments> room_for_segments() {
+  const std::optional<MachineMemory> memory = machine_memory();
+  if (!memory) return std::nullopt;
+  const std::uint64_t promised =
+      promised_to_others(shared_segments(), {}, reserved_huge_page_bytes());
+  RoomForSegments room{
+      usable_room(memory->available > promised ? memory->available - promised : 0, memory->total),
+      "the machine"};
+  for (const MemoryLimit& limit : own_memory_limits()) {
+    const std::uint64_t left = usable_room(limit.room, limit.limit);
+    if (left < room.bytes) room = {left, "the memory cgroup " + limit.directory};
+  }
+  return room;
+}
+
 }  // namespace skt

@@ -3,7 +3,8 @@
 through skt-inject at points the test program announces (--pause), replaced by spares, and the job
 finishes with the result of a run without failure; with no spare left, the ranks of dead nodes go
 on the live ones, apart from their groups (three losses on 8 ranks, groups of 4), and a lost node
-that answers again comes back among the spares after its quarantine (skt-run --status says so);
+that answers again comes back among the spares after its quarantine (skt-run --status says so), and
+a rank whose segments no live node has the memory for is placed nowhere (exit 5, the checkpoint kept);
 out of spares
 (--stop-at-last-spare, or every node dead) ends with a clear message and exit code 5; a kill during a checkpoint and during a recovery; the program's exit codes; a first
 launch whose segments skt-shm cannot count (left to the program, SKT_RESTART=auto); probes of
@@ -124,6 +125,8 @@ def continue_on_survivors(d, cluster, checks):
     checks.expect(moves == [("1", "n1"), ("2", "n4"), ("0", "n6"), ("1", "n5")],
                   f"rank 1 to n1, rank 2 to n4, then ranks 0 and 1 to n6 and n5 ({moves})", out)
     checks.expect("could not be read" not in out, "skt-run read the groups from the checkpoints", out)
+    checks.expect(len(re.findall(r"the memory checked: new segments can still take n\d [\d.]+ GiB", out)) == 3,
+                  "before each doubling up, skt-run asked the live nodes what their memory could take", out)
     checks.expect(out.count("every group still has its members on distinct nodes") == 3,
                   "after each loss, the log says every group still has its members on distinct nodes", out)
     ranklist = d.ranklist(job)
@@ -131,6 +134,32 @@ def continue_on_survivors(d, cluster, checks):
                   f"the final ranklist uses the 5 live nodes: {' '.join(ranklist)}")
     checks.expect("is on the same node" not in out, "no rank warns of a group member on its node", out)
     checks.expect(cluster.segment_count(job) == 0, "no segments left after success")
+    cluster.clean(job)
+
+
+def too_little_memory_to_double_up(d, cluster, checks, reference):
+    """No spare, and the live nodes keep more free (--keep-free) than they have: n2's rank is placed
+    nowhere; skt-run ends with exit 5 saying what each node could give, the survivors' checkpoints
+    kept. With the memory there (no --keep-free) the same job resumes and ends with the result of a
+    run without failure (n2, a virtual node, is launched on again; a real one dead would be found
+    so, and its rank doubled up)."""
+    job = cluster.new_job("dm")
+    nodes = ["n1", "n2", "n3", "n4"]
+    code, out = d.run(d.command(job, nodes, 0, APP_ARGS + ["--pause", "0:4"], ["--keep-free", "100000000"]),
+                      on_pause=lambda k: d.kill_node(job, "n2"))
+    offers = re.search(r"no spare left, and no live node has the memory for rank 1's segments "
+                       r"\((\d+\.\d) MiB\): what they can still give is n1 0\.0 MiB, n3 0\.0 MiB, "
+                       r"n4 0\.0 MiB", out)
+    checks.expect(code == 5 and offers is not None and float(offers.group(1)) > 0,
+                  f"no node with the room for n2's rank: exit 5, naming the rank's MiB and each node's "
+                  f"(got {code})", out)
+    kept = cluster.segment_count(job)
+    checks.expect(kept > 0 and f"{kept} segments of job {job} are kept" in out,
+                  f"the survivors' checkpoints are kept ({kept} segments)", out)
+    # Without the pause, which changes nothing of the computation: --new-command.
+    code, out = d.run(d.command(job, nodes, 0, APP_ARGS, ["--new-command"]))
+    checks.expect(code == 0 and result_of(out) == reference,
+                  "resumed with the memory there: exit 0 with the result of a run without failure", out)
     cluster.clean(job)
 
 
@@ -592,7 +621,7 @@ def main(argv):
     checks = harness.Checks()
     chosen = harness.selected(options, [("bad-input", lambda: bad_input(d, checks))] + harness.named(
         [slurm_commands_failing, two_losses_two_spares, warm_spare, other_job_with_a_plus_left_alone,
-         continue_on_survivors, node_comes_back, node_back_with_another_jobs_segments, out_of_spares, kill_during_checkpoint_and_recovery, probes_and_exit_codes, hanging_probe,
+         continue_on_survivors, too_little_memory_to_double_up, node_comes_back, node_back_with_another_jobs_segments, out_of_spares, kill_during_checkpoint_and_recovery, probes_and_exit_codes, hanging_probe,
          fresh_if_unrecoverable, storage_beyond_tolerance, node_local_drains_fresh, state_lost_drains_left,
          ping_probe],
         lambda: (d, cluster, checks, reference)))

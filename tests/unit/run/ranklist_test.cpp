@@ -129,6 +129,37 @@ TEST(ContinueOnSurvivors, EveryNodeDeadIsOutOfSpares) {
   EXPECT_THROW(continue_on_survivors({"n0", "n1"}, {"n0", "n1", "s1"}, {"s1"}, {}), OutOfSpares);
 }
 
+TEST(ContinueOnSurvivors, ARankGoesOnlyWhereItsSegmentsFit) {
+  // n3 dies with ranks 4 and 5 of 100 MiB each. By load rank 4 would go to n0, which has room for
+  // none: it goes to n2, the least loaded of those with room, and rank 5 to n1, the one left.
+  constexpr std::uint64_t kMiB = 1 << 20;
+  const NodeRoom room{{{"n0", 50 * kMiB}, {"n1", 150 * kMiB}, {"n2", 100 * kMiB}}, 100 * kMiB};
+  const auto r = continue_on_survivors({"n0", "n1", "n1", "n2", "n3", "n3"}, {"n3"}, {}, {}, room);
+  EXPECT_EQ(r.doubled_up, (Moves{{4, "n2"}, {5, "n1"}}));
+  EXPECT_EQ(r.room_left, (std::map<std::string, std::uint64_t>{
+                             {"n0", 50 * kMiB}, {"n1", 50 * kMiB}, {"n2", 0}}));
+  // Without the check the same loss puts rank 4 on the least loaded node, n0.
+  EXPECT_EQ(continue_on_survivors({"n0", "n1", "n1", "n2", "n3", "n3"}, {"n3"}, {}, {}).doubled_up,
+            (Moves{{4, "n0"}, {5, "n2"}}));
+}
+
+TEST(ContinueOnSurvivors, NoNodeWithTheRoomIsOutOfSparesSayingWhatEachCouldGive) {
+  constexpr std::uint64_t kMiB = 1 << 20;
+  // n1 did not answer skt-shm room: it takes nothing.
+  const NodeRoom room{{{"n0", 150 * kMiB}}, 100 * kMiB};
+  try {
+    continue_on_survivors({"n0", "n1", "n2", "n2"}, {"n2"}, {}, {}, room);
+    FAIL() << "two ranks of 100 MiB placed where 150 MiB is free";
+  } catch (const OutOfSpares& e) {
+    EXPECT_STREQ(e.what(),
+                 "no spare left, and no live node has the memory for rank 3's segments (100.0 "
+                 "MiB): what they can still give is n0 50.0 MiB, n1 did not say");
+  }
+  // A live spare takes a dead node's ranks without a question of room.
+  EXPECT_EQ(continue_on_survivors({"n0", "n1", "n2", "n2"}, {"n2"}, {"s1"}, {}, room).ranklist,
+            (Names{"n0", "n1", "s1", "s1"}));
+}
+
 TEST(ContinueOnSurvivors, VirtualNodesGetAContextPerRunOfRanks) {
   // Rank 4 doubled up onto n1: n1 gets a context for each run of its ranks, so that mpirun, which
   // numbers the contexts' ranks in order, starts rank r as ranklist[r].
