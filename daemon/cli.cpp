@@ -141,7 +141,8 @@ std::variant<Options, int> parse_command_line(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--quarantine", o.quarantine,
                  "seconds a node found dead sits out before it may serve the job again: then, at "
-                 "the next failure, if it answers the probe and its stale segments of the job are "
+                 "the next probe while a run is up (--probe-interval) or the next failure, if it "
+                 "answers the probe and its stale segments of the job are "
                  "removed, it goes back among the spares; one that fails again within this time "
                  "after it came back is not taken back")
       ->capture_default_str();

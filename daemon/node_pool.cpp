@@ -117,7 +117,7 @@ std::string standing_text(const std::vector<std::string>& ranklist,
         "lost {} s ago ({}); {}", now - record->lost_at, losses_text(record->losses),
         now >= record->back_after
             ? std::string("its quarantine is over: taken back once it answers and passes its "
-                          "check, at the next failure")
+                          "check (at the next probe while a run is up, or the next failure)")
             : fmt::format("its quarantine ends in {} s", record->back_after - now));
   }
   return "came back, no longer in the job";

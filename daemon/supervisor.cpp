@@ -452,36 +452,63 @@ void Supervisor::note_losses(const std::set<std::string>& dead) {
 }
 
 void Supervisor::take_back_returned(const std::set<std::string>& dead) {
-  const std::int64_t now = epoch_seconds();
+  // A failure asks every node due back again, and says again why one is not taken.
+  told_not_taken_.clear();
+  const auto due = due_to_return(dead, false);
+  if (!due.empty()) take_back(ask_returning(due));
+}
+
+std::vector<std::string> Supervisor::due_to_return(const std::set<std::string>& dead,
+                                                   bool running) const {
   std::vector<std::string> due;
-  for (const auto& node : due_back(state_.nodes, now)) {
+  for (const auto& node : due_back(state_.nodes, epoch_seconds())) {
     const bool in_job = std::count(plan_.ranklist.begin(), plan_.ranklist.end(), node) > 0 ||
                         std::count(plan_.spares.begin(), plan_.spares.end(), node) > 0;
-    if (dead.count(node) == 0 && !in_job) due.push_back(node);
+    const bool refused = running && told_not_taken_.count(node) != 0;
+    if (dead.count(node) == 0 && !in_job && !refused) due.push_back(node);
   }
-  if (due.empty()) return;
+  return due;
+}
+
+Supervisor::AskedBack Supervisor::ask_returning(const std::vector<std::string>& due) const {
+  AskedBack asked;
   Probed probed;
   try {
     probed = plan_.probe->dead(due);
   } catch (const std::exception& e) {
-    log_("the nodes lost before ({}) could not be probed: {}", fmt::join(due, ","), e.what());
-    return;
+    asked.trouble = fmt::format("the nodes lost before ({}) could not be probed: {}",
+                                fmt::join(due, ","), e.what());
+    return asked;
   }
   for (const auto& node : due) {
-    if (probed.dead.count(node) != 0) continue;  // still dead: lost, as it was
-    int removed = 0;
-    const std::string why_not = take_back_check(o_, plan_, node, removed);
-    if (!why_not.empty()) {
-      log_("node {} answers again but is not taken back: {}", node, why_not);
+    Returning r{node, probed.dead.count(node) == 0, {}, 0};
+    if (r.answers) r.why_not = take_back_check(o_, plan_, node, r.removed);
+    asked.nodes.push_back(std::move(r));
+  }
+  return asked;
+}
+
+bool Supervisor::take_back(const AskedBack& asked) {
+  if (!asked.trouble.empty()) log_("{}", asked.trouble);
+  bool taken = false;
+  for (const Returning& r : asked.nodes) {
+    if (!r.answers) continue;  // still dead: lost, as it was
+    if (!r.why_not.empty()) {
+      // Said once, not at every probe of a running job, until the reason changes.
+      if (std::exchange(told_not_taken_[r.node], r.why_not) != r.why_not)
+        log_("node {} answers again but is not taken back: {}", r.node, r.why_not);
       continue;
     }
-    mark_returned(state_.nodes, node, now);
-    plan_.spares.push_back(node);
-    log_("node {} answers again, its quarantine over: back among the spares{}", node,
-         removed == 0 ? std::string()
-                      : fmt::format(" ({} stale segment{} of the job removed there)", removed,
-                                    removed == 1 ? "" : "s"));
+    told_not_taken_.erase(r.node);
+    mark_returned(state_.nodes, r.node, epoch_seconds());
+    plan_.spares.push_back(r.node);
+    taken = true;
+    log_("node {} answers again, its quarantine over: back among the spares{}", r.node,
+         r.removed == 0 ? std::string()
+                        : fmt::format(" ({} stale segment{} of the job removed there)", r.removed,
+                                      r.removed == 1 ? "" : "s"));
   }
+  return taken;
 }
 
 void Supervisor::learn_for_doubling_up(const std::set<std::string>& dead, JobFacts& facts) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -66,8 +67,27 @@ class Supervisor {
   // within the quarantine after they came back).
   void note_losses(const std::set<std::string>& dead);
   // The lost nodes whose quarantine is over, and that answer the probe and pass take_back_check,
-  // go back among the spares.
+  // go back among the spares: after a failure, and while a run is up (the watch loop's probe, its
+  // three steps apart, since the asking runs beside the loop).
   void take_back_returned(const std::set<std::string>& dead);
+  struct Returning {
+    std::string node;
+    bool answers = false;
+    std::string why_not;  // of one that answers: empty when it passed take_back_check
+    int removed = 0;      // the job's stale segments removed there
+  };
+  struct AskedBack {
+    std::vector<Returning> nodes;
+    std::string trouble;  // the probe's failure, if it failed
+  };
+  // Lost nodes due back, not among `dead` nor in the job; while a run is up (`running`), not one
+  // that failed its check since the last failure either: that is asked again at the next.
+  std::vector<std::string> due_to_return(const std::set<std::string>& dead, bool running) const;
+  // Reads only the options and the plan's launcher and probe.
+  AskedBack ask_returning(const std::vector<std::string>& due) const;
+  // Returns whether a node went back among the spares.
+  bool take_back(const AskedBack& asked);
+  std::map<std::string, std::string> told_not_taken_;  // node -> why, once said
   // When the dead nodes outnumber the live spares and the job goes on doubled up: the groups of
   // the job's ranks, from the survivors' checkpoints (left empty when they cannot be read), and
   // what the live nodes can give the ranks' segments (left unknown when skt-shm cannot say).

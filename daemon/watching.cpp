@@ -282,12 +282,26 @@ class Supervisor::Watching {
 
   // The probe runs beside this loop, which goes on copying the output and watching the ranks
   // however long a node takes to answer (up to --probe-timeout).
+  // The lost nodes due back are asked too: one that answers and passes its check goes back among
+  // the spares now, not at the next failure.
   void start_probe_when_due() {
     if (s_.o_.probe_interval <= 0 || probing_.valid() || now() < next_probe_) return;
-    probing_ = std::async(std::launch::async,
-                          [probe = s_.plan_.probe.get(), nodes = nodes_of(s_.plan_.ranklist)] {
-                            return probe->dead(nodes);
-                          });
+    probing_ = std::async(std::launch::async, [this, nodes = nodes_of(s_.plan_.ranklist),
+                                               due = s_.due_to_return({}, true)] {
+      Probed probed = s_.plan_.probe->dead(nodes);
+      return std::pair{std::move(probed), due.empty() ? AskedBack{} : s_.ask_returning(due)};
+    });
+  }
+
+  void take_back_while_running(const AskedBack& asked) {
+    // The reserving reads the spares: done first.
+    if (reserving_.valid()) {
+      if (const std::string said = reserving_.get(); !said.empty()) s_.log_("{}", said);
+    }
+    if (!s_.take_back(asked)) return;
+    s_.save(s_.state_.status, s_.state_.note);
+    reserved_for_ = 0;  // the spare that came back gets its reserve
+    reserve_when_due();
   }
 
   void collect_reservation() {
@@ -305,7 +319,8 @@ class Supervisor::Watching {
     }
     next_probe_ = now() + s_.o_.probe_interval;
     try {
-      const Probed probed = probing_.get();
+      const auto [probed, back] = probing_.get();
+      take_back_while_running(back);
       if (probed.dead.empty()) return;
       out_.dead_node = probed.describe();
       s_.log_("probe: node {} dead while the run is up; ending it", *out_.dead_node);
@@ -378,7 +393,8 @@ class Supervisor::Watching {
   double next_resume_check_ = 0;
   bool slurm_silent_ = false;  // Slurm did not answer the last question whether it resumed
   double next_probe_;
-  std::future<Probed> probing_;  // the probe in flight while the run is up
+  // The probe in flight while the run is up, and the lost nodes asked whether they are back.
+  std::future<std::pair<Probed, AskedBack>> probing_;
   std::future<std::string> reserving_;
   std::size_t reserved_for_ = 0;  // contexts whose segments the spares hold
   int forged_ = 0;                // datagrams whose signature did not verify

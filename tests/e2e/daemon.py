@@ -195,6 +195,41 @@ def node_comes_back(d, cluster, checks, reference):
     cluster.clean(job)
 
 
+def node_back_while_running(d, cluster, checks, reference):
+    """No spare: n2 lost, its rank doubled up on n1; n2 answers again while the relaunch runs and,
+    its quarantine over, goes back among the spares at skt-run's next probe (skt-run --status says
+    so before any failure), with its warm-spare reserve; the next loss, n3's, takes it."""
+    job = cluster.new_job("dw")
+    seen = {}
+
+    def status():
+        done = subprocess.run([d.options.run, "--status", "--job", job, "--state-dir", d.state_dir(job)],
+                              capture_output=True, text=True)
+        return {line.split()[0]: " ".join(line.split()[1:]) for line in done.stdout.splitlines()[1:]}
+
+    def on_pause(k):
+        if k == 1:
+            subprocess.run([d.options.run, "--revive", "n2", "--job", job, "--registry", d.registry(job)],
+                           check=True, capture_output=True)
+            seen["n2"] = harness.wait_for(lambda: status().get("n2", "").startswith("spare"), 30)
+            seen["status"] = status().get("n2", "")
+        d.kill_node(job, ["n2", "n3"][k])
+
+    code, out = d.run(d.command(job, ["n1", "n2", "n3", "n4"], 0, APP_ARGS + ["--pause", "0:4", "--pause", "1:7"],
+                                ["--quarantine", "0", "--probe-interval", "0.2"]), on_pause=on_pause)
+    checks.expect(code == 0 and result_of(out) == reference,
+                  "n2 lost, back while the run is up, used at the next loss: exit 0 with the result of a "
+                  "run without failure", out)
+    checks.expect(seen.get("n2") and re.fullmatch(r"spare, came back \d+ s ago after 1 loss", seen["status"]),
+                  f"skt-run --status shows n2 a spare again before the next failure ({seen.get('status')!r})", out)
+    back = out.find("node n2 answers again, its quarantine over: back among the spares")
+    reserved = re.search(r"warm spares: [\d.]+ MiB reserved for \d+ segments? on each of n2 ", out)
+    checks.expect(0 <= back < out.find("n3 dead") and reserved and back < reserved.start() < out.find("n3 dead"),
+                  "n2 taken back, and its memory reserved, while the run was up, before n3's loss", out)
+    checks.expect("replacing node n3 by spare n2" in out, "n3's rank went to n2", out)
+    cluster.clean(job)
+
+
 def node_back_with_another_jobs_segments(d, cluster, checks, reference):
     """A node that comes back holding another job's segments is not taken back (their memory is
     what the job's ranks would need), the log says whose and how to remove them; once removed, the
@@ -621,7 +656,8 @@ def main(argv):
     checks = harness.Checks()
     chosen = harness.selected(options, [("bad-input", lambda: bad_input(d, checks))] + harness.named(
         [slurm_commands_failing, two_losses_two_spares, warm_spare, other_job_with_a_plus_left_alone,
-         continue_on_survivors, too_little_memory_to_double_up, node_comes_back, node_back_with_another_jobs_segments, out_of_spares, kill_during_checkpoint_and_recovery, probes_and_exit_codes, hanging_probe,
+         continue_on_survivors, too_little_memory_to_double_up, node_comes_back, node_back_while_running,
+         node_back_with_another_jobs_segments, out_of_spares, kill_during_checkpoint_and_recovery, probes_and_exit_codes, hanging_probe,
          fresh_if_unrecoverable, storage_beyond_tolerance, node_local_drains_fresh, state_lost_drains_left,
          ping_probe],
         lambda: (d, cluster, checks, reference)))

@@ -674,3 +674,13 @@ def wait_gone(job, timeout):
             return time.monotonic() - start
         time.sleep(0.05)
     return None
+
+
+def wait_for(condition, timeout):
+    """Whether `condition()` came true within `timeout` seconds (asked every 0.1 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()

@@ -326,6 +326,8 @@ def main(argv):
                    re.search(r"no spare left: rank \d goes on node n\d beside ranks of the job", out),
                    f"a node killed with no spare: its rank doubled up on a live node, the result of a "
                    f"run without failure (got {code})", out)
+            expect(re.search(r"the memory checked: new segments can still take n\d [\d.]+ GiB", out),
+                   "skt-run asked the live nodes their memory (skt-shm room through srun) before doubling up", out)
             # n1, n5 and n6 are left: --stop-at-last-spare ends such a job.
             code, out = daemon(3, "slurm-e2e-c", ["0:6"], lambda k: kill("n5"), 0, nodelist="n1,n5,n6",
                                extra=["--stop-at-last-spare"])

@@ -107,7 +107,7 @@ TEST(NodePool, SaysWhyEachNodeIsWhereItIs) {
             "lost 500 s ago (1 loss); its quarantine ends in 100 s");
   EXPECT_EQ(standing_text(ranklist, spares, nodes, "n2", 1700),
             "lost 700 s ago (1 loss); its quarantine is over: taken back once it answers and "
-            "passes its check, at the next failure");
+            "passes its check (at the next probe while a run is up, or the next failure)");
   record_losses(nodes, {"n4"}, 1650, 600);
   EXPECT_EQ(standing_text({"n1"}, {}, nodes, "n4", 1700),
             "barred: lost again 50 s after it came back, within the quarantine (2 losses)");
