@@ -250,6 +250,31 @@ void clean_segments(const Options& o, const Plan& plan, const std::vector<std::s
       r.code == 0 ? "" : fmt::format(" (skt-shm exit {}: some may be left)", r.code));
 }
 
+namespace {
+
+// Empty when the node has the memory one node's segments of the job take (those of the largest,
+// where the job has any yet), beside --keep-free; else why not.
+std::string room_for_a_node_of_the_job(const Options& o, const Plan& plan, const std::string& node,
+                                       const std::string& tool) {
+  const auto sizes = segment_sizes_of_a_node(o, plan, tool);
+  if (!sizes || sizes->empty()) return "";
+  const auto need = std::accumulate(sizes->begin(), sizes->end(), std::uint64_t{0});
+  const auto room = room_on_nodes(o, plan, {node});
+  if (room.count(node) == 0) return "skt-shm room there said nothing within --probe-timeout";
+  const auto keep_free = static_cast<std::uint64_t>(o.keep_free_mib * (1 << 20));
+  const std::uint64_t free = room.at(node) > keep_free ? room.at(node) - keep_free : 0;
+  if (free >= need) return "";
+  constexpr double kMiB = 1 << 20;
+  return fmt::format(
+      "new segments can take {:.1f} MiB there (skt-shm room{}), less than the {:.1f} MiB of one "
+      "node's segments of the job; it is asked again at the next failure",
+      static_cast<double>(free) / kMiB,
+      keep_free > 0 ? fmt::format(", less --keep-free {:g} MiB", o.keep_free_mib) : "",
+      static_cast<double>(need) / kMiB);
+}
+
+}  // namespace
+
 std::string take_back_check(const Options& o, const Plan& plan, const std::string& node,
                             int& removed) {
   removed = 0;
@@ -277,7 +302,7 @@ std::string take_back_check(const Options& o, const Plan& plan, const std::strin
                                         : fmt::format("exit {}", listed.code));
   }
   const auto others = other_jobs_segments(o.job, listed.out);
-  if (others.empty()) return "";
+  if (others.empty()) return room_for_a_node_of_the_job(o, plan, node, tool);
   std::vector<std::string> named;
   std::string first;
   for (const auto& [job, bytes] : others) {

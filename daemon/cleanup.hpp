@@ -52,8 +52,9 @@ std::string reserve_on_spares(const Options& o, const Plan& plan,
 
 // Whether a node skt-run lost may serve the job again as a spare: the launcher reaches it (within
 // --probe-timeout), the job's segments left there from before its loss, superseded since (its
-// ranks were rebuilt elsewhere), are removed (skt-shm clean), and no other job of the user holds
-// segments there. Empty when it passes, else why not; `removed` says how many segments went.
+// ranks were rebuilt elsewhere), are removed (skt-shm clean), no other job of the user holds
+// segments there, and its memory holds one node's segments of the job (skt-shm room, less
+// --keep-free). Empty when it passes, else why not; `removed` says how many segments went.
 std::string take_back_check(const Options& o, const Plan& plan, const std::string& node,
                             int& removed);
 

@@ -134,7 +134,8 @@ std::variant<Options, int> parse_command_line(int argc, char** argv) {
                "share a node, and so which failures the job can no longer survive)");
   app.add_option("--keep-free", o.keep_free_mib,
                  "MiB a live node must keep free, beyond the 1/32 of its memory the library keeps, "
-                 "for a rank to be doubled up onto it: before placing the ranks of a dead node, "
+                 "for a rank to be doubled up onto it (and a node that comes back, to be taken "
+                 "back): before placing the ranks of a dead node, "
                  "skt-run asks each live node what new segments can take there (skt-shm room) and "
                  "places a rank only where its segments fit; where none fits, it ends with exit 5, "
                  "saying what each node could give, and the checkpoint stays for a later try")

@@ -138,26 +138,39 @@ def continue_on_survivors(d, cluster, checks):
 
 
 def too_little_memory_to_double_up(d, cluster, checks, reference):
-    """No spare, and the live nodes keep more free (--keep-free) than they have: n2's rank is placed
-    nowhere; skt-run ends with exit 5 saying what each node could give, the survivors' checkpoints
-    kept. With the memory there (no --keep-free) the same job resumes and ends with the result of a
-    run without failure (n2, a virtual node, is launched on again; a real one dead would be found
-    so, and its rank doubled up)."""
+    """The nodes keep more free (--keep-free) than they have: n2 lost, its ranks go to the spare n5
+    (a spare's memory is reserved ahead); n2 answers again but is not taken back, its memory short
+    of one node's segments; n3 lost, no spare left, and its rank is placed nowhere: skt-run ends
+    with exit 5 saying what each node could give, the survivors' checkpoints kept. With the memory
+    there (no --keep-free) the same job resumes and ends with the result of a run without failure
+    (n3, a virtual node, is launched on again; a real one dead would be found so, and its rank
+    doubled up)."""
     job = cluster.new_job("dm")
-    nodes = ["n1", "n2", "n3", "n4"]
-    code, out = d.run(d.command(job, nodes, 0, APP_ARGS + ["--pause", "0:4"], ["--keep-free", "100000000"]),
-                      on_pause=lambda k: d.kill_node(job, "n2"))
-    offers = re.search(r"no spare left, and no live node has the memory for rank 1's segments "
-                       r"\((\d+\.\d) MiB\): what they can still give is n1 0\.0 MiB, n3 0\.0 MiB, "
+    nodes = ["n1", "n2", "n3", "n4", "n5"]
+
+    def on_pause(k):
+        if k == 1:
+            subprocess.run([d.options.run, "--revive", "n2", "--job", job, "--registry", d.registry(job)],
+                           check=True, capture_output=True)
+        d.kill_node(job, ["n2", "n3"][k])
+
+    code, out = d.run(d.command(job, nodes, 1, APP_ARGS + ["--pause", "0:4", "--pause", "1:7"],
+                                ["--keep-free", "100000000", "--quarantine", "0"]), on_pause=on_pause)
+    checks.expect(re.search(r"node n2 answers again but is not taken back: new segments can take 0\.0 MiB "
+                            r"there \(skt-shm room, less --keep-free 1e\+08 MiB\), less than the [\d.]+ MiB of "
+                            r"one node's segments of the job", out),
+                  "n2 back, but its memory short of one node's segments: not taken back, saying so", out)
+    offers = re.search(r"no spare left, and no live node has the memory for rank 2's segments "
+                       r"\((\d+\.\d) MiB\): what they can still give is n1 0\.0 MiB, n5 0\.0 MiB, "
                        r"n4 0\.0 MiB", out)
     checks.expect(code == 5 and offers is not None and float(offers.group(1)) > 0,
-                  f"no node with the room for n2's rank: exit 5, naming the rank's MiB and each node's "
+                  f"no node with the room for n3's rank: exit 5, naming the rank's MiB and each node's "
                   f"(got {code})", out)
     kept = cluster.segment_count(job)
     checks.expect(kept > 0 and f"{kept} segments of job {job} are kept" in out,
                   f"the survivors' checkpoints are kept ({kept} segments)", out)
     # Without the pause, which changes nothing of the computation: --new-command.
-    code, out = d.run(d.command(job, nodes, 0, APP_ARGS, ["--new-command"]))
+    code, out = d.run(d.command(job, nodes, 1, APP_ARGS, ["--new-command"]))
     checks.expect(code == 0 and result_of(out) == reference,
                   "resumed with the memory there: exit 0 with the result of a run without failure", out)
     cluster.clean(job)
