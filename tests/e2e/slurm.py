@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""skt-run under a real Slurm: a local cluster of 6 virtual nodes (tools/cluster: slurmctld,
+"""skt-run under a real Slurm: a local cluster of 7 virtual nodes (tools/cluster: slurmctld,
 munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm). Inside
 `salloc --no-kill`, the daemon takes its nodes from the allocation and the last two as spares.
 
@@ -28,7 +28,11 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
   back on other nodes: skt-run resumes it there, moving the ranks of the node it lost, and the
   checkpoint is restored.
 - With no spare left, a node killed for real: its rank goes on a live node (doubled up) and the
-  job finishes with the right result; with --stop-at-last-spare, a clear failure (exit 5)."""
+  job finishes with the right result; with --stop-at-last-spare, a clear failure (exit 5).
+- Another number of ranks after a node killed for real (heat3d, HEAT3D_FROM): 4 ranks on n6 and n7
+  die at their seventh checkpoint, n7 is killed, and heat3d on 2 ranks (n1 and n6) takes the grid
+  from epoch 6, old ranks 0 and 1 from n6's memory and 2 and 3 from their drained files, and ends
+  with the uninterrupted run's result."""
 
 import os
 import re
@@ -48,7 +52,8 @@ APP_ARGS = ["--iterations", "12", "--checkpoint-every", "3", "--bytes", "20000",
 
 # The cases, in the order they run, each on the nodes the ones before left alive.
 CASES = ["node-drained-while-running", "stuck-in-mpi-finalize", "suspended-and-resumed", "state-lost",
-         "requeued-elsewhere", "two-nodes-killed-two-spares", "out-of-spares"]
+         "requeued-elsewhere", "two-nodes-killed-two-spares", "out-of-spares", "reshaped-after-a-kill"]
+HEAT3D_ARGS = ["40", "40", "40", "120", "10"]
 
 
 def main(argv):
@@ -59,6 +64,7 @@ def main(argv):
     parser.add_argument("--app", required=True)
     parser.add_argument("--shm", required=True)
     parser.add_argument("--cluster", required=True, help="tools/cluster")
+    parser.add_argument("--heat3d", required=True, help="the built examples/heat3d (heat3d-plain beside it)")
     parser.add_argument("--mpirun", default="mpirun")
     parser.add_argument("--timeout", type=int, default=300)
     parser.add_argument("--case", choices=CASES + ["list"], action="append",
@@ -79,11 +85,12 @@ def main(argv):
     with tempfile.TemporaryDirectory() as state:
         env = harness.daemon_env(SKT_TOOLS_CLUSTER_DIR=os.path.join(state, "cluster"),
                                  SLURM_CONF=os.path.join(state, "cluster", "slurm.conf"))
-        started = subprocess.run([options.cluster, "start", "6"], env=env, capture_output=True, text=True)
+        # n7 serves the last case alone: Slurm gives the others the lowest-numbered idle nodes.
+        started = subprocess.run([options.cluster, "start", "7"], env=env, capture_output=True, text=True)
         if started.returncode != 0:
-            print(f"FAILED: tools/cluster start 6:\n{started.stdout}\n{started.stderr}", file=sys.stderr)
+            print(f"FAILED: tools/cluster start 7:\n{started.stdout}\n{started.stderr}", file=sys.stderr)
             return 1
-        print("cluster of 6 virtual nodes started", flush=True)
+        print("cluster of 7 virtual nodes started", flush=True)
 
         def kill(node):
             subprocess.run([options.cluster, "kill", node], env=env, check=True, capture_output=True)
@@ -319,9 +326,9 @@ def main(argv):
                    "no segments of the job left on any live node", listed.stdout + listed.stderr)
 
         def out_of_spares():
-            # n1, n3, n5 and n6 are left, with 2 CPUs each: a node killed with no spare, its rank
-            # goes on a live node beside another, and the job goes on.
-            code, out = daemon(4, "slurm-e2e-b", ["0:6"], lambda k: kill("n3"), 0)
+            # n1, n3, n5 and n6 are left (and n7, kept for the next case), with 2 CPUs each: a node
+            # killed with no spare, its rank goes on a live node beside another, and the job goes on.
+            code, out = daemon(4, "slurm-e2e-b", ["0:6"], lambda k: kill("n3"), 0, nodelist="n1,n3,n5,n6")
             expect(code == 0 and re.search(r"^RESULT " + reference_4, out, re.M) is not None and
                    re.search(r"no spare left: rank \d goes on node n\d beside ranks of the job", out),
                    f"a node killed with no spare: its rank doubled up on a live node, the result of a "
@@ -335,8 +342,43 @@ def main(argv):
             expect("out of spares: 1 node dead (n5) but 0 live spares left" in out,
                    "the message names the dead node and says no spare is left", out)
 
+        def reshaped_after_a_kill():
+            plain = subprocess.run([options.mpirun, "-n", "4", options.heat3d + "-plain", *HEAT3D_ARGS],
+                                   env=dict(os.environ, **harness.MPI_ENV), capture_output=True, text=True)
+            reference = harness.result_of(plain.stdout)
+            drains = os.path.join(state, "heat3d-drains")
+            os.makedirs(drains, exist_ok=True)
+            common = dict(env, SKT_GROUP_SIZE="2", SKT_DRAIN_DIR=drains, OPENBLAS_NUM_THREADS="1")
+
+            def heat3d(nodes, ranks, **variables):
+                count = nodes.count(",") + 1
+                per_node = str(ranks // count)
+                try:
+                    return subprocess.run(["salloc", "-w", nodes, "-N", str(count), "--ntasks-per-node", per_node,
+                                           options.mpirun, "-n", str(ranks), "--map-by", f"ppr:{per_node}:node",
+                                           options.heat3d, *HEAT3D_ARGS],
+                                          env=dict(common, **variables), capture_output=True, text=True,
+                                          timeout=options.timeout)
+                except subprocess.TimeoutExpired as e:
+                    return subprocess.CompletedProcess(e.cmd, -9, e.stdout or "",
+                                                       (e.stderr or "") + f"\ntimed out after {e.timeout} s")
+
+            died = heat3d("n6,n7", 4, SKT_JOB="slurm-e2e-heat4", SKT_FAULT="stage:1:7:0")
+            expect(died.returncode != 0 and harness.result_of(died.stdout) is None
+                   and "SKT_FAULT: killing this process at step 'stage' of epoch 7" in died.stderr,
+                   "heat3d on 4 ranks of n6 and n7 dies at its seventh checkpoint", died.stdout + died.stderr)
+            kill("n7")
+            run = heat3d("n1,n6", 2, SKT_JOB="slurm-e2e-heat2", HEAT3D_FROM="slurm-e2e-heat4")
+            said = "resumed from epoch 6 of job 'slurm-e2e-heat4' (4 ranks, 2 of them in memory) at step 60"
+            expect(run.returncode == 0 and reference is not None and harness.result_of(run.stdout) == reference
+                   and said in run.stdout + run.stderr,
+                   f"n7 killed for real, heat3d on 2 ranks of n1 and n6: '{said}', the uninterrupted run's "
+                   f"result ({reference})", run.stdout + run.stderr)
+            subprocess.run(["salloc", "-w", "n6", "srun", options.shm, "clean", "--job", "slurm-e2e-heat4"],
+                           env=env, capture_output=True)
+
         cases = [node_drained_while_running, stuck_in_mpi_finalize, suspended_and_resumed, state_lost,
-                 requeued_onto_other_nodes, two_nodes_killed_two_spares, out_of_spares]
+                 requeued_onto_other_nodes, two_nodes_killed_two_spares, out_of_spares, reshaped_after_a_kill]
         chosen = harness.selected(options, list(zip(CASES, cases)))
         try:
             for case in chosen:
