@@ -29,10 +29,12 @@ munged, one slurmd per node, each with its own SysV IPC namespace and /dev/shm).
   checkpoint is restored.
 - With no spare left, a node killed for real: its rank goes on a live node (doubled up) and the
   job finishes with the right result; with --stop-at-last-spare, a clear failure (exit 5).
-- Another number of ranks after a node killed for real (heat3d, HEAT3D_FROM): 4 ranks on n6 and n7
-  die at their seventh checkpoint, n7 is killed, and heat3d on 2 ranks (n1 and n6) takes the grid
-  from epoch 6, old ranks 0 and 1 from n6's memory and 2 and 3 from their drained files, and ends
-  with the uninterrupted run's result."""
+- Another number of ranks after a node killed for real: heat3d on 4 ranks of n6 and n7 dies at its
+  seventh checkpoint, and SKT-HPL on a 2x2 grid there in the middle of its second test; n7 is
+  killed; heat3d on 2 ranks (n1 and n6, HEAT3D_FROM) takes the grid from epoch 6, old ranks 0 and 1
+  from n6's memory and 2 and 3 from their drained files, and ends with the uninterrupted run's
+  result; skt-hpl on a 2x1 grid there (--from-job) continues the factorization, the matrix
+  redistributed, and passes the residual check."""
 
 import os
 import re
@@ -46,6 +48,7 @@ import threading
 import time
 
 import harness
+from hpl import MID_PANEL, NB, UNEVEN_N, hpl_dat, write_dats
 
 APP_ARGS = ["--iterations", "12", "--checkpoint-every", "3", "--bytes", "20000", "--verify-recovery"]
 
@@ -65,6 +68,7 @@ def main(argv):
     parser.add_argument("--shm", required=True)
     parser.add_argument("--cluster", required=True, help="tools/cluster")
     parser.add_argument("--heat3d", required=True, help="the built examples/heat3d (heat3d-plain beside it)")
+    parser.add_argument("--hpl", required=True, help="the built skt-hpl")
     parser.add_argument("--mpirun", default="mpirun")
     parser.add_argument("--timeout", type=int, default=300)
     parser.add_argument("--case", choices=CASES + ["list"], action="append",
@@ -350,32 +354,51 @@ def main(argv):
             os.makedirs(drains, exist_ok=True)
             common = dict(env, SKT_GROUP_SIZE="2", SKT_DRAIN_DIR=drains, OPENBLAS_NUM_THREADS="1")
 
-            def heat3d(nodes, ranks, **variables):
+            def mpirun(nodes, ranks, program, **variables):
                 count = nodes.count(",") + 1
                 per_node = str(ranks // count)
                 try:
                     return subprocess.run(["salloc", "-w", nodes, "-N", str(count), "--ntasks-per-node", per_node,
                                            options.mpirun, "-n", str(ranks), "--map-by", f"ppr:{per_node}:node",
-                                           options.heat3d, *HEAT3D_ARGS],
+                                           *program],
                                           env=dict(common, **variables), capture_output=True, text=True,
                                           timeout=options.timeout)
                 except subprocess.TimeoutExpired as e:
                     return subprocess.CompletedProcess(e.cmd, -9, e.stdout or "",
                                                        (e.stderr or "") + f"\ntimed out after {e.timeout} s")
 
-            died = heat3d("n6,n7", 4, SKT_JOB="slurm-e2e-heat4", SKT_FAULT="stage:1:7:0")
+            heat3d = [options.heat3d, *HEAT3D_ARGS]
+            died = mpirun("n6,n7", 4, heat3d, SKT_JOB="slurm-e2e-heat4", SKT_FAULT="stage:1:7:0")
             expect(died.returncode != 0 and harness.result_of(died.stdout) is None
                    and "SKT_FAULT: killing this process at step 'stage' of epoch 7" in died.stderr,
                    "heat3d on 4 ranks of n6 and n7 dies at its seventh checkpoint", died.stdout + died.stderr)
+            dats = write_dats(state, {"grid22": hpl_dat([64, UNEVEN_N], NB, 2, 2),
+                                      "grid21": hpl_dat([64, UNEVEN_N], NB, 2, 1)})
+            hpl_died = mpirun("n6,n7", 4, [options.hpl, "--checkpoint-every", "4", dats["grid22"]],
+                              SKT_JOB="slurm-e2e-hpl22", SKT_RESTART="0", SKT_HPL_CRASH=f"{MID_PANEL}:1")
+            expect(hpl_died.returncode != 0 and "PASSED" in hpl_died.stdout,
+                   "skt-hpl on a 2x2 grid of n6 and n7 passes its first test and dies in its second",
+                   hpl_died.stdout + hpl_died.stderr)
             kill("n7")
-            run = heat3d("n1,n6", 2, SKT_JOB="slurm-e2e-heat2", HEAT3D_FROM="slurm-e2e-heat4")
+            run = mpirun("n1,n6", 2, heat3d, SKT_JOB="slurm-e2e-heat2", HEAT3D_FROM="slurm-e2e-heat4")
             said = "resumed from epoch 6 of job 'slurm-e2e-heat4' (4 ranks, 2 of them in memory) at step 60"
             expect(run.returncode == 0 and reference is not None and harness.result_of(run.stdout) == reference
                    and said in run.stdout + run.stderr,
                    f"n7 killed for real, heat3d on 2 ranks of n1 and n6: '{said}', the uninterrupted run's "
                    f"result ({reference})", run.stdout + run.stderr)
-            subprocess.run(["salloc", "-w", "n6", "srun", options.shm, "clean", "--job", "slurm-e2e-heat4"],
-                           env=env, capture_output=True)
+            run = mpirun("n1,n6", 2, [options.hpl, "--from-job", "slurm-e2e-hpl22", dats["grid21"]],
+                         SKT_JOB="slurm-e2e-hpl21")
+            moved = re.search(r"^SKT: continued on the 2x1 grid from epoch \d+ of job slurm-e2e-hpl22\+t1, which "
+                              r"ran on the 2x2 grid \([0-4] of its ranks read from memory, \d from drained files\), "
+                              r"at panel \d+ of 16, the matrix redistributed", run.stdout, re.M)
+            expect(run.returncode == 0 and moved is not None
+                   and len(re.findall(r"\.\.\.\.\.\. PASSED$", run.stdout, re.M)) == 2,
+                   f"n7 killed for real, skt-hpl on a 2x1 grid of n1 and n6 with --from-job: "
+                   f"'{moved.group(0) if moved else 'continued on the 2x1 grid ...'}', both tests PASSED",
+                   run.stdout + run.stderr)
+            for job in ("slurm-e2e-heat4", "slurm-e2e-hpl22"):
+                subprocess.run(["salloc", "-w", "n6", "srun", options.shm, "clean", "--job", job],
+                               env=env, capture_output=True)
 
         cases = [node_drained_while_running, stuck_in_mpi_finalize, suspended_and_resumed, state_lost,
                  requeued_onto_other_nodes, two_nodes_killed_two_spares, out_of_spares, reshaped_after_a_kill]
