@@ -538,7 +538,9 @@ void Supervisor::learn_for_doubling_up(const std::set<std::string>& dead, JobFac
     log_(
         "the memory of the live nodes could not be checked ({}): ranks doubled up are placed "
         "without it, and a rank whose segments do not fit refuses to start (exit 2)",
-        per_rank == 0 ? "no segment of the job seen" : "skt-shm room did not answer");
+        !found          ? "skt-shm list did not answer"
+        : per_rank == 0 ? "no segment of the job seen"
+                        : "skt-shm room did not answer");
     return;
   }
   const auto keep_free = static_cast<std::uint64_t>(o_.keep_free_mib * (1 << 20));
@@ -558,7 +560,7 @@ void Supervisor::prepare_relaunch(const Action& action, const Outcome& out) {
       left.push_back(fmt::format("{} {:.1f} GiB", node, static_cast<double>(bytes) / (1 << 30)));
     log_("the memory checked: new segments can still take {} (skt-shm room{})",
          fmt::join(left, ", "),
-         o_.keep_free_mib > 0 ? fmt::format(", less --keep-free {} MiB", o_.keep_free_mib) : "");
+         o_.keep_free_mib > 0 ? fmt::format(", less --keep-free {:g} MiB", o_.keep_free_mib) : "");
   }
   if (!action.replacement.doubled_up.empty()) {
     if (!action.replacement.groups_known) {
