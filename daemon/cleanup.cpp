@@ -207,6 +207,7 @@ std::map<std::string, std::uint64_t> room_on_nodes(const Options& o, const Plan&
   std::map<std::string, std::uint64_t> room;
   const std::string tool = o.shm_tool.empty() ? locate_shm_tool() : o.shm_tool;
   if (tool.empty()) return room;
+  const auto keep_free = static_cast<std::uint64_t>(o.keep_free_mib * (1 << 20));
   std::vector<std::vector<std::string>> commands;
   for (const auto& node : nodes)
     commands.push_back(on_node(o, plan, node, {tool, "room"}));
@@ -220,9 +221,16 @@ std::map<std::string, std::uint64_t> room_on_nodes(const Options& o, const Plan&
       if (line.find(" bytes new segments can take") != std::string::npos)
         said = std::sscanf(line.c_str(), "%" SCNu64, &bytes) == 1;
     }
-    if (answers[i].code == 0 && !answers[i].timed_out && said) room[nodes[i]] = bytes;
+    if (answers[i].code == 0 && !answers[i].timed_out && said)
+      room[nodes[i]] = bytes > keep_free ? bytes - keep_free : 0;
   }
   return room;
+}
+
+std::string room_source(const Options& o) {
+  return o.keep_free_mib > 0
+             ? fmt::format("skt-shm room, less --keep-free {:g} MiB", o.keep_free_mib)
+             : std::string("skt-shm room");
 }
 
 void clean_segments(const Options& o, const Plan& plan, const std::vector<std::string>& sub_jobs,
@@ -261,16 +269,12 @@ std::string room_for_a_node_of_the_job(const Options& o, const Plan& plan, const
   const auto need = std::accumulate(sizes->begin(), sizes->end(), std::uint64_t{0});
   const auto room = room_on_nodes(o, plan, {node});
   if (room.count(node) == 0) return "skt-shm room there said nothing within --probe-timeout";
-  const auto keep_free = static_cast<std::uint64_t>(o.keep_free_mib * (1 << 20));
-  const std::uint64_t free = room.at(node) > keep_free ? room.at(node) - keep_free : 0;
-  if (free >= need) return "";
+  if (room.at(node) >= need) return "";
   constexpr double kMiB = 1 << 20;
   return fmt::format(
-      "new segments can take {:.1f} MiB there (skt-shm room{}), less than the {:.1f} MiB of one "
-      "node's segments of the job; it is asked again at the next failure",
-      static_cast<double>(free) / kMiB,
-      keep_free > 0 ? fmt::format(", less --keep-free {:g} MiB", o.keep_free_mib) : "",
-      static_cast<double>(need) / kMiB);
+      "new segments can take {:.1f} MiB there ({}), less than the {:.1f} MiB of one node's "
+      "segments of the job; it is asked again at the next failure",
+      static_cast<double>(room.at(node)) / kMiB, room_source(o), static_cast<double>(need) / kMiB);
 }
 
 }  // namespace

@@ -35,9 +35,11 @@ std::optional<SegmentsFound> find_segments(const Options& o, const Plan& plan,
                                            const std::set<std::string>& leave_out = {});
 
 // What new segments can take on each of `nodes` now (skt-shm room there, within
-// --probe-timeout), by node; a node that did not answer is not listed.
+// --probe-timeout), less --keep-free, by node; a node that did not answer is not listed.
 std::map<std::string, std::uint64_t> room_on_nodes(const Options& o, const Plan& plan,
                                                    const std::vector<std::string>& nodes);
+// Where those figures come from, for the log: "skt-shm room[, less --keep-free N MiB]".
+std::string room_source(const Options& o);
 
 // Removes the job's segments, and what is reserved for it, on every node of the plan: exactly
 // those of its tag and of the sub-jobs its ranks reported.

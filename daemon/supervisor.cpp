@@ -533,7 +533,7 @@ void Supervisor::learn_for_doubling_up(const std::set<std::string>& dead, JobFac
   std::vector<std::string> live;
   for (const auto& node : nodes_of(plan_.ranklist))
     if (dead.count(node) == 0) live.push_back(node);
-  auto room = room_on_nodes(o_, plan_, live);
+  const auto room = room_on_nodes(o_, plan_, live);
   if (per_rank == 0 || room.empty()) {
     log_(
         "the memory of the live nodes could not be checked ({}): ranks doubled up are placed "
@@ -543,10 +543,7 @@ void Supervisor::learn_for_doubling_up(const std::set<std::string>& dead, JobFac
                         : "skt-shm room did not answer");
     return;
   }
-  const auto keep_free = static_cast<std::uint64_t>(o_.keep_free_mib * (1 << 20));
-  for (auto& [node, bytes] : room)
-    bytes = bytes > keep_free ? bytes - keep_free : 0;
-  facts.room = NodeRoom{std::move(room), per_rank};
+  facts.room = NodeRoom{room, per_rank};
 }
 
 void Supervisor::prepare_relaunch(const Action& action, const Outcome& out) {
@@ -558,9 +555,8 @@ void Supervisor::prepare_relaunch(const Action& action, const Outcome& out) {
     std::vector<std::string> left;
     for (const auto& [node, bytes] : action.replacement.room_left)
       left.push_back(fmt::format("{} {:.1f} GiB", node, static_cast<double>(bytes) / (1 << 30)));
-    log_("the memory checked: new segments can still take {} (skt-shm room{})",
-         fmt::join(left, ", "),
-         o_.keep_free_mib > 0 ? fmt::format(", less --keep-free {:g} MiB", o_.keep_free_mib) : "");
+    log_("the memory checked: new segments can still take {} ({})", fmt::join(left, ", "),
+         room_source(o_));
   }
   if (!action.replacement.doubled_up.empty()) {
     if (!action.replacement.groups_known) {
