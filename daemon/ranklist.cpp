@@ -197,6 +197,16 @@ int most_ranks_on_a_node(const std::vector<std::string>& ranklist) {
   return most;
 }
 
+Replacement place_after_losses(const std::vector<std::string>& ranklist,
+                               const std::set<std::string>& dead,
+                               const std::vector<std::string>& spares, bool continue_on_survivors,
+                               const std::vector<int>& group_of_rank,
+                               const std::optional<NodeRoom>& room) {
+  return continue_on_survivors
+             ? skt::run::continue_on_survivors(ranklist, dead, spares, group_of_rank, room)
+             : replace_dead_nodes(ranklist, dead, spares);
+}
+
 Replacement resume_on_nodes(const std::vector<std::string>& ranklist,
                             const std::vector<std::string>& nodes) {
   const std::set<std::string> given(nodes.begin(), nodes.end());

@@ -71,6 +71,15 @@ Replacement continue_on_survivors(const std::vector<std::string>& ranklist,
                                   const std::vector<int>& group_of_rank,
                                   const std::optional<NodeRoom>& room = std::nullopt);
 
+// Where the ranks of the `dead` nodes go: spares first, then, with `continue_on_survivors`, the
+// live nodes of the layout (continue_on_survivors above); otherwise replace_dead_nodes. After a
+// failed launch, and at a resume whose last launch used nodes that are dead still.
+Replacement place_after_losses(const std::vector<std::string>& ranklist,
+                               const std::set<std::string>& dead,
+                               const std::vector<std::string>& spares, bool continue_on_survivors,
+                               const std::vector<int>& group_of_rank,
+                               const std::optional<NodeRoom>& room);
+
 // A resumed job's layout on the nodes it is given now, `nodes` in order (a requeued Slurm job's
 // new allocation, an edited --nodes): a rank keeps its node while it is given (its segments are
 // there); the ranks of a node no longer given move together to a given node the layout does not

@@ -220,6 +220,50 @@ std::optional<int> Supervisor::resume_from_state(const JobState& loaded) {
     log_("{}; give as many nodes as it ran on", e.what());
     return kExitOutOfSpares;
   }
+  return leave_out_nodes_still_dead();
+}
+
+std::optional<int> Supervisor::leave_out_nodes_still_dead() {
+  // The nodes of the resumed layout, and the spares, that an earlier launch found dead and none
+  // since saw back: the failure that stopped the job left them in its last ranklist (no spare,
+  // or no memory, took their ranks), and launching there again would fail, or hang until the
+  // watchdog, before the ranks moved.
+  std::vector<std::string> lost;
+  std::vector<std::string> candidates = nodes_of(plan_.ranklist);
+  candidates.insert(candidates.end(), plan_.spares.begin(), plan_.spares.end());
+  for (const auto& node : candidates) {
+    const NodeRecord* record = record_of(state_.nodes, node);
+    if (record != nullptr && record->standing != Standing::returned) lost.push_back(node);
+  }
+  if (lost.empty()) return std::nullopt;
+  Probed probed;
+  try {
+    probed = plan_.probe->dead(lost);
+  } catch (const std::exception& e) {
+    log_("the nodes found dead before ({}) could not be probed: {}; resuming on them as given",
+         fmt::join(lost, ","), e.what());
+    return std::nullopt;
+  }
+  log_("node{} {} found dead by an earlier launch, probed before resuming: {}",
+       lost.size() == 1 ? "" : "s", fmt::join(lost, ","),
+       probed.dead.empty() ? std::string(lost.size() == 1 ? "it answers" : "they answer")
+                           : "dead still: " + probed.describe());
+  if (probed.dead.empty()) return std::nullopt;
+  note_losses(probed.dead);
+  JobFacts facts;
+  facts.ranklist = plan_.ranklist;
+  facts.spares = plan_.spares;
+  facts.continue_on_survivors = o_.continue_on_survivors;
+  learn_for_doubling_up(probed.dead, facts);
+  try {
+    take_replacement(place_after_losses(plan_.ranklist, probed.dead, plan_.spares,
+                                        o_.continue_on_survivors, facts.group_of_rank,
+                                        facts.room));
+  } catch (const OutOfSpares& e) {
+    log_("cannot resume job {}: {}; give other nodes in place of the dead ones", o_.job,
+         e.what());
+    return kExitOutOfSpares;
+  }
   return std::nullopt;
 }
 
@@ -546,39 +590,43 @@ void Supervisor::learn_for_doubling_up(const std::set<std::string>& dead, JobFac
   facts.room = NodeRoom{room, per_rank};
 }
 
-void Supervisor::prepare_relaunch(const Action& action, const Outcome& out) {
-  for (const auto& [from, to] : action.replacement.replaced)
+void Supervisor::take_replacement(const Replacement& replacement) {
+  for (const auto& [from, to] : replacement.replaced)
     log_("replacing node {} by spare {}", from, to);
-  for (const auto& [rank, to] : action.replacement.doubled_up)
+  for (const auto& [rank, to] : replacement.doubled_up)
     log_("no spare left: rank {} goes on node {} beside ranks of the job (doubled up)", rank, to);
-  if (!action.replacement.doubled_up.empty() && !action.replacement.room_left.empty()) {
+  if (!replacement.doubled_up.empty() && !replacement.room_left.empty()) {
     std::vector<std::string> left;
-    for (const auto& [node, bytes] : action.replacement.room_left)
+    for (const auto& [node, bytes] : replacement.room_left)
       left.push_back(fmt::format("{} {:.1f} GiB", node, static_cast<double>(bytes) / (1 << 30)));
     log_("the memory checked: new segments can still take {} ({})", fmt::join(left, ", "),
          room_source(o_));
   }
-  if (!action.replacement.doubled_up.empty()) {
-    if (!action.replacement.groups_known) {
+  if (!replacement.doubled_up.empty()) {
+    if (!replacement.groups_known) {
       log_(
           "the ranks' groups unknown, the ranks doubled up were placed by load alone: a group may "
           "now have members that share a node (its ranks warn of it), whose loss it would not "
           "survive");
-    } else if (action.replacement.groups_sharing_a_node.empty()) {
+    } else if (replacement.groups_sharing_a_node.empty()) {
       log_(
           "every group still has its members on distinct nodes: the job survives what it "
           "survived before, on {} node(s)",
-          nodes_of(action.replacement.ranklist).size());
+          nodes_of(replacement.ranklist).size());
     } else {
       log_(
           "group(s) {} now have members that share a node: losing that node loses them "
           "together, more than xor or rs with m = 1 tolerates (the job would end with exit 3); "
           "a loss of any other single node is survived",
-          fmt::join(action.replacement.groups_sharing_a_node, ", "));
+          fmt::join(replacement.groups_sharing_a_node, ", "));
     }
   }
-  plan_.ranklist = action.replacement.ranklist;
-  plan_.spares = action.replacement.spares_left;
+  plan_.ranklist = replacement.ranklist;
+  plan_.spares = replacement.spares_left;
+}
+
+void Supervisor::prepare_relaunch(const Action& action, const Outcome& out) {
+  take_replacement(action.replacement);
   save("failed", out.hung ? "ended as hung: " + *out.hung : "the run failed");
   if (action.wait > 0) {
     log_("waiting {:.1f} s before relaunching", action.wait);

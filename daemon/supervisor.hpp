@@ -37,6 +37,10 @@ class Supervisor {
   // Resuming from skt-run's state: refuses another number of ranks or, unless --new-command says
   // so, another command; places the ranks where the state says.
   std::optional<int> resume_from_state(const JobState& loaded);
+  // The resumed layout's nodes and spares that an earlier launch found dead, probed: the ranks of
+  // those dead still move (to spares, or doubled up), as after a failure; the exit code when no
+  // node can take them.
+  std::optional<int> leave_out_nodes_still_dead();
   // Without state: segments or drained epochs an earlier run left make the launch resume (the
   // program judges them), and `fresh` false; none, and it starts afresh.
   std::optional<int> inherit_without_state(bool& fresh, bool after_unrecoverable);
@@ -92,6 +96,9 @@ class Supervisor {
   // the job's ranks, from the survivors' checkpoints (left empty when they cannot be read), and
   // what the live nodes can give the ranks' segments (left unknown when skt-shm cannot say).
   void learn_for_doubling_up(const std::set<std::string>& dead, JobFacts& facts);
+  // The new layout taken, and said: the spares that replace dead nodes, the ranks doubled up, the
+  // memory left, which failures the groups still survive.
+  void take_replacement(const Replacement& replacement);
   void prepare_relaunch(const Action& action, const Outcome& out);
   void end_run(Supervised& child) const;
   std::string monitor_address() const;

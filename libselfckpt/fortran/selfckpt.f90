@@ -148,6 +148,11 @@ module selfckpt
       type(c_ptr), value :: pieces
       integer(c_size_t), value :: count
     end function c_epoch_read
+    integer(c_int) function c_epoch_read_refusing(epoch, why) bind(c, name="skt_epoch_read_refusing")
+      import :: c_int, c_ptr, c_char
+      type(c_ptr), value :: epoch
+      character(kind=c_char), dimension(*), intent(in) :: why
+    end function c_epoch_read_refusing
     integer(c_int) function c_epoch_close(epoch) bind(c, name="skt_epoch_close")
       import :: c_int, c_ptr
       type(c_ptr), value :: epoch
@@ -566,19 +571,26 @@ contains
     integer, intent(out) :: ierr
     type(c_string), allocatable, target :: c_names(:)
     type(c_piece), allocatable, target :: pieces(:)
+    character(len=200) :: why
+    type(c_string) :: c_why
     integer :: i, n
     n = size(old_ranks)
     ! Arrays of other lengths are refused in the collective, so that no rank is left in it.
-    if (size(names) /= n .or. size(offsets) /= n .or. size(bytes) /= n .or. size(buffers) /= n) n = -1
-    allocate (c_names(max(n, 0)), pieces(max(n, 0)))
+    if (size(names) /= n .or. size(offsets) /= n .or. size(bytes) /= n .or. size(buffers) /= n) then
+      write (why, '(a, 5(i0, a))') 'skt_epoch_read: old_ranks has ', n, ' entries, names ', &
+          size(names), ', offsets ', size(offsets), ', bytes ', size(bytes), ', buffers ', &
+          size(buffers), ': one entry per piece in each'
+      c_why = to_c(why)
+      ierr = c_epoch_read_refusing(epoch%handle, c_why%text)
+      return
+    end if
+    allocate (c_names(n), pieces(n))
     do i = 1, n
       c_names(i) = to_c(names(i))
       pieces(i) = c_piece(int(old_ranks(i), c_int), c_loc(c_names(i)%text), offsets(i), bytes(i), &
           buffers(i))
     end do
-    if (n < 0) then
-      ierr = c_epoch_read(epoch%handle, c_null_ptr, 1_c_size_t)
-    else if (n == 0) then
+    if (n == 0) then
       ierr = c_epoch_read(epoch%handle, c_null_ptr, 0_c_size_t)
     else
       ierr = c_epoch_read(epoch%handle, c_loc(pieces), int(n, c_size_t))

@@ -287,6 +287,13 @@ int skt_epoch_read(skt_epoch* epoch, const skt_epoch_piece* pieces, size_t count
   });
 }
 
+int skt_epoch_read_refusing(skt_epoch* epoch, const char* why) {
+  if (epoch == nullptr) return bad_argument("skt_epoch_read_refusing: epoch is NULL");
+  return guarded([&] {
+    epoch->impl->read({}, why != nullptr && *why != '\0' ? why : "skt_epoch_read: bad arguments");
+  });
+}
+
 int skt_epoch_close(skt_epoch* epoch) {
   return guarded([&] { delete epoch; });
 }

@@ -142,9 +142,9 @@ def too_little_memory_to_double_up(d, cluster, checks, reference):
     (a spare's memory is reserved ahead); n2 answers again but is not taken back, its memory short
     of one node's segments; n3 lost, no spare left, and its rank is placed nowhere: skt-run ends
     with exit 5 saying what each node could give, the survivors' checkpoints kept. With the memory
-    there (no --keep-free) the same job resumes and ends with the result of a run without failure
-    (n3, a virtual node, is launched on again; a real one dead would be found so, and its rank
-    doubled up)."""
+    there (no --keep-free) the same job resumes: it probes n3 and n2, the nodes of its layout and
+    spares found dead before, n3's rank goes to n2 (which answers) rather than onto n3 (dead
+    still), and the run ends with the result of a run without failure."""
     job = cluster.new_job("dm")
     nodes = ["n1", "n2", "n3", "n4", "n5"]
 
@@ -171,8 +171,12 @@ def too_little_memory_to_double_up(d, cluster, checks, reference):
                   f"the survivors' checkpoints are kept ({kept} segments)", out)
     # Without the pause, which changes nothing of the computation: --new-command.
     code, out = d.run(d.command(job, nodes, 1, APP_ARGS, ["--new-command"]))
-    checks.expect(code == 0 and result_of(out) == reference,
-                  "resumed with the memory there: exit 0 with the result of a run without failure", out)
+    checks.expect(re.search(r"nodes n3,n2 found dead by an earlier launch, probed before resuming: dead "
+                            r"still: n3", out) and "replacing node n3 by spare n2" in out,
+                  "the resume probes the nodes found dead before: n3, dead still, is replaced by n2", out)
+    checks.expect(code == 0 and result_of(out) == reference and "n3" not in d.ranklist(job),
+                  "resumed with the memory there, without n3: exit 0 with the result of a run without "
+                  f"failure (ranklist {' '.join(d.ranklist(job))})", out)
     cluster.clean(job)
 
 

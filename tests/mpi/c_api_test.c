@@ -112,6 +112,12 @@ static void check_epoch_reading(int rank) {
   skt_epoch_piece no_buffer = {0, "grid", 0, 1, NULL};
   CHECK(skt_epoch_read(old, &no_buffer, 1) == SKT_ERR_ARG);
   CHECK(skt_epoch_read(old, NULL, 0) == SKT_OK);
+  /* A binding's refusal on rank 1, while rank 0 reads: the same error on both. */
+  skt_epoch_piece fine = {0, "grid", 0, 1, &one};
+  CHECK((rank == 1 ? skt_epoch_read_refusing(old, "lengths differ")
+                   : skt_epoch_read(old, &fine, 1)) == SKT_ERR_ARG);
+  CHECK(strstr(skt_last_error(), "lengths differ") != NULL);
+  CHECK(skt_epoch_read_refusing(NULL, "x") == SKT_ERR_ARG);
   size_t size = 0;
   CHECK(skt_epoch_region_bytes(old, -1, "grid", &size) == SKT_ERR_ARG);
   CHECK(skt_epoch_close(old) == SKT_OK);

@@ -259,6 +259,11 @@ typedef struct skt_epoch_piece {
  * and bytes); an error on one rank is the same error on every rank. */
 int skt_epoch_read(skt_epoch* epoch, const skt_epoch_piece* pieces, size_t count);
 
+/* skt_epoch_read with nothing to read, failing with SKT_ERR_ARG and the message `why` on every
+ * rank: what a language binding calls when it finds its caller's arguments bad (the Fortran
+ * module's arrays of different lengths), so that no rank is left waiting in the collective. */
+int skt_epoch_read_refusing(skt_epoch* epoch, const char* why);
+
 /* Not collective: detaches, closes and frees the handle (NULL is allowed). */
 int skt_epoch_close(skt_epoch* epoch);
 
