@@ -481,6 +481,96 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
   return sent;
 }
 
+void derive_lost_crcs(const StripeGeometry& geometry, std::span<const std::uint64_t> member_chunks,
+                      int target, const std::vector<std::vector<std::uint32_t>>& data,
+                      const std::vector<std::vector<std::uint32_t>>& parity, const Digests& out) {
+  const int g = geometry.group_size;
+  const auto blocks = static_cast<std::uint64_t>(geometry.blocks_per_chunk());
+  std::vector<std::uint32_t> zero(blocks);
+  for (std::uint64_t b = 0; b < blocks; ++b)
+    zero[b] = block_crc(geometry, nullptr, 0, static_cast<int>(b));
+  const bool even = (g - 1) % 2 == 0;
+  // The CRC of block b of member d's item in `row`: past the end of its stream, zeros.
+  auto crc_of = [&](int d, std::uint64_t row, std::uint64_t b) {
+    const auto member = static_cast<std::size_t>(d);
+    if (const auto p = geometry.parity_index(d, row)) return parity[member][*p * blocks + b];
+    const std::uint64_t j = *geometry.chunk_of_row(d, row);
+    return j < member_chunks[member] ? data[member][j * blocks + b] : zero[b];
+  };
+  for (std::uint64_t row = 0; row < geometry.rows; ++row) {
+    std::uint32_t* into = nullptr;
+    if (const auto p = geometry.parity_index(target, row)) {
+      into = out.parity + *p * blocks;
+    } else if (const std::uint64_t j = *geometry.chunk_of_row(target, row);
+               j < member_chunks[static_cast<std::size_t>(target)]) {
+      into = out.data + j * blocks;
+    } else {
+      continue;  // past the end of the target's stream: nothing of it in this row
+    }
+    for (std::uint64_t b = 0; b < blocks; ++b) {
+      std::uint32_t crc = even ? zero[b] : 0;
+      for (int d = 0; d < g; ++d)
+        if (d != target) crc ^= crc_of(d, row, b);
+      into[b] = crc;
+    }
+  }
+}
+
+namespace {
+
+// Under xor, one member lost: the survivors' CRCs go to it, which derives its own from them.
+void send_crcs_to_lost(GroupLink& link, const StripeGeometry& geometry,
+                       std::span<const std::uint64_t> member_chunks, int target,
+                       const Digests& digests) {
+  const int g = geometry.group_size;
+  const int me = link.rank();
+  const auto blocks = static_cast<std::uint64_t>(geometry.blocks_per_chunk());
+  const std::uint64_t parity_crcs = geometry.parity_chunks() * blocks;
+  std::vector<std::vector<std::uint32_t>> data(static_cast<std::size_t>(g)),
+      parity(static_cast<std::size_t>(g));
+  std::vector<MPI_Request> receives, sends;
+  struct Abandon {
+    std::vector<MPI_Request>& receives;
+    std::vector<MPI_Request>& sends;
+    ~Abandon() {
+      GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
+      GroupLink::abandon_sends(sends.data(), static_cast<int>(sends.size()));
+    }
+  } abandon{receives, sends};
+  constexpr int kDataTag = 0x5e5;
+  constexpr int kParityTag = 0x5e6;
+  auto transfer = [&](bool receive, std::uint32_t* at, std::uint64_t count, int peer, int tag) {
+    auto& list = receive ? receives : sends;
+    list.push_back(MPI_REQUEST_NULL);
+    if (receive) {
+      SKT_MPI(MPI_Irecv(at, static_cast<int>(count), MPI_UINT32_T, peer, tag, link.comm(),
+                        &list.back()));
+    } else {
+      SKT_MPI(MPI_Isend(at, static_cast<int>(count), MPI_UINT32_T, peer, tag, link.comm(),
+                        &list.back()));
+    }
+  };
+  if (me == target) {
+    for (int d = 0; d < g; ++d) {
+      if (d == me) continue;
+      auto& own = data[static_cast<std::size_t>(d)];
+      own.resize(member_chunks[static_cast<std::size_t>(d)] * blocks);
+      parity[static_cast<std::size_t>(d)].resize(parity_crcs);
+      transfer(true, own.data(), own.size(), d, kDataTag);
+      transfer(true, parity[static_cast<std::size_t>(d)].data(), parity_crcs, d, kParityTag);
+    }
+    link.wait_all(static_cast<int>(receives.size()), receives.data(), nullptr);
+    derive_lost_crcs(geometry, member_chunks, me, data, parity, digests);
+    return;
+  }
+  transfer(false, digests.data, member_chunks[static_cast<std::size_t>(me)] * blocks, target,
+           kDataTag);
+  transfer(false, digests.parity, parity_crcs, target, kParityTag);
+  link.wait_all(static_cast<int>(sends.size()), sends.data(), nullptr);
+}
+
+}  // namespace
+
 void rebuild_group(GroupLink& link, const StripeGeometry& geometry, const Codec& codec,
                    std::span<const std::uint64_t> member_chunks, std::span<const int> lost,
                    std::span<const std::uint64_t> skip_rows, const ChunkList& mine,
@@ -496,6 +586,12 @@ void rebuild_group(GroupLink& link, const StripeGeometry& geometry, const Codec&
     if (!std::binary_search(lost.begin(), lost.end(), member)) survivors.push_back(member);
   }
   const std::size_t chunk = geometry.chunk_bytes;
+  if (hooks != nullptr && hooks->digests != nullptr) {
+    if (codec.scheme() != Scheme::xor_parity || lost.size() != 1 || !skip_rows.empty()) {
+      throw std::invalid_argument("CRCs are derived for xor alone, one member lost, every row");
+    }
+    send_crcs_to_lost(link, geometry, member_chunks, lost.front(), *hooks->digests);
+  }
 
   for (const int target : lost) {
     // Rows in which the target holds something: its data chunks, then its parity chunks, in row

@@ -125,7 +125,21 @@ struct RebuildHooks {
   // A survivor's work while it waits for transfers (for the lost members to get ready, above
   // all), a little at a time: true while there was some (Exchange::set_idle_work).
   std::function<bool()> idle;
+  // Under xor, one member lost: this member's CRCs of what is rebuilt. A survivor's (read) go to
+  // the lost member, which gets its own derived from them (derive_lost_crcs) before its first item
+  // lands: it need not digest what lands.
+  const Digests* digests = nullptr;
 };
+
+// Under xor, the CRCs (block_crc) of member `target`'s items (every block of its data chunks and
+// parity chunks, into `out`) from the other members' CRCs rather than from the rebuilt bytes: an
+// item is the XOR of its row's other g - 1, XOR is linear and so is a CRC, so its CRC is the XOR
+// of theirs (and of a zero block's when g - 1 is even: the seed counts once). data[d] holds
+// member d's data CRCs (member_chunks[d] chunks), parity[d] its parity CRCs; the target's are not
+// read.
+void derive_lost_crcs(const StripeGeometry& geometry, std::span<const std::uint64_t> member_chunks,
+                      int target, const std::vector<std::vector<std::uint32_t>>& data,
+                      const std::vector<std::vector<std::uint32_t>>& parity, const Digests& out);
 
 // Collective over the link's group: the members in `lost` (sorted) get back their data chunks
 // (written through `mine`, whose pointers say where) and their parity chunks (into `parity`) from

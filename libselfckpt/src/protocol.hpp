@@ -317,9 +317,12 @@ class Protocol {
   bool verify_ahead(Verified& v, std::int64_t epoch);
   void end_verify(Verified& v, std::int64_t epoch);
   void mend(const Verified& v, std::int64_t epoch, const Progress& progress);
-  void take_rebuilt_data(std::uint64_t epoch, std::uint64_t j);
-  void take_rebuilt_parity(std::uint64_t epoch, std::uint64_t p);
-  void take_rebuilt_item(std::uint64_t epoch, std::uint64_t row, Landed& landed);
+  // A rebuilt item taken into B and the digests; its CRCs computed from its bytes, unless the
+  // rebuild derived them from the survivors' (RebuildHooks::digests).
+  void take_rebuilt_data(std::uint64_t epoch, std::uint64_t j, bool crcs_derived);
+  void take_rebuilt_parity(std::uint64_t epoch, std::uint64_t p, bool crcs_derived);
+  void take_rebuilt_item(std::uint64_t epoch, std::uint64_t row, Landed& landed,
+                         bool crcs_derived);
   Landed nothing_landed() const;
   void finish(const Verified& v, std::int64_t epoch, bool redo,
               std::span<const enc::RowRepair> repairs, Landed& landed);

@@ -194,42 +194,47 @@ void Protocol::mend(const Verified& v, std::int64_t epoch, const Progress& progr
   }
 }
 
-void Protocol::take_rebuilt_data(std::uint64_t epoch, std::uint64_t j) {
+void Protocol::take_rebuilt_data(std::uint64_t epoch, std::uint64_t j, bool crcs_derived) {
   const enc::StripeGeometry& geometry = store_.geometry;
   const auto& w = store_.workspace;
   if (j >= w.size()) return;
   const auto start = std::chrono::steady_clock::now();
   const auto blocks = static_cast<std::uint64_t>(geometry.blocks_per_chunk());
   if (w.bytes[j] > 0) std::memcpy(store_.copy_of(epoch).data[j], w.data[j], w.bytes[j]);
-  enc::chunk_crcs(geometry, w.data[j], w.bytes[j], geometry.block_mask(0, geometry.chunk_bytes),
-                  store_.digest_of(epoch).data() + j * blocks);
+  if (!crcs_derived) {
+    enc::chunk_crcs(geometry, w.data[j], w.bytes[j], geometry.block_mask(0, geometry.chunk_bytes),
+                    store_.digest_of(epoch).data() + j * blocks);
+  }
   ++stats_.chunks_rebuilt;
   stats_.rebuilt_bytes += w.bytes[j];
   stats_.restored_bytes += w.bytes[j];
   stats_.restore_seconds += seconds_since(start);
 }
 
-void Protocol::take_rebuilt_parity(std::uint64_t epoch, std::uint64_t p) {
+void Protocol::take_rebuilt_parity(std::uint64_t epoch, std::uint64_t p, bool crcs_derived) {
   const enc::StripeGeometry& geometry = store_.geometry;
   const auto start = std::chrono::steady_clock::now();
   const auto blocks = static_cast<std::uint64_t>(geometry.blocks_per_chunk());
   const auto chunk = static_cast<std::uint32_t>(geometry.chunk_bytes);
-  enc::chunk_crcs(geometry, store_.checksum_of(epoch) + p * chunk, chunk,
-                  geometry.block_mask(0, geometry.chunk_bytes),
-                  store_.digest_of(epoch).parity() + p * blocks);
+  if (!crcs_derived) {
+    enc::chunk_crcs(geometry, store_.checksum_of(epoch) + p * chunk, chunk,
+                    geometry.block_mask(0, geometry.chunk_bytes),
+                    store_.digest_of(epoch).parity() + p * blocks);
+  }
   ++stats_.chunks_rebuilt;
   stats_.rebuilt_bytes += chunk;
   stats_.restore_seconds += seconds_since(start);
 }
 
-void Protocol::take_rebuilt_item(std::uint64_t epoch, std::uint64_t row, Landed& landed) {
+void Protocol::take_rebuilt_item(std::uint64_t epoch, std::uint64_t row, Landed& landed,
+                                 bool crcs_derived) {
   const enc::StripeGeometry& geometry = store_.geometry;
   if (const auto p = geometry.parity_index(store_.member, row)) {
-    take_rebuilt_parity(epoch, *p);
+    take_rebuilt_parity(epoch, *p, crcs_derived);
     landed.parity[*p] = true;
   } else if (const auto j = geometry.chunk_of_row(store_.member, row);
              j && *j < store_.workspace.size()) {
-    take_rebuilt_data(epoch, *j);
+    take_rebuilt_data(epoch, *j, crcs_derived);
     landed.data[*j] = true;
   }
 }
@@ -250,13 +255,13 @@ void Protocol::finish(const Verified& v, std::int64_t epoch, bool redo,
                j && *j < landed.data.size()) {
       landed.data[*j] = false;
     }
-    if (v.holdings.whole) take_rebuilt_item(e, repair.row, landed);
+    if (v.holdings.whole) take_rebuilt_item(e, repair.row, landed, false);
   }
   if (!v.holdings.whole) {
     for (std::uint64_t j = 0; j < landed.data.size(); ++j)
-      if (!landed.data[j]) take_rebuilt_data(e, j);
+      if (!landed.data[j]) take_rebuilt_data(e, j, false);
     for (std::uint64_t p = 0; p < landed.parity.size(); ++p)
-      if (!landed.parity[p]) take_rebuilt_parity(e, p);
+      if (!landed.parity[p]) take_rebuilt_parity(e, p, false);
     slot.set(DigestState{epoch, true, true});
     return;
   }
@@ -396,9 +401,15 @@ bool Protocol::verify_rebuilding(const RestoreInputs& in, std::int64_t epoch, Ve
     if (rebuilding) {
       prepare();
       const auto e = static_cast<std::uint64_t>(epoch);
-      const enc::RebuildHooks hooks{[&](std::uint64_t row) { verify_item(mine, epoch, row); },
-                                    [&](std::uint64_t row) { take_rebuilt_item(e, row, landed); },
-                                    [&] { return verify_ahead(mine, epoch); }};
+      // Under xor the lost member's CRCs are the XOR of its row's other items' (one member lost:
+      // xor tolerates no more), which the survivors hold: not a pass over what lands.
+      const bool derive = store_.codec->scheme() == enc::Scheme::xor_parity;
+      const DigestSlot slot = store_.digest_of(e);
+      const enc::Digests digests{slot.data(), slot.parity()};
+      const enc::RebuildHooks hooks{
+          [&](std::uint64_t row) { verify_item(mine, epoch, row); },
+          [&](std::uint64_t row) { take_rebuilt_item(e, row, landed, derive); },
+          [&] { return verify_ahead(mine, epoch); }, derive ? &digests : nullptr};
       const double verify_before = stats_.verify_seconds;
       const double restore_before = stats_.restore_seconds;
       add_group_work(fx_.rebuild(lost[group], {}, {}, store_.workspace, store_.checksum_of(e),

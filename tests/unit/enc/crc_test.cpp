@@ -2,11 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "encoders/codec.hpp"
+#include "encoders/group.hpp"
+#include "encoders/reference.hpp"
 
 namespace skt::enc {
 namespace {
@@ -104,6 +109,75 @@ INSTANTIATE_TEST_SUITE_P(
       return "chunk" + std::to_string(info.param.chunk_bytes) + "_valid" +
              std::to_string(info.param.valid);
     });  // 16 KiB blocks
+
+}  // namespace
+}  // namespace skt::enc
+
+namespace skt::enc {
+namespace {
+
+// Every block CRC of a member's items: its data chunks (the last one short) and its parity chunks.
+struct MemberCrcs {
+  std::vector<std::uint32_t> data, parity;
+};
+
+MemberCrcs crcs_of(const StripeGeometry& geometry, const Bytes& stream, const Bytes& parity) {
+  const std::size_t chunk = geometry.chunk_bytes;
+  const int blocks = geometry.blocks_per_chunk();
+  MemberCrcs out;
+  for (std::size_t at = 0; at < stream.size(); at += chunk) {
+    const auto valid = static_cast<std::uint32_t>(std::min(chunk, stream.size() - at));
+    for (int b = 0; b < blocks; ++b)
+      out.data.push_back(block_crc(geometry, stream.data() + at, valid, b));
+  }
+  for (std::size_t at = 0; at < parity.size(); at += chunk) {
+    for (int b = 0; b < blocks; ++b)
+      out.parity.push_back(
+          block_crc(geometry, parity.data() + at, static_cast<std::uint32_t>(chunk), b));
+  }
+  return out;
+}
+
+TEST(DeriveLostCrcs, XorGivesEveryBlockCrcOfALostMemberFromTheOthers) {
+  for (const int g : {2, 3, 4, 5}) {
+    const std::size_t chunk = 4096;
+    std::vector<Bytes> streams;
+    std::vector<std::uint64_t> member_chunks;
+    std::mt19937 rng(static_cast<unsigned>(g));
+    for (int m = 0; m < g; ++m) {
+      // Odd lengths, members of different chunk counts, one ending inside a block.
+      Bytes stream(3 * chunk + 777 - static_cast<std::size_t>(m) * 1500);
+      for (auto& byte : stream)
+        byte = static_cast<std::byte>(rng());
+      member_chunks.push_back((stream.size() + chunk - 1) / chunk);
+      streams.push_back(std::move(stream));
+    }
+    const auto geometry = StripeGeometry::plan(
+        g, 1, chunk, *std::max_element(member_chunks.begin(), member_chunks.end()));
+    const auto codec = make_reference_codec(Scheme::xor_parity, g, 1);
+    const auto parities = reference_encode(geometry, *codec, streams);
+    std::vector<std::vector<std::uint32_t>> data, parity;
+    for (int m = 0; m < g; ++m) {
+      auto own = crcs_of(geometry, streams[static_cast<std::size_t>(m)],
+                         parities[static_cast<std::size_t>(m)]);
+      data.push_back(std::move(own.data));
+      parity.push_back(std::move(own.parity));
+    }
+    for (int target = 0; target < g; ++target) {
+      const auto t = static_cast<std::size_t>(target);
+      std::vector<std::uint32_t> derived_data(data[t].size(), 0x5a5a5a5a);
+      std::vector<std::uint32_t> derived_parity(parity[t].size(), 0x5a5a5a5a);
+      auto others_data = data;
+      auto others_parity = parity;
+      others_data[t].assign(others_data[t].size(), 0);  // the lost member's are not read
+      others_parity[t].assign(others_parity[t].size(), 0);
+      derive_lost_crcs(geometry, member_chunks, target, others_data, others_parity,
+                       Digests{derived_data.data(), derived_parity.data()});
+      EXPECT_EQ(derived_data, data[t]) << "group " << g << ", member " << target << " lost";
+      EXPECT_EQ(derived_parity, parity[t]) << "group " << g << ", member " << target << " lost";
+    }
+  }
+}
 
 }  // namespace
 }  // namespace skt::enc

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "encoders/crc.hpp"
 #include "encoders/link.hpp"
 #include "libselfckpt/internal/layout.hpp"
 
@@ -57,6 +58,26 @@ void fill(std::vector<std::byte>& region, int rank, std::int64_t version, bool d
 
 // The program's one private object is 8 bytes, staged in 64 (under sum, a double per byte).
 constexpr std::size_t kStagedBytes = 64;
+
+// Whether the digests of `epoch` are the CRCs of its copy and checksum, block by block.
+bool digests_describe(const RankStore& store, std::uint64_t epoch) {
+  const enc::StripeGeometry& geometry = store.geometry;
+  const auto blocks = static_cast<std::uint64_t>(geometry.blocks_per_chunk());
+  const DigestSlot slot = store.digest_of(epoch);
+  const enc::ChunkList& copy = store.copy_of(epoch);
+  for (std::uint64_t j = 0; j < copy.size(); ++j) {
+    if (enc::mismatched_blocks(geometry, copy.data[j], copy.bytes[j], slot.data() + j * blocks))
+      return false;
+  }
+  if (store.codec == nullptr) return true;
+  const auto chunk = static_cast<std::uint32_t>(geometry.chunk_bytes);
+  for (std::uint64_t p = 0; p < geometry.parity_chunks(); ++p) {
+    if (enc::mismatched_blocks(geometry, store.checksum_of(epoch) + p * chunk, chunk,
+                               slot.parity() + p * blocks))
+      return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -458,6 +479,24 @@ class Effects : public skt::Effects {
         const auto j = g.chunk_of_row(d, row);
         return !j || *j < by_member[static_cast<std::size_t>(d)]->data->size();
       };
+      // The lost member's CRCs from the survivors', before any item lands, as rebuild_group does.
+      if (any.lost.size() == 1) {
+        const GroupCall& target = *by_member[static_cast<std::size_t>(any.lost.front())];
+        if (target.hooks != nullptr && target.hooks->digests != nullptr) {
+          const auto blocks = static_cast<std::size_t>(g.blocks_per_chunk());
+          std::vector<std::uint64_t> chunks(static_cast<std::size_t>(size_));
+          std::vector<std::vector<std::uint32_t>> data(chunks.size()), parity(chunks.size());
+          for (int d = 0; d < size_; ++d) {
+            const auto member = static_cast<std::size_t>(d);
+            chunks[member] = by_member[member]->data->size();
+            if (d == any.lost.front()) continue;
+            const enc::Digests& theirs = *by_member[member]->hooks->digests;
+            data[member].assign(theirs.data, theirs.data + chunks[member] * blocks);
+            parity[member].assign(theirs.parity, theirs.parity + g.parity_chunks() * blocks);
+          }
+          enc::derive_lost_crcs(g, chunks, any.lost.front(), data, parity, *target.hooks->digests);
+        }
+      }
       for (std::uint64_t row = 0; row < g.rows; ++row) {
         std::vector<int> erased;
         const auto repair = std::find_if(any.repairs.begin(), any.repairs.end(),
@@ -860,8 +899,10 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
       fill(mem.regions, rank, 0, doubles, 0, region);
     }
     private_version_[static_cast<std::size_t>(rank)] = version;
-    // A rebuilt member's data under sum is exact only within the scheme's rounding.
-    out.exact = holds(rank, out.restored, doubles);
+    // A rebuilt member's data under sum is exact only within the scheme's rounding. The epoch's
+    // digests must describe its copy and checksum as restored: the next recovery checks them.
+    out.exact = holds(rank, out.restored, doubles) &&
+                (out.restored == 0 || digests_describe(store, static_cast<std::uint64_t>(out.restored)));
     for (std::int64_t v = out.restored + 1; v <= launch.until; ++v) {
       // The program computes version v: it rewrites one chunk of its region, and the first bytes
       // of every chunk.
