@@ -72,9 +72,9 @@ Action next_action(const JobFacts& job, const Outcome& out) {
   Action relaunch{Step::relaunch, 0, unchanged, 0, {}};
   if (!out.dead->empty()) {
     try {
-      relaunch.replacement = place_after_losses(job.ranklist, *out.dead, job.spares,
-                                                job.continue_on_survivors, job.group_of_rank,
-                                                job.room);
+      relaunch.replacement =
+          place_after_losses(job.ranklist, *out.dead, job.spares, job.continue_on_survivors,
+                             job.group_of_rank, job.room);
     } catch (const OutOfSpares& e) {
       Action none = ends(Step::out_of_spares, kExitOutOfSpares);
       none.why = e.what();

@@ -257,11 +257,9 @@ std::optional<int> Supervisor::leave_out_nodes_still_dead() {
   learn_for_doubling_up(probed.dead, facts);
   try {
     take_replacement(place_after_losses(plan_.ranklist, probed.dead, plan_.spares,
-                                        o_.continue_on_survivors, facts.group_of_rank,
-                                        facts.room));
+                                        o_.continue_on_survivors, facts.group_of_rank, facts.room));
   } catch (const OutOfSpares& e) {
-    log_("cannot resume job {}: {}; give other nodes in place of the dead ones", o_.job,
-         e.what());
+    log_("cannot resume job {}: {}; give other nodes in place of the dead ones", o_.job, e.what());
     return kExitOutOfSpares;
   }
   return std::nullopt;

@@ -6,8 +6,8 @@
 #include <new>
 #include <stdexcept>
 
-#include "encoders/exchange.hpp"
 #include "common/mpi.hpp"
+#include "encoders/exchange.hpp"
 
 namespace skt::enc {
 

@@ -321,8 +321,7 @@ class Protocol {
   // rebuild derived them from the survivors' (RebuildHooks::digests).
   void take_rebuilt_data(std::uint64_t epoch, std::uint64_t j, bool crcs_derived);
   void take_rebuilt_parity(std::uint64_t epoch, std::uint64_t p, bool crcs_derived);
-  void take_rebuilt_item(std::uint64_t epoch, std::uint64_t row, Landed& landed,
-                         bool crcs_derived);
+  void take_rebuilt_item(std::uint64_t epoch, std::uint64_t row, Landed& landed, bool crcs_derived);
   Landed nothing_landed() const;
   void finish(const Verified& v, std::int64_t epoch, bool redo,
               std::span<const enc::RowRepair> repairs, Landed& landed);

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "common/mpi.hpp"
 #include "encoders/group.hpp"
 #include "encoders/link.hpp"
-#include "common/mpi.hpp"
 #include "encoders/reference.hpp"
 
 namespace skt::enc {
@@ -228,8 +228,9 @@ TEST_P(GroupOps, EncodeIncrementalAndEveryLossPatternMatchTheReference) {
   }
   for (std::uint64_t p = 0; p < geometry.parity_chunks(); ++p) {
     for (std::size_t b = 0; b < blocks; ++b)
-      parity_crcs[p * blocks + b] = block_crc(geometry, parity.data + p * c.chunk,
-                                              static_cast<std::uint32_t>(c.chunk), static_cast<int>(b));
+      parity_crcs[p * blocks + b] =
+          block_crc(geometry, parity.data + p * c.chunk, static_cast<std::uint32_t>(c.chunk),
+                    static_cast<int>(b));
   }
   RebuildHooks hooks;
   hooks.digests = &digests;

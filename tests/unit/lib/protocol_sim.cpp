@@ -901,8 +901,9 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
     private_version_[static_cast<std::size_t>(rank)] = version;
     // A rebuilt member's data under sum is exact only within the scheme's rounding. The epoch's
     // digests must describe its copy and checksum as restored: the next recovery checks them.
-    out.exact = holds(rank, out.restored, doubles) &&
-                (out.restored == 0 || digests_describe(store, static_cast<std::uint64_t>(out.restored)));
+    out.exact =
+        holds(rank, out.restored, doubles) &&
+        (out.restored == 0 || digests_describe(store, static_cast<std::uint64_t>(out.restored)));
     for (std::int64_t v = out.restored + 1; v <= launch.until; ++v) {
       // The program computes version v: it rewrites one chunk of its region, and the first bytes
       // of every chunk.
