@@ -481,6 +481,17 @@ std::uint64_t encode_group(GroupLink& link, const StripeGeometry& geometry, cons
   return sent;
 }
 
+bool rebuilt_as_xor_of_the_others(const Codec& codec, int target) {
+  if (!codec.exact()) return false;
+  const std::vector<int> lost{target};
+  for (int residue = 0; residue < codec.group_size(); ++residue) {
+    const std::vector<Coef> coefs = codec.rebuild_coefs(residue, lost, target);
+    for (int d = 0; d < codec.group_size(); ++d)
+      if (d != target && coefs[static_cast<std::size_t>(d)] != 1) return false;
+  }
+  return true;
+}
+
 void derive_lost_crcs(const StripeGeometry& geometry, std::span<const std::uint64_t> member_chunks,
                       int target, const std::vector<std::vector<std::uint32_t>>& data,
                       const std::vector<std::vector<std::uint32_t>>& parity, const Digests& out) {
@@ -587,8 +598,11 @@ void rebuild_group(GroupLink& link, const StripeGeometry& geometry, const Codec&
   }
   const std::size_t chunk = geometry.chunk_bytes;
   if (hooks != nullptr && hooks->digests != nullptr) {
-    if (codec.scheme() != Scheme::xor_parity || lost.size() != 1 || !skip_rows.empty()) {
-      throw std::invalid_argument("CRCs are derived for xor alone, one member lost, every row");
+    if (lost.size() != 1 || !rebuilt_as_xor_of_the_others(codec, lost.front()) ||
+        !skip_rows.empty()) {
+      throw std::invalid_argument(
+          "CRCs are derived only for one member lost, rebuilt as the XOR of the others in every "
+          "row");
     }
     send_crcs_to_lost(link, geometry, member_chunks, lost.front(), *hooks->digests);
   }

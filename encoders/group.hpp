@@ -125,11 +125,16 @@ struct RebuildHooks {
   // A survivor's work while it waits for transfers (for the lost members to get ready, above
   // all), a little at a time: true while there was some (Exchange::set_idle_work).
   std::function<bool()> idle;
-  // Under xor, one member lost: this member's CRCs of what is rebuilt. A survivor's (read) go to
-  // the lost member, which gets its own derived from them (derive_lost_crcs) before its first item
-  // lands: it need not digest what lands.
+  // One member lost, rebuilt as the XOR of the others (rebuilt_as_xor_of_the_others): this
+  // member's CRCs of what is rebuilt. A survivor's (read) go to the lost member, which gets its
+  // own derived from them (derive_lost_crcs) before its first item lands: it need not digest what
+  // lands.
   const Digests* digests = nullptr;
 };
+
+// Whether member `target`, lost alone, is rebuilt as the XOR of its rows' other items, whatever
+// the row: under xor, and rs with G = 2 (a copy). Then its CRCs can be derived (below).
+bool rebuilt_as_xor_of_the_others(const Codec& codec, int target);
 
 // Under xor, the CRCs (block_crc) of member `target`'s items (every block of its data chunks and
 // parity chunks, into `out`) from the other members' CRCs rather than from the rebuilt bytes: an

@@ -401,9 +401,10 @@ bool Protocol::verify_rebuilding(const RestoreInputs& in, std::int64_t epoch, Ve
     if (rebuilding) {
       prepare();
       const auto e = static_cast<std::uint64_t>(epoch);
-      // Under xor the lost member's CRCs are the XOR of its row's other items' (one member lost:
-      // xor tolerates no more), which the survivors hold: not a pass over what lands.
-      const bool derive = store_.codec->scheme() == enc::Scheme::xor_parity;
+      // Where the lost member's items are the XOR of their rows' other items (xor, or rs with
+      // G = 2), so are its CRCs of the survivors': not a pass over what lands.
+      const bool derive = lost[group].size() == 1 &&
+                          enc::rebuilt_as_xor_of_the_others(*store_.codec, lost[group].front());
       const DigestSlot slot = store_.digest_of(e);
       const enc::Digests digests{slot.data(), slot.parity()};
       const enc::RebuildHooks hooks{

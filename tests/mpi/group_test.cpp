@@ -218,9 +218,8 @@ TEST_P(GroupOps, EncodeIncrementalAndEveryLossPatternMatchTheReference) {
                 geometry.parity_bytes());
   }
 
-  // Under xor a lost member's CRCs come from the survivors' (RebuildHooks::digests): every
-  // member's CRCs of the original first.
-  const bool derive = c.scheme == Scheme::xor_parity;
+  // Where a lost member is the XOR of the others (xor; rs with G = 2), its CRCs come from the
+  // survivors' (RebuildHooks::digests): every member's CRCs of the original first.
   for (std::uint64_t j = 0; j < list.size(); ++j) {
     for (std::size_t b = 0; b < blocks; ++b)
       data_crcs[j * blocks + b] =
@@ -237,6 +236,7 @@ TEST_P(GroupOps, EncodeIncrementalAndEveryLossPatternMatchTheReference) {
   for (int count = 1; count <= fast->parity(); ++count) {
     for (const auto& lost : combinations(c.group_size, count)) {
       const bool i_am_lost = std::binary_search(lost.begin(), lost.end(), me);
+      const bool derive = count == 1 && rebuilt_as_xor_of_the_others(*fast, lost.front());
       if (i_am_lost) {
         std::memset(mine.data, 0xA5, original.size());
         std::memset(parity.data, 0x5A, geometry.parity_bytes());

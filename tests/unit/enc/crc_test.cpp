@@ -138,6 +138,18 @@ MemberCrcs crcs_of(const StripeGeometry& geometry, const Bytes& stream, const By
   return out;
 }
 
+TEST(DeriveLostCrcs, OnlyWhereTheLostMemberIsTheXorOfTheOthers) {
+  for (const int g : {2, 3, 4, 8}) {
+    for (int target = 0; target < g; ++target) {
+      EXPECT_TRUE(rebuilt_as_xor_of_the_others(*make_codec(Scheme::xor_parity, g, 1), target));
+      EXPECT_EQ(rebuilt_as_xor_of_the_others(*make_codec(Scheme::reed_solomon, g, 1), target),
+                g == 2)
+          << "rs, G = " << g;
+      EXPECT_FALSE(rebuilt_as_xor_of_the_others(*make_codec(Scheme::sum, g, 1), target));
+    }
+  }
+}
+
 TEST(DeriveLostCrcs, XorGivesEveryBlockCrcOfALostMemberFromTheOthers) {
   for (const int g : {2, 3, 4, 5}) {
     const std::size_t chunk = 4096;
