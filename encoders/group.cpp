@@ -17,6 +17,20 @@ int wrap(int value, int modulus) {
   return ((value % modulus) + modulus) % modulus;
 }
 
+// Requests in flight, abandoned if the operation unwinds (a member failed): none is left to
+// write into memory that is gone.
+struct Transfers {
+  std::vector<MPI_Request> receives;
+  std::vector<MPI_Request> sends;
+  Transfers() = default;
+  Transfers(const Transfers&) = delete;
+  Transfers& operator=(const Transfers&) = delete;
+  ~Transfers() {
+    GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
+    GroupLink::abandon_sends(sends.data(), static_cast<int>(sends.size()));
+  }
+};
+
 // What one member adds to one item of a row: `bytes` bytes at `data` (the rest zero), times coef;
 // with a base, the change coef·(data - base) instead.
 struct Piece {
@@ -153,15 +167,8 @@ void combine_parity_crcs(GroupLink& link, const StripeGeometry& geometry,
   const auto blocks = static_cast<std::uint64_t>(geometry.blocks_per_chunk());
   // Every member's data CRCs, all of them: 4 bytes per block, a thousandth of the data.
   std::vector<std::vector<std::uint32_t>> crcs(static_cast<std::size_t>(g));
-  std::vector<MPI_Request> receives, sends;
-  struct Abandon {
-    std::vector<MPI_Request>& receives;
-    std::vector<MPI_Request>& sends;
-    ~Abandon() {
-      GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
-      GroupLink::abandon_sends(sends.data(), static_cast<int>(sends.size()));
-    }
-  } abandon{receives, sends};
+  Transfers transfers;
+  auto& [receives, sends] = transfers;
   constexpr int kCrcTag = 0x5e4;
   const std::uint64_t mine = counts[static_cast<std::size_t>(me)] * blocks;
   for (int d = 0; d < g; ++d) {
@@ -219,15 +226,8 @@ void return_data_crcs(GroupLink& link, const StripeGeometry& geometry, std::uint
     digested_by[static_cast<std::size_t>(holder)].push_back(j);
   }
   std::vector<std::vector<std::uint32_t>> received(static_cast<std::size_t>(g));
-  std::vector<MPI_Request> receives, sends;
-  struct Abandon {
-    std::vector<MPI_Request>& receives;
-    std::vector<MPI_Request>& sends;
-    ~Abandon() {
-      GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
-      GroupLink::abandon_sends(sends.data(), static_cast<int>(sends.size()));
-    }
-  } abandon{receives, sends};
+  Transfers transfers;
+  auto& [receives, sends] = transfers;
   constexpr int kReturnTag = 0x5e5;
   for (int d = 0; d < g; ++d) {
     if (d == me) continue;
@@ -539,15 +539,8 @@ void send_crcs_to_lost(GroupLink& link, const StripeGeometry& geometry,
   const std::uint64_t parity_crcs = geometry.parity_chunks() * blocks;
   std::vector<std::vector<std::uint32_t>> data(static_cast<std::size_t>(g)),
       parity(static_cast<std::size_t>(g));
-  std::vector<MPI_Request> receives, sends;
-  struct Abandon {
-    std::vector<MPI_Request>& receives;
-    std::vector<MPI_Request>& sends;
-    ~Abandon() {
-      GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
-      GroupLink::abandon_sends(sends.data(), static_cast<int>(sends.size()));
-    }
-  } abandon{receives, sends};
+  Transfers transfers;
+  auto& [receives, sends] = transfers;
   constexpr int kDataTag = 0x5e5;
   constexpr int kParityTag = 0x5e6;
   auto transfer = [&](bool receive, std::uint32_t* at, std::uint64_t count, int peer, int tag) {
@@ -677,16 +670,6 @@ void rebuild_group(GroupLink& link, const StripeGeometry& geometry, const Codec&
 
 namespace {
 
-// The requests of one batch of repaired rows; abandoned if the repair unwinds.
-struct RepairTransfers {
-  std::vector<MPI_Request> receives;
-  std::vector<MPI_Request> sends;
-  ~RepairTransfers() {
-    GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
-    GroupLink::abandon_sends(sends.data(), static_cast<int>(sends.size()));
-  }
-};
-
 constexpr int kRepairTag = 0x5e3;
 // Received items held at once.
 constexpr std::size_t kRepairBatchBytes = std::size_t{64} << 20;
@@ -721,7 +704,7 @@ void repair_rows(GroupLink& link, const StripeGeometry& geometry, const Codec& c
 
   for (std::size_t first = 0; first < rows.size(); first += per_batch) {
     const std::size_t last = std::min(rows.size(), first + per_batch);
-    RepairTransfers t;
+    Transfers t;
     // Every member walks the rows and their erased members in the same order, which pairs each
     // send with its receive.
     for (std::size_t i = first; i < last; ++i) {
