@@ -17,6 +17,15 @@ int wrap(int value, int modulus) {
   return ((value % modulus) + modulus) % modulus;
 }
 
+// The CRC of a block of zeros at each position of a chunk: what an item past the end of a stream
+// contributes to its row, and the seed's term when a row's CRCs are combined.
+std::vector<std::uint32_t> zero_block_crcs(const StripeGeometry& geometry) {
+  std::vector<std::uint32_t> zero(static_cast<std::size_t>(geometry.blocks_per_chunk()));
+  for (std::size_t b = 0; b < zero.size(); ++b)
+    zero[b] = block_crc(geometry, nullptr, 0, static_cast<int>(b));
+  return zero;
+}
+
 // Requests in flight, abandoned if the operation unwinds (a member failed): none is left to
 // write into memory that is gone.
 struct Transfers {
@@ -184,9 +193,7 @@ void combine_parity_crcs(GroupLink& link, const StripeGeometry& geometry,
   }
   crcs[static_cast<std::size_t>(me)].assign(data, data + mine);
   link.wait_all(static_cast<int>(receives.size()), receives.data(), nullptr);
-  std::vector<std::uint32_t> zero(blocks);
-  for (std::uint64_t b = 0; b < blocks; ++b)
-    zero[b] = block_crc(geometry, nullptr, 0, static_cast<int>(b));
+  const std::vector<std::uint32_t> zero = zero_block_crcs(geometry);
   const int k = geometry.data_width();
   for (std::uint64_t p = 0; p < geometry.parity_chunks(); ++p) {
     const std::uint64_t row = geometry.parity_row(me, p);
@@ -497,9 +504,7 @@ void derive_lost_crcs(const StripeGeometry& geometry, std::span<const std::uint6
                       const std::vector<std::vector<std::uint32_t>>& parity, const Digests& out) {
   const int g = geometry.group_size;
   const auto blocks = static_cast<std::uint64_t>(geometry.blocks_per_chunk());
-  std::vector<std::uint32_t> zero(blocks);
-  for (std::uint64_t b = 0; b < blocks; ++b)
-    zero[b] = block_crc(geometry, nullptr, 0, static_cast<int>(b));
+  const std::vector<std::uint32_t> zero = zero_block_crcs(geometry);
   const bool even = (g - 1) % 2 == 0;
   // The CRC of block b of member d's item in `row`: past the end of its stream, zeros.
   auto crc_of = [&](int d, std::uint64_t row, std::uint64_t b) {
@@ -529,7 +534,8 @@ void derive_lost_crcs(const StripeGeometry& geometry, std::span<const std::uint6
 
 namespace {
 
-// Under xor, one member lost: the survivors' CRCs go to it, which derives its own from them.
+// One member lost, rebuilt as the XOR of the others: the survivors' CRCs go to it, which
+// derives its own from them.
 void send_crcs_to_lost(GroupLink& link, const StripeGeometry& geometry,
                        std::span<const std::uint64_t> member_chunks, int target,
                        const Digests& digests) {
