@@ -212,7 +212,7 @@ void combine_parity_crcs(GroupLink& link, const StripeGeometry& geometry,
       parity[p * blocks + b] = crc;
     }
   }
-  link.wait_all(static_cast<int>(sends.size()), sends.data(), nullptr);
+  link.wait_all(static_cast<int>(transfers.sends.size()), transfers.sends.data(), nullptr);
 }
 
 namespace {
@@ -259,7 +259,7 @@ void return_data_crcs(GroupLink& link, const StripeGeometry& geometry, std::uint
                   blocks * sizeof(std::uint32_t));
     }
   }
-  link.wait_all(static_cast<int>(sends.size()), sends.data(), nullptr);
+  link.wait_all(static_cast<int>(transfers.sends.size()), transfers.sends.data(), nullptr);
 }
 
 }  // namespace
@@ -546,11 +546,10 @@ void send_crcs_to_lost(GroupLink& link, const StripeGeometry& geometry,
   std::vector<std::vector<std::uint32_t>> data(static_cast<std::size_t>(g)),
       parity(static_cast<std::size_t>(g));
   Transfers transfers;
-  auto& [receives, sends] = transfers;
   constexpr int kDataTag = 0x5e5;
   constexpr int kParityTag = 0x5e6;
   auto transfer = [&](bool receive, std::uint32_t* at, std::uint64_t count, int peer, int tag) {
-    auto& list = receive ? receives : sends;
+    auto& list = receive ? transfers.receives : transfers.sends;
     list.push_back(MPI_REQUEST_NULL);
     if (receive) {
       SKT_MPI(MPI_Irecv(at, static_cast<int>(count), MPI_UINT32_T, peer, tag, link.comm(),
@@ -569,14 +568,14 @@ void send_crcs_to_lost(GroupLink& link, const StripeGeometry& geometry,
       transfer(true, own.data(), own.size(), d, kDataTag);
       transfer(true, parity[static_cast<std::size_t>(d)].data(), parity_crcs, d, kParityTag);
     }
-    link.wait_all(static_cast<int>(receives.size()), receives.data(), nullptr);
+    link.wait_all(static_cast<int>(transfers.receives.size()), transfers.receives.data(), nullptr);
     derive_lost_crcs(geometry, member_chunks, me, data, parity, digests);
     return;
   }
   transfer(false, digests.data, member_chunks[static_cast<std::size_t>(me)] * blocks, target,
            kDataTag);
   transfer(false, digests.parity, parity_crcs, target, kParityTag);
-  link.wait_all(static_cast<int>(sends.size()), sends.data(), nullptr);
+  link.wait_all(static_cast<int>(transfers.sends.size()), transfers.sends.data(), nullptr);
 }
 
 }  // namespace

@@ -10,14 +10,23 @@ seconds=${1:-30}
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "usage: tools/fuzz.sh [SECONDS]" >&2; exit 2; }
 skt_ensure_packages clang libclang-rt-14-dev
 build=${SKT_TOOLS_FUZZ_DIR:-$source_dir/build-fuzz}
-if [ ! -f "$build/build.ninja" ]; then
-  CC=clang CXX=clang++ meson setup "$build" "$source_dir" -Dfuzz=true -Dtests=false \
-    -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debugoptimized >/dev/null
-fi
-meson compile -C "$build" tests/fuzz/hpldat_fuzz tests/fuzz/config_fuzz tests/fuzz/header_fuzz \
-  tests/fuzz/monitor_fuzz tests/fuzz/manifest_fuzz >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The build's output is kept quiet unless it fails: this is the project's only clang build, and
+# what clang refuses (GCC accepted it) must reach the log of a CI run.
+quietly() {
+  "$@" >"$work/build.log" 2>&1 || {
+    echo "   clang build failed: $*" >&2
+    grep -E "error|FAILED" -A4 "$work/build.log" | head -40 >&2
+    return 1
+  }
+}
+if [ ! -f "$build/build.ninja" ]; then
+  CC=clang CXX=clang++ quietly meson setup "$build" "$source_dir" -Dfuzz=true -Dtests=false \
+    -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debugoptimized
+fi
+quietly meson compile -C "$build" tests/fuzz/hpldat_fuzz tests/fuzz/config_fuzz \
+  tests/fuzz/header_fuzz tests/fuzz/monitor_fuzz tests/fuzz/manifest_fuzz
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1
 status=0
 for target in hpldat config header monitor manifest; do
