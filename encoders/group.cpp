@@ -38,6 +38,24 @@ struct Transfers {
     GroupLink::abandon_receives(receives.data(), static_cast<int>(receives.size()));
     GroupLink::abandon_sends(sends.data(), static_cast<int>(sends.size()));
   }
+
+  // CRC lists go between members as arrays of 32-bit words.
+  void receive_crcs(GroupLink& link, std::uint32_t* into, std::size_t count, int peer, int tag) {
+    receives.push_back(MPI_REQUEST_NULL);
+    SKT_MPI(MPI_Irecv(into, static_cast<int>(count), MPI_UINT32_T, peer, tag, link.comm(),
+                      &receives.back()));
+  }
+  void send_crcs(GroupLink& link, const std::uint32_t* from, std::size_t count, int peer, int tag) {
+    sends.push_back(MPI_REQUEST_NULL);
+    SKT_MPI(MPI_Isend(from, static_cast<int>(count), MPI_UINT32_T, peer, tag, link.comm(),
+                      &sends.back()));
+  }
+  void wait_receives(GroupLink& link) {
+    link.wait_all(static_cast<int>(receives.size()), receives.data(), nullptr);
+  }
+  void wait_sends(GroupLink& link) {
+    link.wait_all(static_cast<int>(sends.size()), sends.data(), nullptr);
+  }
 };
 
 // What one member adds to one item of a row: `bytes` bytes at `data` (the rest zero), times coef;
@@ -177,22 +195,17 @@ void combine_parity_crcs(GroupLink& link, const StripeGeometry& geometry,
   // Every member's data CRCs, all of them: 4 bytes per block, a thousandth of the data.
   std::vector<std::vector<std::uint32_t>> crcs(static_cast<std::size_t>(g));
   Transfers transfers;
-  auto& [receives, sends] = transfers;
   constexpr int kCrcTag = 0x5e4;
   const std::uint64_t mine = counts[static_cast<std::size_t>(me)] * blocks;
   for (int d = 0; d < g; ++d) {
     if (d == me) continue;
     auto& list = crcs[static_cast<std::size_t>(d)];
     list.resize(counts[static_cast<std::size_t>(d)] * blocks);
-    receives.push_back(MPI_REQUEST_NULL);
-    SKT_MPI(MPI_Irecv(list.data(), static_cast<int>(list.size()), MPI_UINT32_T, d, kCrcTag,
-                      link.comm(), &receives.back()));
-    sends.push_back(MPI_REQUEST_NULL);
-    SKT_MPI(MPI_Isend(data, static_cast<int>(mine), MPI_UINT32_T, d, kCrcTag, link.comm(),
-                      &sends.back()));
+    transfers.receive_crcs(link, list.data(), list.size(), d, kCrcTag);
+    transfers.send_crcs(link, data, mine, d, kCrcTag);
   }
   crcs[static_cast<std::size_t>(me)].assign(data, data + mine);
-  link.wait_all(static_cast<int>(receives.size()), receives.data(), nullptr);
+  transfers.wait_receives(link);
   const std::vector<std::uint32_t> zero = zero_block_crcs(geometry);
   const int k = geometry.data_width();
   for (std::uint64_t p = 0; p < geometry.parity_chunks(); ++p) {
@@ -212,7 +225,7 @@ void combine_parity_crcs(GroupLink& link, const StripeGeometry& geometry,
       parity[p * blocks + b] = crc;
     }
   }
-  link.wait_all(static_cast<int>(transfers.sends.size()), transfers.sends.data(), nullptr);
+  transfers.wait_sends(link);
 }
 
 namespace {
@@ -234,24 +247,19 @@ void return_data_crcs(GroupLink& link, const StripeGeometry& geometry, std::uint
   }
   std::vector<std::vector<std::uint32_t>> received(static_cast<std::size_t>(g));
   Transfers transfers;
-  auto& [receives, sends] = transfers;
   constexpr int kReturnTag = 0x5e5;
   for (int d = 0; d < g; ++d) {
     if (d == me) continue;
     const auto i = static_cast<std::size_t>(d);
     if (!digested_by[i].empty()) {
       received[i].resize(digested_by[i].size() * blocks);
-      receives.push_back(MPI_REQUEST_NULL);
-      SKT_MPI(MPI_Irecv(received[i].data(), static_cast<int>(received[i].size()), MPI_UINT32_T, d,
-                        kReturnTag, link.comm(), &receives.back()));
+      transfers.receive_crcs(link, received[i].data(), received[i].size(), d, kReturnTag);
     }
     if (!digested_for[i].empty()) {
-      sends.push_back(MPI_REQUEST_NULL);
-      SKT_MPI(MPI_Isend(digested_for[i].data(), static_cast<int>(digested_for[i].size()),
-                        MPI_UINT32_T, d, kReturnTag, link.comm(), &sends.back()));
+      transfers.send_crcs(link, digested_for[i].data(), digested_for[i].size(), d, kReturnTag);
     }
   }
-  link.wait_all(static_cast<int>(receives.size()), receives.data(), nullptr);
+  transfers.wait_receives(link);
   for (int d = 0; d < g; ++d) {
     const auto i = static_cast<std::size_t>(d);
     for (std::size_t n = 0; n < digested_by[i].size(); ++n) {
@@ -259,7 +267,7 @@ void return_data_crcs(GroupLink& link, const StripeGeometry& geometry, std::uint
                   blocks * sizeof(std::uint32_t));
     }
   }
-  link.wait_all(static_cast<int>(transfers.sends.size()), transfers.sends.data(), nullptr);
+  transfers.wait_sends(link);
 }
 
 }  // namespace
@@ -548,34 +556,24 @@ void send_crcs_to_lost(GroupLink& link, const StripeGeometry& geometry,
   Transfers transfers;
   constexpr int kDataTag = 0x5e5;
   constexpr int kParityTag = 0x5e6;
-  auto transfer = [&](bool receive, std::uint32_t* at, std::uint64_t count, int peer, int tag) {
-    auto& list = receive ? transfers.receives : transfers.sends;
-    list.push_back(MPI_REQUEST_NULL);
-    if (receive) {
-      SKT_MPI(MPI_Irecv(at, static_cast<int>(count), MPI_UINT32_T, peer, tag, link.comm(),
-                        &list.back()));
-    } else {
-      SKT_MPI(MPI_Isend(at, static_cast<int>(count), MPI_UINT32_T, peer, tag, link.comm(),
-                        &list.back()));
-    }
-  };
   if (me == target) {
     for (int d = 0; d < g; ++d) {
       if (d == me) continue;
       auto& own = data[static_cast<std::size_t>(d)];
       own.resize(member_chunks[static_cast<std::size_t>(d)] * blocks);
       parity[static_cast<std::size_t>(d)].resize(parity_crcs);
-      transfer(true, own.data(), own.size(), d, kDataTag);
-      transfer(true, parity[static_cast<std::size_t>(d)].data(), parity_crcs, d, kParityTag);
+      transfers.receive_crcs(link, own.data(), own.size(), d, kDataTag);
+      transfers.receive_crcs(link, parity[static_cast<std::size_t>(d)].data(), parity_crcs, d,
+                             kParityTag);
     }
-    link.wait_all(static_cast<int>(transfers.receives.size()), transfers.receives.data(), nullptr);
+    transfers.wait_receives(link);
     derive_lost_crcs(geometry, member_chunks, me, data, parity, digests);
     return;
   }
-  transfer(false, digests.data, member_chunks[static_cast<std::size_t>(me)] * blocks, target,
-           kDataTag);
-  transfer(false, digests.parity, parity_crcs, target, kParityTag);
-  link.wait_all(static_cast<int>(transfers.sends.size()), transfers.sends.data(), nullptr);
+  transfers.send_crcs(link, digests.data, member_chunks[static_cast<std::size_t>(me)] * blocks,
+                      target, kDataTag);
+  transfers.send_crcs(link, digests.parity, parity_crcs, target, kParityTag);
+  transfers.wait_sends(link);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ trap 'rm -rf "$work"' EXIT
 quietly() {
   "$@" >"$work/build.log" 2>&1 || {
     echo "   clang build failed: $*" >&2
-    grep -E "error|FAILED" -A4 "$work/build.log" | head -40 >&2
+    { grep -iE "error|failed" -A4 "$work/build.log" || tail -20 "$work/build.log"; } | head -40 >&2
     return 1
   }
 }
