@@ -26,6 +26,8 @@ MPI_ENV = {
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
     "OMPI_MCA_rmaps_base_oversubscribe": "1",
     "OPENBLAS_NUM_THREADS": "1",
+    # A second's wait between SIGTERM and SIGKILL after a rank dies (tests/meson.build says why).
+    "OMPI_MCA_odls_base_sigkill_timeout": "0",
 }
 
 # Open MPI's shared-memory transport keeps a 4 MiB file per rank in /dev/shm, which a launcher
