@@ -620,7 +620,9 @@ def limited_by_segment_limits(cluster, tmp, failures):
             print(f"skip a job beyond the kernel's segment limits: {namespace.why_not}", flush=True)
             return
         try:
-            limited = cluster.launch(["n0", "n1"], [path], env)
+            # With Open MPI's own second between SIGTERM and SIGKILL (the tests shorten it to
+            # nothing): the rank that fails a moment after the first must still say why.
+            limited = cluster.launch(["n0", "n1"], [path], dict(env, OMPI_MCA_odls_base_sigkill_timeout="1"))
             left = cluster.segment_count(f"{job}+t0")
             namespace.set("shmall", 1 << 40)
             raised = cluster.launch(["n0", "n1"], [path], dict(env, SKT_RESTART="1"))
