@@ -255,6 +255,9 @@ struct ProtocolStats {
   std::uint64_t verified_bytes = 0;  // read to verify
   std::uint64_t rebuilt_bytes = 0;   // got back from the group
   std::uint64_t restored_bytes = 0;  // written back into W and B
+  // restore: why the newer epochs than the one restored could not be (empty: it was the newest);
+  // the same on every rank
+  std::string passed_over;
 };
 
 class Protocol {

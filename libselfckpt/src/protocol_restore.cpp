@@ -376,6 +376,7 @@ Protocol::Choice Protocol::choose_epoch(const RestoreInputs& in,
                               in.job));
     }
   });
+  stats_.passed_over = reasons;
   return choice;
 }
 

@@ -332,6 +332,11 @@ void Session::report_recovery(const Finding& mine, const RestorePlan& setup, Sou
     return;
   }
   const ProtocolStats& s = protocol_->stats();
+  if (!s.passed_over.empty() && job_.rank() == 0) {
+    log.warn(
+        "recovered epoch {}, older than the job's newest: {}; the program goes on from epoch {}",
+        epoch_, s.passed_over, epoch_);
+  }
   if (s.workspace_blocks_overwritten > 0) {
     log.warn(
         "{} blocks of this rank's workspace differed from epoch {}, which it held when the job "

@@ -913,6 +913,7 @@ void Job::rank_main(World& world, int rank, const Launch& launch, Outcome& out) 
     Protocol protocol(shape_.mode, fx, store, privates, survivor ? mine.state : ControlState{});
     RestoreInputs inputs{setup.candidates, survivor, setup.shapes, group, nodes_, config_.job, {}};
     out.restored = static_cast<std::int64_t>(protocol.restore(inputs));
+    out.passed_over = protocol.stats().passed_over;
     if (out.restored == 0) {
       version = 0;
       fill(mem.regions, rank, 0, doubles, 0, region);

@@ -160,6 +160,7 @@ struct Outcome {
   int error = SKT_OK;  // an error the program got
   std::string message;
   std::int64_t restored = -1;
+  std::string passed_over;  // why newer epochs than the one restored could not be
   bool exact = false;  // right after the restore, W and the private object held that epoch's data
   std::int64_t last_committed = -1;  // the last checkpoint that returned to the program
   bool finished = false;             // the job's end returned to the program
