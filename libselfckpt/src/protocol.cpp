@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "encoders/copy.hpp"
+
 namespace skt {
 
 namespace {
@@ -122,7 +124,7 @@ std::uint64_t copy_pieces(const std::vector<Piece>& pieces, const Progress& prog
   const std::uint64_t n = pieces.size();
   std::uint64_t bytes = 0;
   for (std::uint64_t i = 0; i < n; ++i) {
-    if (pieces[i].bytes > 0) std::memcpy(pieces[i].to, pieces[i].from, pieces[i].bytes);
+    if (pieces[i].bytes > 0) enc::copy_uncached(pieces[i].to, pieces[i].from, pieces[i].bytes);
     bytes += pieces[i].bytes;
     if (progress) progress(i + 1, n);
   }
