@@ -83,8 +83,8 @@ static void check_epoch_reading(int rank) {
   step = 41 + rank;
   CHECK(skt_checkpoint(ctx) == SKT_OK);
   /* While a process of the job holds its segments (here this one), its epoch is not read. The
-   * count it names is the system's count of attachments at that moment: a test running beside this
-   * one that lists its user's segments attaches each for a look, so it may be more than 1. */
+   * count it names is the system's count of attachments at that moment: any other process of this
+   * user that lists its segments (skt-shm list, another job starting) attaches each for a look. */
   setenv("SKT_ATTACH_WAIT", "0", 1);
   CHECK(skt_epoch_open(MPI_COMM_WORLD, "capi-epoch", &old) == SKT_ERR_BUSY && old == NULL);
   CHECK(strstr(skt_last_error(), "segment of job 'capi-epoch' rank 0 is still attached by ") !=
