@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 
 import harness
@@ -210,20 +211,36 @@ def an_ensemble_under_one_tag(cluster, checks):
                       cluster.segment_count(job) == 0,
                       "two members with their ranks 0 on one node run at once, each its own "
                       "computation, and leave no segment", paired)
-        crash_args = args + ["--crash-at", "7", "--crash-rank", "1"]
-        first = cluster.launch(["n0", "n1", "n2", "n3"], crash_args, dict(env, SKT_RESTART="0"))
+        # World rank 1 (member 1) is killed once every rank waits at its pause, past its epoch 2:
+        # killed at any moment, it could take member 0 down before member 0's first checkpoint
+        # (the members run apart), which would then rightly start afresh.
+        process, _ = cluster.start(["n0", "n1", "n2", "n3"], args + ["--pause", "0:7"],
+                                   dict(env, SKT_RESTART="0"))
+        timer = threading.Timer(cluster.timeout, lambda: os.killpg(process.pid, signal.SIGKILL))
+        timer.start()
+        try:
+            paused = process.stdout.readline()
+            if paused.startswith("PAUSED"):
+                for pid in harness.processes_of(job, rank=1):
+                    os.kill(pid, signal.SIGKILL)
+            out, err = process.communicate()
+        finally:
+            timer.cancel()
+        first = harness.Run(process.returncode, paused + out, err)
+        cluster.wait_detached(job)
         tags = sorted({row[2] for row in cluster.segments(job)})
-        checks.expect(first.code not in (0, 2, 3) and tags == [job, job + "+w1"],
-                      f"crashed after epoch 2, the members' checkpoints under {job} and {job}+w1",
-                      first)
+        checks.expect(paused.startswith("PAUSED") and first.code not in (0, 2, 3) and
+                      tags == [job, job + "+w1"],
+                      f"world rank 1 killed after epoch 2, the members' checkpoints under {job} and "
+                      f"{job}+w1", first)
         in_place = cluster.launch(["n0", "n1", "n2", "n3"], args, dict(env, SKT_RESTART="1"))
-        # Member 1 (world rank 1) crashed after epoch 2; member 0 went on until mpirun ended it.
         checks.expect(in_place.code == 0 and in_place.result == reference and
                       "recovered epoch 2 at iteration 6 (member 1)" in in_place.out and
                       re.search(r"^recovered epoch \d+ at iteration \d+ \(member 0\)", in_place.out,
                                 re.M) and cluster.segment_count(job) == 0,
                       "relaunched in place, each member restores its own checkpoint (member 1 its "
                       "epoch 2)", in_place)
+        crash_args = args + ["--crash-at", "7", "--crash-rank", "1"]
         cluster.launch(["n0", "n1", "n2", "n3"], crash_args, dict(env, SKT_RESTART="0"))
         swapped = cluster.launch(["n1", "n0", "n3", "n2"], args, dict(env, SKT_RESTART="1"))
         checks.expect(swapped.code == 0 and swapped.result == reference,
